@@ -1,0 +1,39 @@
+// Package config defines the controller's configuration: what the operator
+// writes (in a ConfigMap in cluster mode, a file or the built-in default in
+// embedded mode) and what the reference components validate, render and
+// publish.
+package config
+
+// Config is the controller's configuration. A Config carried by an event is
+// shared and must not be modified.
+type Config struct {
+	// Frontends are the listeners of the rendered proxy configuration.
+	Frontends []Frontend `json:"frontends"`
+	// Backends are the server pools the frontends route to; their servers
+	// are the discovered pods.
+	Backends []Backend `json:"backends"`
+	// MaxConn is the global connection limit; 0 takes the renderer's default.
+	MaxConn int `json:"maxConn,omitempty"`
+}
+
+// Frontend is one listener.
+type Frontend struct {
+	Name           string `json:"name"`
+	Bind           string `json:"bind"` // host:port or :port
+	DefaultBackend string `json:"defaultBackend"`
+}
+
+// Backend is one server pool.
+type Backend struct {
+	Name    string `json:"name"`
+	Port    int    `json:"port"`    // the port on each pod
+	Balance string `json:"balance"` // roundrobin, leastconn or source
+}
+
+// Pod is a discovered target pod.
+type Pod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	IP        string `json:"ip"`
+	Ready     bool   `json:"ready"`
+}

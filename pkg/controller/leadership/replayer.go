@@ -1,0 +1,86 @@
+package leadership
+
+import (
+	"log/slog"
+	"reflect"
+	"sync/atomic"
+
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// StateReplayer caches the most recent event of type T and re-publishes it
+// on demand. Create one with NewStateReplayer.
+type StateReplayer[T busevents.Event] struct {
+	bus    *busevents.EventBus
+	name   string // T's type name, for logs
+	logger *slog.Logger
+	slot   atomic.Pointer[entry[T]]
+}
+
+// entry is an immutable cached event and the sequence it was stamped with.
+type entry[T busevents.Event] struct {
+	event T
+	seq   uint64
+}
+
+// NewStateReplayer returns a replayer that re-publishes on bus. It panics,
+// naming the argument, when bus is nil: a replayer without a bus is a
+// programming error that must not surface only at the first failover.
+// It logs through slog.Default().
+func NewStateReplayer[T busevents.Event](bus *busevents.EventBus) *StateReplayer[T] {
+	if bus == nil {
+		panic("leadership: NewStateReplayer: bus is nil")
+	}
+	t := reflect.TypeFor[T]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return &StateReplayer[T]{bus: bus, name: t.Name(), logger: slog.Default()}
+}
+
+// Cache stores event as the current state, replacing what was cached. A nil
+// or typed-nil event is ignored: it is never cached, and what was cached
+// stays. When calls race, the one that took the later bus sequence wins.
+func (r *StateReplayer[T]) Cache(event T) {
+	if busevents.IsNil(event) {
+		r.logger.Warn("state replayer ignored a nil event", "type", r.name)
+		return
+	}
+	e := &entry[T]{event: event, seq: r.bus.NextSequence()}
+	for {
+		old := r.slot.Load()
+		if old != nil && old.seq > e.seq {
+			return // a concurrent Cache stored newer state
+		}
+		if r.slot.CompareAndSwap(old, e) {
+			return
+		}
+	}
+}
+
+// Replay re-publishes the cached event to every subscriber of its type that
+// does not already hold newer state of that type, and reports whether there
+// was anything cached. It logs "replaying <Type>" when it replays.
+func (r *StateReplayer[T]) Replay() bool {
+	e := r.slot.Load()
+	if e == nil {
+		return false
+	}
+	n := r.bus.Republish(e.event, e.seq)
+	r.logger.Info("replaying "+r.name, "type", e.event.EventType(), "subscribers", n)
+	return true
+}
+
+// HasState reports whether an event is cached.
+func (r *StateReplayer[T]) HasState() bool { return r.slot.Load() != nil }
+
+// Get returns the cached event without replaying it, and false when nothing
+// is cached.
+func (r *StateReplayer[T]) Get() (T, bool) {
+	e := r.slot.Load()
+	if e == nil {
+		var zero T
+		return zero, false
+	}
+	return e.event, true
+}

@@ -1,0 +1,136 @@
+package events
+
+// Publish delivers e to every subscriber of its type and returns how many
+// queued it. It never blocks: a subscriber whose buffer is full loses the
+// event (see the package doc on backpressure). Before Start the event is
+// held and Publish returns 0; after Stop it is refused and Publish returns 0.
+// A nil or typed-nil event is refused, counted in Stats().RejectedNil and
+// never delivered.
+func (b *EventBus) Publish(e Event) int {
+	if IsNil(e) {
+		b.rejectNil()
+		return 0
+	}
+	if b.state.Load() == stateStarted {
+		return b.deliver(e, b.seq.Add(1), false)
+	}
+	return b.publishSlow(e)
+}
+
+// NextSequence returns a sequence number ordered after every publish that
+// has taken its number so far and before every later one. A replayer stamps
+// the state it caches with it, for Republish.
+func (b *EventBus) NextSequence() uint64 { return b.seq.Add(1) }
+
+// Republish delivers e, stamped seq by NextSequence, to each subscriber of
+// its type that has not already been given an event of that type stamped at
+// or after seq, whether by Publish or by Republish. A replayed event thus
+// never reaches a subscriber after newer state of its type, and a subscriber
+// that holds older state (or none) gets it. It returns how many subscribers
+// queued it; before Start or after Stop it does nothing and returns 0.
+func (b *EventBus) Republish(e Event, seq uint64) int {
+	if IsNil(e) {
+		b.rejectNil()
+		return 0
+	}
+	if b.state.Load() != stateStarted {
+		return 0
+	}
+	return b.deliver(e, seq, true)
+}
+
+func (b *EventBus) rejectNil() {
+	if b.rejectedNil.Add(1) == 1 {
+		b.logger.Warn("event bus refused a nil event; further ones are only counted", "caller", caller(3))
+	}
+}
+
+// publishSlow handles Publish before Start and after Stop.
+func (b *EventBus) publishSlow(e Event) int {
+	b.mu.Lock()
+	switch b.state.Load() {
+	case stateStarted: // Start completed meanwhile
+		b.mu.Unlock()
+		return b.deliver(e, b.seq.Add(1), false)
+	case stateStopped:
+		b.mu.Unlock()
+		if b.rejectedStopped.Add(1) == 1 {
+			b.logger.Warn("event published after the event bus stopped was refused; further ones are only counted",
+				"type", e.EventType(), "caller", caller(3))
+		}
+		return 0
+	}
+	if len(b.pending) >= b.capacity {
+		b.preStartDropped[e.EventType()]++
+		b.mu.Unlock()
+		b.logger.Warn("event bus not started and its buffer is full; event dropped",
+			"type", e.EventType(), "capacity", b.capacity)
+		return 0
+	}
+	// The sequence is taken under the lock so held events keep their order.
+	b.pending = append(b.pending, pendingEvent{event: e, seq: b.seq.Add(1)})
+	b.mu.Unlock()
+	return 0
+}
+
+// deliver routes e to its subscribers.
+func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
+	name := e.EventType()
+	t := b.routes.Load().topics[name]
+	if t == nil {
+		t = b.topicFor(name)
+		if t == nil {
+			return 0
+		}
+	}
+	if replay {
+		t.replayed.Add(1)
+	}
+	n := 0
+	for _, s := range t.subs {
+		queued, drop := s.offer(e, t, seq, replay)
+		if queued {
+			n++
+		}
+		if drop != nil {
+			b.reportDrop(s, *drop)
+		}
+	}
+	if b.requests.Load() > 0 {
+		b.offerResponse(e)
+	}
+	return n
+}
+
+// topicFor returns the topic of an event type seen for the first time,
+// creating it (with the universal subscribers, if any) so that later
+// publishes of the type find it without locking. It returns nil after Stop.
+func (b *EventBus) topicFor(name string) *topic {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.routes.Load()
+	if t := old.topics[name]; t != nil {
+		return t
+	}
+	if b.state.Load() == stateStopped {
+		return nil
+	}
+	rt := &routeTable{topics: make(map[string]*topic, len(old.topics)+1), universal: old.universal}
+	for k, v := range old.topics {
+		rt.topics[k] = v
+	}
+	t := b.newTopicLocked(name, old.universal)
+	rt.topics[name] = t
+	b.routes.Store(rt)
+	return t
+}
+
+func (b *EventBus) reportDrop(s *subscription, d Drop) {
+	// Log the first drop and then at powers of two, so a subscriber that
+	// never reads cannot flood the log.
+	if d.Total&(d.Total-1) == 0 {
+		b.logger.Warn("critical subscriber buffer full, event dropped",
+			"subscriber", d.Subscriber, "type", d.EventType, "dropped_total", d.Total)
+	}
+	s.onDrop(d)
+}

@@ -1,0 +1,91 @@
+package events
+
+import "sort"
+
+// Stats is a snapshot of the bus's counters.
+type Stats struct {
+	// RejectedNil counts nil and typed-nil events refused by Publish.
+	RejectedNil uint64
+	// RejectedStopped counts events published after Stop.
+	RejectedStopped uint64
+	// PreStartDropped counts, per event type, events published before Start
+	// that did not fit in the bus's capacity.
+	PreStartDropped map[string]uint64
+	// Replayed counts Republish calls per event type.
+	Replayed map[string]uint64
+	// Subscribers lists the live subscriptions, sorted by name.
+	Subscribers []SubscriberStats
+}
+
+// SubscriberStats is one subscription's accounting, per event type.
+type SubscriberStats struct {
+	Name       string
+	Critical   bool
+	LeaderOnly bool
+	// Delivered counts events queued for the subscriber.
+	Delivered map[string]uint64
+	// Dropped counts events the subscriber lost: refused by a full buffer,
+	// or removed from it to make room for newer state.
+	Dropped map[string]uint64
+	// Skipped counts superseded versions of LatestValue state removed from
+	// a full buffer in favour of a newer version.
+	Skipped map[string]uint64
+}
+
+// Stats returns a snapshot of the counters.
+func (b *EventBus) Stats() Stats {
+	b.mu.Lock()
+	st := Stats{
+		RejectedNil:     b.rejectedNil.Load(),
+		RejectedStopped: b.rejectedStopped.Load(),
+		PreStartDropped: make(map[string]uint64, len(b.preStartDropped)),
+		Replayed:        map[string]uint64{},
+	}
+	for k, v := range b.preStartDropped {
+		st.PreStartDropped[k] = v
+	}
+	subs := make([]*subscription, 0, len(b.subs))
+	for _, s := range b.subs {
+		subs = append(subs, s)
+	}
+	b.mu.Unlock()
+
+	for name, t := range b.routes.Load().topics {
+		if n := t.replayed.Load(); n > 0 {
+			st.Replayed[name] = n
+		}
+	}
+	for _, s := range subs {
+		st.Subscribers = append(st.Subscribers, s.stats())
+	}
+	sort.Slice(st.Subscribers, func(i, j int) bool { return st.Subscribers[i].Name < st.Subscribers[j].Name })
+	return st
+}
+
+func (s *subscription) stats() SubscriberStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := SubscriberStats{
+		Name:       s.name,
+		Critical:   s.onDrop != nil,
+		LeaderOnly: s.leaderOnly,
+		Delivered:  map[string]uint64{},
+		Dropped:    map[string]uint64{},
+		Skipped:    map[string]uint64{},
+	}
+	for _, sl := range s.slots {
+		if sl.delivered > 0 {
+			st.Delivered[sl.name] += sl.delivered
+		}
+		if sl.dropped > 0 {
+			st.Dropped[sl.name] += sl.dropped
+		}
+	}
+	for k, v := range s.lost {
+		st.Dropped[k] += v
+	}
+	for k, v := range s.skipped {
+		st.Skipped[k] += v
+	}
+	return st
+}
