@@ -1,7 +1,3 @@
-// Package config defines the controller's configuration: what the operator
-// writes (in a ConfigMap in cluster mode, a file or the built-in default in
-// embedded mode) and what the reference components validate, render and
-// publish.
 package config
 
 // Config is the controller's configuration. A Config carried by an event is
