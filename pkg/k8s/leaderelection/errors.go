@@ -1,0 +1,43 @@
+package leaderelection
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap them, so test with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by every configuration error of New, NewWithStore and
+	// NewKubernetesStore; errors.As with *ConfigError gives the offending field.
+	ErrInvalidConfig = errors.New("leaderelection: invalid config")
+	// ErrAlreadyStarted is returned by a second call of Elector.Start.
+	ErrAlreadyStarted = errors.New("leaderelection: elector already started")
+	// ErrLeaseNotFound is returned by a LeaseStore when the lease does not exist.
+	ErrLeaseNotFound = errors.New("leaderelection: lease not found")
+	// ErrConflict is returned by a LeaseStore when a Create finds the lease present or an
+	// Update carries a resourceVersion that is not the current one.
+	ErrConflict = errors.New("leaderelection: lease changed concurrently")
+	// ErrRenewDeadlineMissed is the cause of a term that ended because the leader could
+	// not renew within RenewDeadline, and what Elector.Healthy reports while a replica
+	// still believes it holds a lease it has not renewed in time.
+	ErrRenewDeadlineMissed = errors.New("leaderelection: renew deadline missed")
+	// ErrLeaseLost is the cause of a term that ended because the lease was taken,
+	// overwritten or deleted by someone else.
+	ErrLeaseLost = errors.New("leaderelection: lease lost")
+	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a
+	// decimal number above every term this elector held before; the elector then
+	// releases the lease instead of leading under it.
+	ErrInvalidTerm = errors.New("leaderelection: resource version is not a valid term")
+)
+
+// ConfigError reports one invalid configuration field. It wraps ErrInvalidConfig.
+type ConfigError struct {
+	// Field is the name of the offending Config field or constructor argument,
+	// e.g. "LeaseName" or "clientset".
+	Field string
+	// Reason is the lowercase description, e.g. "lease name is empty".
+	Reason string
+}
+
+// Error returns "leaderelection: " followed by the reason.
+func (e *ConfigError) Error() string { return "leaderelection: " + e.Reason }
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }

@@ -1,0 +1,259 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// kubernetesStore is the LeaseStore of one coordination.k8s.io/v1 Lease.
+type kubernetesStore struct {
+	leases    coordinationv1client.LeaseInterface
+	namespace string
+	name      string
+	selector  string
+
+	// mu guards last.
+	mu sync.Mutex
+	// last is the newest Lease object seen, so that Update keeps its metadata (labels,
+	// annotations, owners) and the spec fields this package does not manage.
+	last *coordinationv1.Lease
+}
+
+// NewKubernetesStore returns the LeaseStore of the Lease namespace/name, read and
+// written with the typed client of clientset; the fields are those of client-go's
+// LeaseLock, so stock client-go electors can share the Lease. Watch lists the Lease by
+// the field selector metadata.name=name and watches from the list's resourceVersion.
+// API conflicts (and AlreadyExists on Create) map to ErrConflict, NotFound on Get and
+// Update to ErrLeaseNotFound. It returns an error wrapping ErrInvalidConfig when
+// clientset is nil or namespace or name is empty.
+func NewKubernetesStore(clientset kubernetes.Interface, namespace, name string) (LeaseStore, error) {
+	var errs []error
+	if clientset == nil {
+		errs = append(errs, &ConfigError{Field: "clientset", Reason: "clientset is nil"})
+	}
+	if namespace == "" {
+		errs = append(errs, &ConfigError{Field: "LeaseNamespace", Reason: "lease namespace is empty"})
+	}
+	if name == "" {
+		errs = append(errs, &ConfigError{Field: "LeaseName", Reason: "lease name is empty"})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &kubernetesStore{
+		leases:    clientset.CoordinationV1().Leases(namespace),
+		namespace: namespace,
+		name:      name,
+		selector:  fields.OneTermEqualSelector("metadata.name", name).String(),
+	}, nil
+}
+
+func (s *kubernetesStore) String() string { return s.namespace + "/" + s.name }
+
+func (s *kubernetesStore) Get(ctx context.Context) (LeaseRecord, error) {
+	l, err := s.leases.Get(ctx, s.name, metav1.GetOptions{})
+	if err != nil {
+		return LeaseRecord{}, s.mapError("get", err, true)
+	}
+	s.remember(l)
+	return recordOf(l), nil
+}
+
+func (s *kubernetesStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, error) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}}
+	setSpec(l, r)
+	out, err := s.leases.Create(ctx, l, metav1.CreateOptions{})
+	if err != nil {
+		// NotFound here is the namespace: not ErrLeaseNotFound.
+		return LeaseRecord{}, s.mapError("create", err, false)
+	}
+	s.remember(out)
+	return recordOf(out), nil
+}
+
+func (s *kubernetesStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecord, error) {
+	if r.ResourceVersion == "" {
+		// An update without a version would be unconditional: never send one.
+		return LeaseRecord{}, fmt.Errorf("leaderelection: update lease %s without resource version: %w", s, ErrConflict)
+	}
+	l, err := s.base(ctx, r.ResourceVersion)
+	if err != nil {
+		return LeaseRecord{}, err
+	}
+	setSpec(l, r)
+	out, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		return LeaseRecord{}, s.mapError("update", err, true)
+	}
+	s.remember(out)
+	return recordOf(out), nil
+}
+
+// base returns a copy of the Lease object at resourceVersion rv to update, reading it
+// when it is not the one remembered.
+func (s *kubernetesStore) base(ctx context.Context, rv string) (*coordinationv1.Lease, error) {
+	s.mu.Lock()
+	last := s.last
+	s.mu.Unlock()
+	if last != nil && last.ResourceVersion == rv {
+		return last.DeepCopy(), nil
+	}
+	l, err := s.leases.Get(ctx, s.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, s.mapError("update", err, true)
+	}
+	s.remember(l)
+	if l.ResourceVersion != rv {
+		return nil, fmt.Errorf("leaderelection: update lease %s: resource version %q is not %q: %w",
+			s, rv, l.ResourceVersion, ErrConflict)
+	}
+	return l.DeepCopy(), nil
+}
+
+// remember keeps l if it is newer than the Lease object kept.
+func (s *kubernetesStore) remember(l *coordinationv1.Lease) {
+	if l == nil || l.Name != s.name {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last != nil {
+		if cmp, err := resourceversion.CompareResourceVersion(l.ResourceVersion, s.last.ResourceVersion); err == nil && cmp < 0 {
+			return
+		}
+	}
+	s.last = l.DeepCopy()
+}
+
+func (s *kubernetesStore) mapError(op string, err error, notFound bool) error {
+	switch {
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("leaderelection: %s lease %s: %w: %w", op, s, ErrConflict, err)
+	case notFound && apierrors.IsNotFound(err):
+		return fmt.Errorf("leaderelection: %s lease %s: %w: %w", op, s, ErrLeaseNotFound, err)
+	default:
+		return fmt.Errorf("leaderelection: %s lease %s: %w", op, s, err)
+	}
+}
+
+// Watch lists the Lease, delivers its state, and then the events of a watch started at
+// the list's resourceVersion, from a goroutine that closes the channel and stops the
+// watch when ctx ends, the server ends the watch, or it reports an error (for example
+// 410 Gone when the version is too old).
+func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: s.selector})
+	if err != nil {
+		return nil, s.mapError("list", err, false)
+	}
+	first := LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: list.ResourceVersion}}
+	for i := range list.Items {
+		if l := &list.Items[i]; l.Name == s.name {
+			s.remember(l)
+			first = LeaseEvent{Record: recordOf(l)}
+		}
+	}
+	w, err := s.leases.Watch(ctx, metav1.ListOptions{
+		FieldSelector:       s.selector,
+		ResourceVersion:     list.ResourceVersion,
+		AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		return nil, s.mapError("watch", err, false)
+	}
+	events := make(chan LeaseEvent, 1)
+	events <- first
+	go func() {
+		defer close(events)
+		defer w.Stop()
+		for {
+			var we watch.Event
+			var ok bool
+			select {
+			case <-ctx.Done():
+				return
+			case we, ok = <-w.ResultChan():
+				if !ok {
+					return
+				}
+			}
+			var ev LeaseEvent
+			switch we.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				l, isLease := we.Object.(*coordinationv1.Lease)
+				if !isLease || l.Name != s.name {
+					continue
+				}
+				ev = LeaseEvent{Record: recordOf(l), Deleted: we.Type == watch.Deleted}
+				if !ev.Deleted {
+					s.remember(l)
+				}
+			case watch.Error:
+				return
+			default: // bookmarks
+				continue
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return events, nil
+}
+
+// recordOf reads the client-go leader election fields of l.
+func recordOf(l *coordinationv1.Lease) LeaseRecord {
+	r := LeaseRecord{ResourceVersion: l.ResourceVersion}
+	if p := l.Spec.HolderIdentity; p != nil {
+		r.HolderIdentity = *p
+	}
+	if p := l.Spec.LeaseDurationSeconds; p != nil {
+		r.LeaseDuration = time.Duration(*p) * time.Second
+	}
+	if p := l.Spec.AcquireTime; p != nil {
+		r.AcquireTime = p.Time
+	}
+	if p := l.Spec.RenewTime; p != nil {
+		r.RenewTime = p.Time
+	}
+	if p := l.Spec.LeaseTransitions; p != nil {
+		r.LeaseTransitions = *p
+	}
+	return r
+}
+
+// setSpec writes r into l's spec as client-go's LeaseLock does; the duration is rounded
+// up to whole seconds, so followers never wait less than the holder promised.
+func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
+	holder := r.HolderIdentity
+	seconds := int32((r.LeaseDuration + time.Second - 1) / time.Second)
+	if r.LeaseDuration > 0 && seconds < 1 {
+		seconds = 1
+	}
+	transitions := r.LeaseTransitions
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &seconds
+	l.Spec.AcquireTime = microTime(r.AcquireTime)
+	l.Spec.RenewTime = microTime(r.RenewTime)
+	l.Spec.LeaseTransitions = &transitions
+}
+
+func microTime(t time.Time) *metav1.MicroTime {
+	if t.IsZero() {
+		return nil
+	}
+	return &metav1.MicroTime{Time: t}
+}

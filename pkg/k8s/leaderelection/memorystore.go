@@ -1,0 +1,159 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// MemoryStore is an in-process LeaseStore with the semantics of the Kubernetes one:
+// Create fails with ErrConflict when the lease exists, Update is a strict
+// compare-and-swap on the resourceVersion, and watchers see every change. It is the
+// embedded default for single-process runs and the store of fast tests. The zero value
+// is not usable; call NewMemoryStore. Safe for concurrent use.
+//
+// ResourceVersions come from a counter that never goes back, also across Delete, so
+// terms stay strictly increasing when the lease is deleted and re-created.
+//
+// Writers never block on watchers: each watcher holds at most one undelivered event,
+// and a newer event replaces it, so a slow watcher skips to the latest state.
+type MemoryStore struct {
+	name string
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	version  uint64
+	record   LeaseRecord
+	exists   bool
+	watchers map[chan LeaseEvent]struct{}
+}
+
+var _ LeaseStore = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty store for the lease called name.
+func NewMemoryStore(name string) *MemoryStore {
+	return &MemoryStore{name: name, watchers: make(map[chan LeaseEvent]struct{})}
+}
+
+// String returns "memory/" and the lease name.
+func (s *MemoryStore) String() string { return "memory/" + s.name }
+
+// Get returns the lease or ErrLeaseNotFound.
+func (s *MemoryStore) Get(ctx context.Context) (LeaseRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return LeaseRecord{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.exists {
+		return LeaseRecord{}, fmt.Errorf("get %s: %w", s, ErrLeaseNotFound)
+	}
+	return s.record, nil
+}
+
+// Create stores r as a new lease, or fails with ErrConflict when one exists.
+func (s *MemoryStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return LeaseRecord{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.exists {
+		return LeaseRecord{}, fmt.Errorf("create %s: %w", s, ErrConflict)
+	}
+	return s.storeLocked(r), nil
+}
+
+// Update overwrites the lease when r.ResourceVersion is the current one; otherwise it
+// fails with ErrConflict (or ErrLeaseNotFound when there is no lease).
+func (s *MemoryStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return LeaseRecord{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.exists {
+		return LeaseRecord{}, fmt.Errorf("update %s: %w", s, ErrLeaseNotFound)
+	}
+	if r.ResourceVersion != s.record.ResourceVersion {
+		return LeaseRecord{}, fmt.Errorf("update %s: resource version %q is not %q: %w",
+			s, r.ResourceVersion, s.record.ResourceVersion, ErrConflict)
+	}
+	return s.storeLocked(r), nil
+}
+
+// Set overwrites the lease by hand, creating it when absent, whatever its
+// resourceVersion, and returns it with its new resourceVersion. For tests and demos.
+func (s *MemoryStore) Set(r LeaseRecord) LeaseRecord {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.storeLocked(r)
+}
+
+// Delete removes the lease by hand, if present. For tests and demos. Watchers get a
+// Deleted event carrying the last state and the resourceVersion of the delete.
+func (s *MemoryStore) Delete() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.exists {
+		return
+	}
+	s.version++
+	last := s.record
+	last.ResourceVersion = strconv.FormatUint(s.version, 10)
+	s.exists = false
+	s.record = LeaseRecord{}
+	s.notifyLocked(LeaseEvent{Record: last, Deleted: true})
+}
+
+// Watch delivers the current state first, then every change, skipping to the latest
+// when the reader is slow. The channel is closed by the store when ctx ends.
+func (s *MemoryStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch := make(chan LeaseEvent, 1)
+	s.mu.Lock()
+	ch <- s.currentLocked()
+	s.watchers[ch] = struct{}{}
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.watchers[ch]; ok {
+			delete(s.watchers, ch)
+			close(ch)
+		}
+	})
+	return ch, nil
+}
+
+func (s *MemoryStore) currentLocked() LeaseEvent {
+	if !s.exists {
+		return LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: strconv.FormatUint(s.version, 10)}}
+	}
+	return LeaseEvent{Record: s.record}
+}
+
+func (s *MemoryStore) storeLocked(r LeaseRecord) LeaseRecord {
+	s.version++
+	r.ResourceVersion = strconv.FormatUint(s.version, 10)
+	s.record = r
+	s.exists = true
+	s.notifyLocked(LeaseEvent{Record: r})
+	return r
+}
+
+// notifyLocked hands ev to every watcher without blocking: a watcher's buffer holds one
+// event, and an undelivered older one is dropped for ev. Only holders of mu send, so
+// the send after the drain always finds room.
+func (s *MemoryStore) notifyLocked(ev LeaseEvent) {
+	for ch := range s.watchers {
+		select {
+		case <-ch:
+		default:
+		}
+		ch <- ev
+	}
+}

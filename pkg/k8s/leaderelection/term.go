@@ -1,0 +1,147 @@
+package leaderelection
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// termKey is the context key of the term.
+type termKey struct{}
+
+// TermFromContext returns the term of the leadership ctx belongs to: ctx is the context
+// given to OnStartedLeading or one derived from it. ok is false for other contexts.
+func TermFromContext(ctx context.Context) (term uint64, ok bool) {
+	term, ok = ctx.Value(termKey{}).(uint64)
+	return term, ok
+}
+
+// termContext is the context of one term. It ends when the elector steps down or when
+// the parent ends, and by its own check of the local monotonic clock: as soon as
+// renewDeadline has passed since the send time of the last successful renew, Err and
+// Done report it ended, even if no goroutine has yet run to cancel it (a process resumed
+// after SIGSTOP sees its term over at once). A timer cancels it at that moment too, so
+// contexts derived from it end as well.
+//
+// The embedded context is a cancel-cause context, so context.Cause gives the reason
+// (ErrRenewDeadlineMissed, ErrLeaseLost, or the parent's cause) once Err is non-nil, and
+// derived contexts attach to it directly.
+type termContext struct {
+	context.Context
+	cancel        context.CancelCauseFunc
+	term          uint64
+	renewDeadline time.Duration // 0: no clock check (election disabled)
+	origin        time.Time     // monotonic reference for renewed
+	now           func() time.Time
+
+	// renewed is the send time of the last successful renew, in nanoseconds since origin.
+	renewed atomic.Int64
+
+	// timerMu guards timer.
+	timerMu sync.Mutex
+	timer   *time.Timer
+}
+
+// newTermContext starts a term under parent whose first write was sent at start.
+// renewDeadline 0 disables the clock check.
+func newTermContext(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration) *termContext {
+	return newTermContextClock(parent, term, start, renewDeadline, time.Now)
+}
+
+// newTermContextClock is newTermContext with the clock read by the Err/Done check
+// injected (the timer stays on the runtime clock), for tests of the lazy check.
+func newTermContextClock(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, now func() time.Time) *termContext {
+	inner, cancel := context.WithCancelCause(context.WithValue(parent, termKey{}, term))
+	t := &termContext{
+		Context:       inner,
+		cancel:        cancel,
+		term:          term,
+		renewDeadline: renewDeadline,
+		origin:        start,
+		now:           now,
+	}
+	if renewDeadline > 0 {
+		t.timerMu.Lock()
+		t.timer = time.AfterFunc(t.remaining(), t.onTimer)
+		t.timerMu.Unlock()
+	}
+	return t
+}
+
+// Err returns a non-nil error once the term ended, including the moment the renew
+// deadline has passed by the local clock.
+func (t *termContext) Err() error {
+	if err := t.Context.Err(); err != nil {
+		return err
+	}
+	if t.expired() {
+		t.cancel(ErrRenewDeadlineMissed)
+	}
+	return t.Context.Err()
+}
+
+// Done returns a channel closed when the term ends; if the renew deadline has passed by
+// the local clock, it is closed before Done returns.
+func (t *termContext) Done() <-chan struct{} {
+	if t.Context.Err() == nil && t.expired() {
+		t.cancel(ErrRenewDeadlineMissed)
+	}
+	return t.Context.Done()
+}
+
+// String describes the context for debugging.
+func (t *termContext) String() string {
+	return "leaderelection.termContext(term " + strconv.FormatUint(t.term, 10) + ")"
+}
+
+// sinceRenew is the local time since the send time of the last successful renew.
+func (t *termContext) sinceRenew() time.Duration {
+	return t.now().Sub(t.origin) - time.Duration(t.renewed.Load())
+}
+
+func (t *termContext) remaining() time.Duration { return t.renewDeadline - t.sinceRenew() }
+
+func (t *termContext) expired() bool { return t.renewDeadline > 0 && t.remaining() <= 0 }
+
+// markRenewed records a successful renew sent at sent. It does not revive a term that
+// already ended; it reports whether the term is still on.
+func (t *termContext) markRenewed(sent time.Time) bool {
+	if t.Err() != nil {
+		return false
+	}
+	d := int64(sent.Sub(t.origin))
+	for {
+		old := t.renewed.Load()
+		if d <= old || t.renewed.CompareAndSwap(old, d) {
+			return true
+		}
+	}
+}
+
+// onTimer ends the term at the renew deadline, or re-arms for the new one after renews.
+func (t *termContext) onTimer() {
+	if t.Context.Err() != nil {
+		return
+	}
+	t.timerMu.Lock()
+	left := t.remaining()
+	if left > 0 {
+		t.timer.Reset(left)
+	}
+	t.timerMu.Unlock()
+	if left <= 0 {
+		t.cancel(ErrRenewDeadlineMissed)
+	}
+}
+
+// end cancels the term with cause (a no-op if it ended already) and stops its timer.
+func (t *termContext) end(cause error) {
+	t.cancel(cause)
+	t.timerMu.Lock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.timerMu.Unlock()
+}
