@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+)
+
+// ConfigMap is a Store backed by one Kubernetes ConfigMap. The API server
+// enforces the resourceVersion check of Update. Labels and annotations
+// written are the whole set: ones other writers added to the ConfigMap are
+// kept only if the caller carries them over from Get.
+type ConfigMap struct {
+	client    typedcorev1.ConfigMapInterface
+	namespace string
+	name      string
+}
+
+// NewConfigMap returns a store for the ConfigMap namespace/name. It checks
+// that clientset is set and that both names are valid Kubernetes names.
+func NewConfigMap(clientset kubernetes.Interface, namespace, name string) (*ConfigMap, error) {
+	if clientset == nil {
+		return nil, errors.New("store: clientset is nil")
+	}
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("store: namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("store: configmap name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return &ConfigMap{client: clientset.CoreV1().ConfigMaps(namespace), namespace: namespace, name: name}, nil
+}
+
+// String returns "<namespace>/<name>".
+func (c *ConfigMap) String() string { return c.namespace + "/" + c.name }
+
+// Get implements Store.
+func (c *ConfigMap) Get(ctx context.Context) (Object, error) {
+	cm, err := c.client.Get(ctx, c.name, metav1.GetOptions{})
+	if err != nil {
+		return Object{}, c.mapErr("get", err)
+	}
+	return fromConfigMap(cm), nil
+}
+
+// Create implements Store.
+func (c *ConfigMap) Create(ctx context.Context, o Object) (Object, error) {
+	cm := c.toConfigMap(o)
+	cm.ResourceVersion = ""
+	out, err := c.client.Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		return Object{}, c.mapErr("create", err)
+	}
+	return fromConfigMap(out), nil
+}
+
+// Update implements Store.
+func (c *ConfigMap) Update(ctx context.Context, o Object) (Object, error) {
+	if o.ResourceVersion == "" {
+		return Object{}, fmt.Errorf("%w: configmap %s", ErrNoResourceVersion, c)
+	}
+	out, err := c.client.Update(ctx, c.toConfigMap(o), metav1.UpdateOptions{})
+	if err != nil {
+		return Object{}, c.mapErr("update", err)
+	}
+	return fromConfigMap(out), nil
+}
+
+func (c *ConfigMap) toConfigMap(o Object) *corev1.ConfigMap {
+	o = o.Clone()
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            c.name,
+			Namespace:       c.namespace,
+			Labels:          o.Labels,
+			Annotations:     o.Annotations,
+			ResourceVersion: o.ResourceVersion,
+		},
+		Data: o.Data,
+	}
+}
+
+func fromConfigMap(cm *corev1.ConfigMap) Object {
+	return Object{
+		Name:            cm.Name,
+		Labels:          cm.Labels,
+		Annotations:     cm.Annotations,
+		Data:            cm.Data,
+		ResourceVersion: cm.ResourceVersion,
+	}.Clone()
+}
+
+// mapErr turns API errors into the store's sentinels, keeping the original.
+func (c *ConfigMap) mapErr(op string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %s configmap %s: %w", ErrNotFound, op, c, err)
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("%w: %s configmap %s: %w", ErrConflict, op, c, err)
+	default:
+		return fmt.Errorf("store: %s configmap %s: %w", op, c, err)
+	}
+}

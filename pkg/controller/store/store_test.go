@@ -1,0 +1,273 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/controller/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+
+// factory returns two handles on one fresh, absent object: a and b play two
+// writers (they may be the same value).
+type factory func(t *testing.T, name string) (a, b store.Store)
+
+func TestMemoryContract(t *testing.T) {
+	contract(t, func(t *testing.T, name string) (store.Store, store.Store) {
+		m, err := store.NewMemory(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, m
+	})
+}
+
+// TestConfigMapContract runs the contract against a real API server: the
+// fake clientset does not enforce resourceVersions.
+func TestConfigMapContract(t *testing.T) {
+	env := testenv.Start(t)
+	contract(t, func(t *testing.T, name string) (store.Store, store.Store) {
+		a, err := store.NewConfigMap(env.Clientset(), "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := store.NewConfigMap(env.Clientset(), "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	})
+}
+
+func contract(t *testing.T, newStore factory) {
+	ctx := t.Context()
+	t.Run("absent", func(t *testing.T) {
+		s, _ := newStore(t, "absent")
+		if _, err := s.Get(ctx); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get: %v, want ErrNotFound", err)
+		}
+		if _, err := s.Update(ctx, store.Object{ResourceVersion: "1"}); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Update: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("create get update", func(t *testing.T) {
+		s, _ := newStore(t, "roundtrip")
+		in := store.Object{
+			Name:        "ignored",
+			Labels:      map[string]string{"app": "baton"},
+			Annotations: map[string]string{"baton.dev/term": "7"},
+			Data:        map[string]string{"config.yaml": "a: 1\n"},
+		}
+		created, err := s.Create(ctx, in)
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		if created.Name != "roundtrip" || created.ResourceVersion == "" {
+			t.Fatalf("Create returned name %q rv %q", created.Name, created.ResourceVersion)
+		}
+		if _, err := s.Create(ctx, in); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("second Create: %v, want ErrConflict", err)
+		}
+		got, err := s.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Data["config.yaml"] != "a: 1\n" || got.Annotations["baton.dev/term"] != "7" || got.Labels["app"] != "baton" {
+			t.Errorf("Get returned %+v", got)
+		}
+		if got.ResourceVersion != created.ResourceVersion {
+			t.Errorf("Get rv %s, Create rv %s", got.ResourceVersion, created.ResourceVersion)
+		}
+		// Copies: changing what we hold changes nothing stored.
+		got.Data["config.yaml"] = "mutated"
+		again, _ := s.Get(ctx)
+		if again.Data["config.yaml"] != "a: 1\n" {
+			t.Error("a returned object aliases the stored one")
+		}
+
+		got.Data["config.yaml"] = "a: 2\n"
+		updated, err := s.Update(ctx, got)
+		if err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+		if updated.ResourceVersion == got.ResourceVersion {
+			t.Error("Update kept the resourceVersion")
+		}
+		if _, err := s.Update(ctx, got); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("Update with a stale resourceVersion: %v, want ErrConflict", err)
+		}
+		got.ResourceVersion = ""
+		if _, err := s.Update(ctx, got); !errors.Is(err, store.ErrNoResourceVersion) {
+			t.Errorf("Update without resourceVersion: %v, want ErrNoResourceVersion", err)
+		}
+		final, _ := s.Get(ctx)
+		if final.Data["config.yaml"] != "a: 2\n" {
+			t.Errorf("stored data %q", final.Data["config.yaml"])
+		}
+	})
+	t.Run("two writers from one read", func(t *testing.T) {
+		a, b := newStore(t, "race")
+		if _, err := a.Create(ctx, store.Object{Data: map[string]string{"n": "0"}}); err != nil {
+			t.Fatal(err)
+		}
+		ra, _ := a.Get(ctx)
+		rb, _ := b.Get(ctx)
+		ra.Data["n"], rb.Data["n"] = "a", "b"
+		_, errA := a.Update(ctx, ra)
+		_, errB := b.Update(ctx, rb)
+		if errA != nil || !errors.Is(errB, store.ErrConflict) {
+			t.Errorf("updates from one read: a %v, b %v; want a to win and b ErrConflict", errA, errB)
+		}
+	})
+	t.Run("no lost updates", func(t *testing.T) {
+		a, b := newStore(t, "counter")
+		if _, err := a.Create(ctx, store.Object{Data: map[string]string{"n": "0"}}); err != nil {
+			t.Fatal(err)
+		}
+		const writers, each = 4, 5
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			s := a
+			if w%2 == 1 {
+				s = b
+			}
+			wg.Go(func() {
+				for range each {
+					if err := increment(ctx, s); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		got, _ := a.Get(ctx)
+		if got.Data["n"] != strconv.Itoa(writers*each) {
+			t.Errorf("counter = %s after %d increments: updates were lost", got.Data["n"], writers*each)
+		}
+	})
+}
+
+// increment is the read-modify-write loop every writer of a Store uses.
+func increment(ctx context.Context, s store.Store) error {
+	for range 1000 {
+		o, err := s.Get(ctx)
+		if err != nil {
+			return err
+		}
+		n, _ := strconv.Atoi(o.Data["n"])
+		o.Data["n"] = strconv.Itoa(n + 1)
+		if _, err := s.Update(ctx, o); errors.Is(err, store.ErrConflict) {
+			continue
+		} else {
+			return err
+		}
+	}
+	return errors.New("increment: too many conflicts")
+}
+
+func TestConstructorsCheckArguments(t *testing.T) {
+	cs := fake.NewClientset()
+	for _, tc := range []struct {
+		name string
+		new  func() error
+		want string
+	}{
+		{"memory name", func() error { _, err := store.NewMemory(""); return err }, "store: memory object name is empty"},
+		{"clientset", func() error { _, err := store.NewConfigMap(nil, "default", "x"); return err }, "store: clientset is nil"},
+		{"namespace", func() error { _, err := store.NewConfigMap(cs, "", "x"); return err }, `store: namespace ""`},
+		{"name", func() error { _, err := store.NewConfigMap(cs, "default", "Bad_Name"); return err }, `store: configmap name "Bad_Name"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.new()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("error %v, want prefix %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMemoryHelpers(t *testing.T) {
+	m, _ := store.NewMemory("obj")
+	if m.String() != "memory/obj" {
+		t.Errorf("String = %q", m.String())
+	}
+	first := m.Set(store.Object{Data: map[string]string{"k": "v"}})
+	m.Delete()
+	if _, err := m.Get(t.Context()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get after Delete: %v", err)
+	}
+	again, err := m.Create(t.Context(), store.Object{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := strconv.Atoi(first.ResourceVersion)
+	r2, _ := strconv.Atoi(again.ResourceVersion)
+	if r2 <= r1 {
+		t.Errorf("resourceVersion went back across Delete: %d then %d", r1, r2)
+	}
+	if m.Writes() != 2 {
+		t.Errorf("Writes = %d, want 2", m.Writes())
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := m.Get(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get with a cancelled context: %v", err)
+	}
+}
+
+func ExampleMemory() {
+	ctx := context.Background()
+	s, _ := store.NewMemory("published")
+	obj, _ := s.Create(ctx, store.Object{Data: map[string]string{"config.yaml": "v1"}})
+	stale := obj
+
+	obj.Data["config.yaml"] = "v2"
+	_, err := s.Update(ctx, obj)
+	fmt.Println("update:", err)
+	_, err = s.Update(ctx, stale)
+	fmt.Println("stale update conflicts:", errors.Is(err, store.ErrConflict))
+	// Output:
+	// update: <nil>
+	// stale update conflicts: true
+}
+
+func BenchmarkMemoryReadModifyWrite(b *testing.B) {
+	ctx := context.Background()
+	m, _ := store.NewMemory("bench")
+	m.Set(store.Object{Data: map[string]string{"n": "0"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := increment(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMemoryGet is the baseline: the read alone.
+func BenchmarkMemoryGet(b *testing.B) {
+	ctx := context.Background()
+	m, _ := store.NewMemory("bench")
+	m.Set(store.Object{Data: map[string]string{"n": "0"}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Get(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
