@@ -195,7 +195,10 @@ type campaign struct {
 	ctx    context.Context
 	notify *notifier
 
-	// The watch. events is nil while no watch is open; then watchAt is when to open one.
+	// The watch. Opening one runs in a goroutine (a hung List must not stall renews),
+	// which reports on opening. events is nil while no watch is open; when opening is nil
+	// too, watchAt is when to open one. stopWatch cancels the open or opening watch.
+	opening     chan watchOpen
 	events      <-chan LeaseEvent
 	stopWatch   context.CancelFunc
 	watchOpened time.Time
@@ -263,6 +266,8 @@ func (c *campaign) run() error {
 		}
 		select {
 		case <-c.ctx.Done():
+		case o := <-c.opening:
+			c.opened(o)
 		case ev, ok := <-c.events:
 			if ok {
 				c.observe(ev)
@@ -281,7 +286,7 @@ func (c *campaign) run() error {
 // step does what is due now.
 func (c *campaign) step() {
 	now := time.Now()
-	if c.events == nil && !now.Before(c.watchAt) {
+	if c.events == nil && c.opening == nil && !now.Before(c.watchAt) {
 		c.openWatch()
 	}
 	if c.term != nil {
@@ -314,7 +319,7 @@ func (c *campaign) nextWake() (time.Time, bool) {
 			at, ok = t, true
 		}
 	}
-	if c.events == nil {
+	if c.events == nil && c.opening == nil {
 		consider(c.watchAt)
 	}
 	if c.term != nil {
@@ -603,20 +608,37 @@ func (c *campaign) release() error {
 	return nil
 }
 
-// openWatch starts watching the lease; on failure it schedules another try.
+// watchOpen is the outcome of LeaseStore.Watch.
+type watchOpen struct {
+	events <-chan LeaseEvent
+	err    error
+}
+
+// openWatch starts opening a watch of the lease; opened takes the outcome.
 func (c *campaign) openWatch() {
 	ctx, cancel := context.WithCancel(c.ctx)
-	events, err := c.e.store.Watch(ctx)
-	if err != nil {
-		cancel()
+	opening := make(chan watchOpen, 1) // never blocks the goroutine
+	c.opening, c.stopWatch = opening, cancel
+	c.watchOpened = time.Now()
+	go func() {
+		events, err := c.e.store.Watch(ctx)
+		opening <- watchOpen{events: events, err: err}
+	}()
+}
+
+// opened takes the outcome of openWatch; on failure it schedules another try.
+func (c *campaign) opened(o watchOpen) {
+	c.opening = nil
+	if o.err != nil {
+		c.stopWatch()
+		c.stopWatch = nil
 		if c.ctx.Err() == nil {
-			c.e.logger.Warn("watching lease failed", "error", err)
+			c.e.logger.Warn("watching lease failed", "error", o.err)
 		}
-		c.watchOpened = time.Now()
-		c.watchAt = c.watchOpened.Add(c.watchRetry.Next())
+		c.watchAt = time.Now().Add(c.watchRetry.Next())
 		return
 	}
-	c.events, c.stopWatch = events, cancel
+	c.events = o.events
 	c.watchOpened = time.Now()
 }
 
@@ -638,9 +660,14 @@ func (c *campaign) shutdown() error {
 	if c.term != nil {
 		c.stepDown(context.Cause(c.ctx))
 	}
-	if c.events != nil {
+	if c.stopWatch != nil {
 		c.stopWatch()
-		for ev := range c.events {
+	}
+	if c.opening != nil {
+		c.opened(<-c.opening)
+	}
+	if c.events != nil {
+		for ev := range c.events { // until the store closed it: its goroutine is done
 			c.observe(ev)
 		}
 		c.events = nil
