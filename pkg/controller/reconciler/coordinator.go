@@ -1,0 +1,352 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	"github.com/baton-dev/baton/pkg/controller/pipeline"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// CoordinatorOptions configure a Coordinator. The zero value takes the
+// defaults written on each field.
+type CoordinatorOptions struct {
+	// Pipeline renders and validates; nil means pipeline.NewDefault().
+	Pipeline *pipeline.Pipeline
+	// Buffer is the size of the leader-only subscription; zero means
+	// DefaultBuffer (64). The newest configuration and pods are never lost
+	// (LatestValue); a trigger lost to a full buffer still causes a run,
+	// since the subscription is Critical. Negative is invalid.
+	Buffer int
+	// Logger receives the log lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// LastRun describes the most recent pipeline run of a term.
+type LastRun struct {
+	ConfigVersion string
+	PodGeneration uint64
+	Valid         bool
+	Errors        int           // findings, or 1 for a pipeline error
+	Duration      time.Duration // render plus validate
+	At            time.Time
+}
+
+// CoordinatorStatus is a snapshot of a Coordinator's current (or last)
+// term.
+type CoordinatorStatus struct {
+	Running bool   // Start is in progress
+	Term    uint64 // of the current or last run; 0 outside a lifecycle term
+	// HasConfig and HasPods say which inputs the term holds, and which
+	// versions.
+	HasConfig     bool
+	ConfigVersion string
+	HasPods       bool
+	PodGeneration uint64
+	// Triggers received, Runs made, and Coalesced triggers that did not
+	// get a run of their own because one was already due; all this term.
+	Triggers  uint64
+	Runs      uint64
+	Coalesced uint64
+	// Rendered and Failed count the TemplateRenderedEvents and
+	// ValidationFailedEvents published this term.
+	Rendered uint64
+	Failed   uint64
+	// Waiting is true while a trigger waits for an input to arrive.
+	Waiting bool
+	// Last is the most recent run this term, if any.
+	Last *LastRun
+}
+
+// Coordinator is the leader-only component that runs the pipeline: for each
+// ReconciliationTriggeredEvent it renders and validates the latest
+// configuration and pods it holds, and publishes a TemplateRenderedEvent
+// (valid) or a ValidationFailedEvent (invalid, or the pipeline failed),
+// stamped with the term. Create it with NewCoordinator and register it with
+// lifecycle.Manager.AddLeaderOnly; it implements lifecycle.Component and
+// lifecycle.StateDependent.
+type Coordinator struct {
+	bus      *busevents.EventBus
+	pipeline *pipeline.Pipeline
+	buffer   int
+	logger   *slog.Logger
+	running  atomic.Bool
+
+	// mu guards status.
+	mu     sync.Mutex
+	status CoordinatorStatus
+}
+
+// NewCoordinator returns a Coordinator publishing on bus. It subscribes
+// nothing until Start.
+func NewCoordinator(bus *busevents.EventBus, opts CoordinatorOptions) (*Coordinator, error) {
+	if bus == nil {
+		return nil, ErrNilBus
+	}
+	if opts.Buffer < 0 {
+		return nil, fmt.Errorf("%w: buffer %d is negative", ErrInvalidOptions, opts.Buffer)
+	}
+	if opts.Buffer == 0 {
+		opts.Buffer = DefaultBuffer
+	}
+	if opts.Pipeline == nil {
+		opts.Pipeline = pipeline.NewDefault()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Coordinator{bus: bus, pipeline: opts.Pipeline, buffer: opts.Buffer, logger: opts.Logger}, nil
+}
+
+// Name returns "reconciler-coordinator".
+func (c *Coordinator) Name() string { return "reconciler-coordinator" }
+
+// RequiredState returns the configuration and pods event types: a term is
+// not ready until the Coordinator holds both.
+func (c *Coordinator) RequiredState() []string {
+	return []string{events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered}
+}
+
+// Status returns a snapshot of the current (or last) term.
+func (c *Coordinator) Status() CoordinatorStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.status
+	if s.Last != nil {
+		last := *s.Last
+		s.Last = &last
+	}
+	return s
+}
+
+// term is one run of Start: its state is new for every term.
+type term struct {
+	c        *Coordinator
+	ctx      context.Context
+	number   uint64
+	cfg      *events.ConfigValidatedEvent
+	pods     *events.HAProxyPodsDiscoveredEvent
+	pending  bool        // a trigger waits for a run
+	reason   string      // of the first trigger pending
+	waitLog  bool        // "waiting for inputs" logged for the pending trigger
+	missed   atomic.Bool // a trigger was dropped by the bus (set by its drop callback)
+	counters CoordinatorStatus
+	last     *LastRun
+}
+
+// Start runs one term, until ctx is done; it then unsubscribes and returns
+// nil. It returns ErrSubscriptionClosed if the bus stopped first, and
+// ErrAlreadyRunning while another Start of the instance is in progress.
+//
+// It resets the per-term state, subscribes leader-only (one subscription,
+// so that the order of state and triggers is kept; the state types as
+// LatestValue; Critical), calls lifecycle.Subscribed(ctx), and then handles
+// events one at a time. The term is taken from lifecycle.TermFromContext;
+// outside a lifecycle term (a plain context) the term is 0, which no
+// fencing writer accepts, and a warning is logged.
+//
+// A trigger runs the pipeline once all queued events are taken in, so a run
+// uses the newest inputs queued. Runs never overlap: triggers that arrive
+// during a run, however many, give exactly one follow-up run. A trigger
+// that finds an input missing waits for it (it is logged) and runs when the
+// input arrives.
+func (c *Coordinator) Start(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer c.running.Store(false)
+
+	number, ok := lifecycle.TermFromContext(ctx)
+	if !ok {
+		c.logger.Warn("coordinator started outside a lifecycle term; its renders carry term 0")
+	}
+	t := &term{c: c, ctx: ctx, number: number}
+	c.mu.Lock()
+	c.status = CoordinatorStatus{Running: true, Term: number}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.status.Running = false
+		c.mu.Unlock()
+	}()
+
+	ch := c.bus.SubscribeLeaderOnly(c.Name(), c.buffer,
+		[]string{events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered, events.EventTypeReconciliationTriggered},
+		busevents.LatestValue(events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered),
+		busevents.Critical(func(d busevents.Drop) {
+			if d.EventType == events.EventTypeReconciliationTriggered {
+				t.missed.Store(true)
+			}
+		}))
+	defer c.bus.Unsubscribe(ch)
+	lifecycle.Subscribed(ctx)
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-ch:
+			if !ok {
+				return t.closed()
+			}
+			t.handle(ev)
+		}
+		// Take in everything queued, then run while a trigger is due.
+		for {
+			if !t.drain(ch) {
+				return t.closed()
+			}
+			if !t.due() {
+				break
+			}
+			t.run()
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+	}
+}
+
+func (t *term) closed() error {
+	if t.ctx.Err() != nil {
+		return nil
+	}
+	return ErrSubscriptionClosed
+}
+
+// drain handles every event queued without waiting; false means the
+// subscription was closed.
+func (t *term) drain(ch <-chan busevents.Event) bool {
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return false
+			}
+			t.handle(ev)
+		default:
+			if t.missed.Swap(false) {
+				t.trigger("a trigger dropped by a full buffer")
+			}
+			t.publishStatus()
+			return true
+		}
+	}
+}
+
+func (t *term) handle(ev busevents.Event) {
+	switch e := ev.(type) {
+	case *events.ConfigValidatedEvent:
+		first := t.cfg == nil
+		t.cfg = e
+		if first {
+			lifecycle.HoldsState(t.ctx, events.EventTypeConfigValidated)
+		}
+	case *events.HAProxyPodsDiscoveredEvent:
+		first := t.pods == nil
+		t.pods = e
+		if first {
+			lifecycle.HoldsState(t.ctx, events.EventTypeHAProxyPodsDiscovered)
+		}
+	case *events.ReconciliationTriggeredEvent:
+		t.trigger(e.Reason)
+	}
+}
+
+func (t *term) trigger(reason string) {
+	t.counters.Triggers++
+	if t.pending {
+		t.counters.Coalesced++
+		return
+	}
+	t.pending, t.reason, t.waitLog = true, reason, false
+}
+
+// due reports whether a run should start now; it logs a trigger that has to
+// wait for inputs, once.
+func (t *term) due() bool {
+	if !t.pending {
+		return false
+	}
+	if t.cfg != nil && t.pods != nil {
+		return true
+	}
+	if !t.waitLog {
+		t.waitLog = true
+		var missing []string
+		if t.cfg == nil {
+			missing = append(missing, events.EventTypeConfigValidated)
+		}
+		if t.pods == nil {
+			missing = append(missing, events.EventTypeHAProxyPodsDiscovered)
+		}
+		t.c.logger.Info("reconciliation waits for its inputs", "term", t.number, "reason", t.reason, "missing", missing)
+		t.publishStatus()
+	}
+	return false
+}
+
+// run executes the pipeline on the inputs held and publishes the outcome,
+// unless the term ended meanwhile.
+func (t *term) run() {
+	t.pending = false
+	c, cfg, pods := t.c, t.cfg, t.pods
+	t.counters.Runs++
+	res, err := c.pipeline.Execute(t.ctx, pipeline.Input{
+		Config: cfg.Config, ConfigVersion: cfg.Version, Pods: pods.Pods, PodGeneration: pods.Generation,
+	})
+	if t.ctx.Err() != nil {
+		c.logger.Info("term ended during a reconciliation; its outcome is not published", "term", t.number)
+		return
+	}
+	last := &LastRun{ConfigVersion: cfg.Version, PodGeneration: pods.Generation, Valid: err == nil && res.Valid(),
+		Duration: res.RenderDuration + res.ValidateDuration, At: time.Now()}
+	t.last = last
+	log := c.logger.With("term", t.number, "reason", t.reason, "config_version", cfg.Version, "pod_generation", pods.Generation)
+	switch {
+	case err != nil:
+		last.Errors = 1
+		t.counters.Failed++
+		t.publishStatus()
+		log.Error("reconciliation failed", "error", err)
+		c.bus.Publish(events.NewValidationFailedEvent([]error{err}, cfg.Version, pods.Generation, t.number))
+	case !res.Valid():
+		last.Errors = len(res.Errors)
+		t.counters.Failed++
+		t.publishStatus()
+		log.Warn("rendered configuration is invalid; the last valid one stays", "errors", len(res.Errors), "first", res.Errors[0].Error())
+		c.bus.Publish(events.NewValidationFailedEvent(res.Errors, cfg.Version, pods.Generation, t.number))
+	default:
+		t.counters.Rendered++
+		t.publishStatus()
+		log.Info("rendered configuration", "bytes", len(res.Output), "render", res.RenderDuration, "validate", res.ValidateDuration)
+		c.bus.Publish(events.NewTemplateRenderedEvent(res.Output, cfg.Version, pods.Generation, t.number))
+	}
+}
+
+// publishStatus copies the term's state into the Coordinator's status.
+func (t *term) publishStatus() {
+	s := t.counters
+	s.Running, s.Term = true, t.number
+	s.HasConfig, s.HasPods = t.cfg != nil, t.pods != nil
+	if t.cfg != nil {
+		s.ConfigVersion = t.cfg.Version
+	}
+	if t.pods != nil {
+		s.PodGeneration = t.pods.Generation
+	}
+	s.Waiting = t.pending && (t.cfg == nil || t.pods == nil)
+	if t.last != nil {
+		last := *t.last
+		s.Last = &last
+	}
+	t.c.mu.Lock()
+	t.c.status = s
+	t.c.mu.Unlock()
+}
