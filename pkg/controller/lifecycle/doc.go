@@ -1,0 +1,106 @@
+// Package lifecycle is the controller runtime: a Manager that runs
+// all-replica components for the life of the process and leader-only
+// components once per leadership term, and orders a new leader's start so
+// that the state replayed to it is never published before its leader-only
+// subscriptions exist.
+//
+// # Usage
+//
+// Create the bus, the Manager and every all-replica component, then start
+// the bus, then run:
+//
+//	bus := busevents.NewEventBus(1024)
+//	m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: logger})
+//	m.AddAllReplica(configHandler)                        // subscribes in its constructor
+//	m.AddLeaderOnly(publisher)                            // subscribes in Start
+//	m.AddReplayer("config", configHandler.Replayer())      // replayers first,
+//	m.AddTermHook("reconcile", reconciler.TriggerForTerm)  // then other hooks
+//	bus.Start()
+//	go elector.Run(ctx)                                   // publishes BecameLeaderEvent ...
+//	err = m.Run(ctx)
+//
+// # Ordering with the bus
+//
+// NewManager subscribes to BecameLeaderEvent and LostLeadershipEvent at
+// once, with a Critical subscription, and refuses (ErrBusStarted) a bus
+// that is already started: the order "manager before bus.Start" cannot be got
+// wrong silently. Run itself may be called before or after bus.Start;
+// leadership events wait in the subscription's buffer until Run reads them.
+//
+// # A term
+//
+// On a BecameLeaderEvent with a term newer than any seen, the Manager:
+//
+//  1. starts every leader-only component, in registration order, each in its
+//     own goroutine, under a context carrying the term (TermFromContext);
+//  2. waits until each has called Subscribed, has returned, or has let
+//     SubscribeTimeout pass (reported as an overstay of the "subscribe"
+//     phase);
+//  3. runs the term hooks in registration order: the replayers added with
+//     AddReplayer, then hooks such as the reconciler's trigger. A component
+//     that calls Subscribed after this point gets the replayers run once more
+//     (the bus's sequence check keeps anyone holding newer state from seeing
+//     them twice);
+//  4. declares the term ready once every StateDependent component reported
+//     HoldsState for each type in its RequiredState: it records the latency
+//     from the BecameLeaderEvent's timestamp (the lease acquisition), logs
+//     "term ready", publishes events.TermReadyEvent and calls
+//     Options.OnTermReady.
+//
+// The term ends on a LostLeadershipEvent for it (or for a later or unknown
+// term), on a BecameLeaderEvent with a newer term, and when Run's context
+// ends: the Manager cancels the term's context, waits up to StopTimeout for
+// its components to return, publishes events.TermStoppedEvent and calls
+// Options.OnTermStopped. BecameLeaderEvents repeating the current term, or
+// for a term not newer than the last one started, are ignored; so are
+// LostLeadershipEvents for an earlier term.
+//
+// The next term starts the same instances again, in place. Per-term state
+// of the Manager (who subscribed, who holds what) is new for each term; the
+// components reset their own at the top of Start.
+//
+// # Failures and overstays
+//
+// Only a return after the context ended, with nil or a context error, is a
+// clean stop. Any other return, and a panic (recovered, logged with its
+// stack), marks the component failed: it is logged with slog at error level,
+// counted in Status and published as events.ComponentFailedEvent.
+//
+//   - A failed leader-only component is not restarted within its term; it is
+//     started again in the next term. Meanwhile its term may never become
+//     ready, and Status.Healthy reports it.
+//   - A failed all-replica component is not restarted and Run keeps going:
+//     the rest of the replica keeps serving, and Status.Healthy reports the
+//     failure so that /healthz can fail and the process be restarted by its
+//     supervisor.
+//
+// A component still running StopTimeout after its context was cancelled is
+// logged, counted, published as events.ComponentOverstayedEvent (phase
+// "stop") and shown as StateOverstaying. The Manager stops waiting for it but
+// never runs two Starts of one component at once: an overstaying leader-only
+// component is started in a later term only once its earlier Start returned
+// (late in that term if it returns during it, followed by the replays as for
+// any late subscriber).
+//
+// # Status
+//
+// Status returns a snapshot for health endpoints and metrics: whether Run
+// runs, whether this replica leads and in which term, whether the term is
+// ready, the last term-ready report (with its latency), counters of terms,
+// ready terms, failures, overstays, subscribe timeouts and dropped leadership
+// events, and per component its state, term, last error, subscription and
+// held state in the current term and its own counters.
+//
+// # Concurrency properties
+//
+// All methods are safe for concurrent use. Run owns one goroutine (the one
+// that calls it), which handles leadership events, runs the term hooks and
+// the callbacks, and one goroutine per component run. TermFromContext,
+// Subscribed, HoldsState and Status never block on anything but a short
+// internal mutex, which is never held while calling out (components, hooks,
+// callbacks, the bus). Run returns once every component it started returned
+// or overstayed; Done's channel, closed by the Manager, tells when the last
+// overstaying component goroutine has ended too. While Run waits for a term
+// to stop, leadership events queue in its subscription buffer
+// (LeadershipBuffer); the stop is bounded by StopTimeout.
+package lifecycle

@@ -1,0 +1,634 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/events"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// Defaults for Options.
+const (
+	DefaultStopTimeout      = 5 * time.Second
+	DefaultSubscribeTimeout = 2 * time.Second
+	// LeadershipBuffer is the buffer of the Manager's leadership
+	// subscription: leadership events published while Run is busy (starting
+	// or stopping a term) wait there.
+	LeadershipBuffer = 64
+)
+
+// Options configure a Manager. The zero value takes the defaults written on
+// each field.
+type Options struct {
+	// Logger receives the runtime's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// StopTimeout bounds how long the Manager waits for a term's components
+	// (and, when Run ends, the all-replica ones) to return after their
+	// context was cancelled; zero means DefaultStopTimeout (5s). A component
+	// still running then is reported as overstaying and is not started again
+	// until it has returned. Negative is invalid.
+	StopTimeout time.Duration
+	// SubscribeTimeout bounds how long the Manager waits, at the start of a
+	// term, for every leader-only component to call Subscribed before it runs
+	// the term hooks anyway; zero means DefaultSubscribeTimeout (2s). A
+	// component that misses it is reported, and the replays are published
+	// again when it does subscribe. Negative is invalid.
+	SubscribeTimeout time.Duration
+	// OnTermReady, if set, is called once per term that becomes ready, on
+	// the Manager's goroutine, after TermReadyEvent was published. It must
+	// not block: the Manager handles no leadership change meanwhile.
+	OnTermReady func(TermReport)
+	// OnTermStopped, if set, is called once per term the Manager ended, on
+	// the Manager's goroutine, after TermStoppedEvent was published. It must
+	// not block.
+	OnTermStopped func(TermStopReport)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.StopTimeout < 0 {
+		return o, fmt.Errorf("%w: stopTimeout %s is negative", ErrInvalidOptions, o.StopTimeout)
+	}
+	if o.SubscribeTimeout < 0 {
+		return o, fmt.Errorf("%w: subscribeTimeout %s is negative", ErrInvalidOptions, o.SubscribeTimeout)
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = DefaultStopTimeout
+	}
+	if o.SubscribeTimeout == 0 {
+		o.SubscribeTimeout = DefaultSubscribeTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Run states, in the only order they change.
+const (
+	runNew = iota
+	runRunning
+	runDone
+)
+
+// Manager is the controller runtime: it runs all-replica components for the
+// life of Run and leader-only components once per leadership term. Create
+// one with NewManager.
+type Manager struct {
+	bus    *busevents.EventBus
+	opts   Options
+	logger *slog.Logger
+	// leaderCh is the leadership subscription made by NewManager; Run reads
+	// it and unsubscribes it when it returns.
+	leaderCh <-chan busevents.Event
+	// kick wakes Run's loop after a component's goroutine or a signal
+	// changed state; capacity 1, sent to without blocking.
+	kick chan struct{}
+	// done is closed once Run returned and every component goroutine ended.
+	done              chan struct{}
+	leadershipDropped atomic.Uint64
+
+	// term is the term in progress, nil between terms. Only Run's goroutine
+	// changes it (under mu); it may read it without mu.
+	term *termState
+
+	// mu guards the fields below, the fields of every unit, and the
+	// mutable fields of every termState and member.
+	mu         sync.Mutex
+	runState   int
+	allReplica []*unit
+	leaderOnly []*unit
+	hooks      []hook
+	names      map[string]bool // component names
+	hookNames  map[string]bool
+	goroutines int    // component goroutines alive
+	lastTerm   uint64 // highest term started
+	lastReady  TermReport
+	counters   counters
+}
+
+type counters struct {
+	terms, readyTerms, failures, overstays, subscribeTimeouts, hookFailures uint64
+}
+
+// unit is a registered component. Its mutable fields are guarded by
+// Manager.mu.
+type unit struct {
+	c          Component
+	name       string
+	leaderOnly bool
+	required   []string // deduplicated RequiredState, fixed at registration
+
+	state                                          ComponentState
+	running                                        bool   // a Start call is in flight
+	runTerm                                        uint64 // term of the run in flight or of the last run
+	lastErr                                        error
+	starts, failures, overstays, subscribeTimeouts uint64
+}
+
+// hook is work run once per term.
+type hook struct {
+	name     string
+	fn       func(term uint64)
+	replayer bool // run again for components that subscribe late
+}
+
+// NewManager returns a Manager for bus. It subscribes to BecameLeaderEvent
+// and LostLeadershipEvent at once, with a Critical subscription, so it must
+// be called before bus.Start: it returns ErrBusStarted otherwise. Run may
+// then be called before or after bus.Start; leadership events published
+// meanwhile wait in the subscription's buffer (LeadershipBuffer). A Manager
+// that is never Run keeps that subscription until the bus stops.
+func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
+	if bus == nil {
+		return nil, ErrNilBus
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if bus.Started() {
+		return nil, ErrBusStarted
+	}
+	m := &Manager{
+		bus:       bus,
+		opts:      opts,
+		logger:    opts.Logger,
+		kick:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		names:     map[string]bool{},
+		hookNames: map[string]bool{},
+	}
+	m.leaderCh = bus.SubscribeTypes("lifecycle-manager", LeadershipBuffer,
+		[]string{events.EventTypeBecameLeader, events.EventTypeLostLeadership},
+		busevents.Critical(func(busevents.Drop) { m.leadershipDropped.Add(1) }))
+	return m, nil
+}
+
+// AddAllReplica registers a component that runs on every replica for the
+// life of Run. It must be called before Run.
+func (m *Manager) AddAllReplica(c Component) error { return m.add(c, false) }
+
+// AddLeaderOnly registers a component that runs once per term, while this
+// replica leads; the same instance is started again in every term. If it
+// implements StateDependent, the term is ready only once it reported
+// HoldsState for each type it requires. It must be called before Run.
+func (m *Manager) AddLeaderOnly(c Component) error { return m.add(c, true) }
+
+func (m *Manager) add(c Component, leaderOnly bool) error {
+	if isNil(c) {
+		return fmt.Errorf("%w: component is nil", ErrInvalidRegistration)
+	}
+	name := c.Name()
+	if name == "" {
+		return fmt.Errorf("%w: component name is empty (%T)", ErrInvalidRegistration, c)
+	}
+	u := &unit{c: c, name: name, leaderOnly: leaderOnly}
+	if sd, ok := c.(StateDependent); ok {
+		if !leaderOnly {
+			return fmt.Errorf("%w: %s: only leader-only components can be StateDependent", ErrInvalidRegistration, name)
+		}
+		for _, t := range sd.RequiredState() {
+			if t == "" {
+				return fmt.Errorf("%w: %s: required state type is empty", ErrInvalidRegistration, name)
+			}
+			if !slices.Contains(u.required, t) {
+				u.required = append(u.required, t)
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runState != runNew {
+		return ErrRunning
+	}
+	if m.names[name] {
+		return fmt.Errorf("%w: component name %q already registered", ErrInvalidRegistration, name)
+	}
+	m.names[name] = true
+	if leaderOnly {
+		m.leaderOnly = append(m.leaderOnly, u)
+	} else {
+		m.allReplica = append(m.allReplica, u)
+	}
+	return nil
+}
+
+// AddReplayer registers r's Replay as a term hook named name: it is
+// AddTermHook(name, func(uint64) { r.Replay() }), except that it also runs
+// again, later in the term, for a leader-only component that signals
+// Subscribed after the hooks ran. Register replayers before the other term
+// hooks (such as the reconciler's trigger), so that they run first.
+func (m *Manager) AddReplayer(name string, r Replayer) error {
+	if isNil(r) {
+		return fmt.Errorf("%w: replayer %q is nil", ErrInvalidRegistration, name)
+	}
+	return m.addHook(hook{name: name, replayer: true, fn: func(uint64) {
+		if !r.Replay() {
+			m.logger.Debug("replayer had no state", "replayer", name)
+		}
+	}})
+}
+
+// AddTermHook registers fn to run once per term, on the Manager's goroutine,
+// after every leader-only component signalled Subscribed (or
+// SubscribeTimeout passed), in registration order. fn must not block; a
+// panic in it is recovered, logged and counted. It must be called before
+// Run.
+func (m *Manager) AddTermHook(name string, fn func(term uint64)) error {
+	if fn == nil {
+		return fmt.Errorf("%w: term hook %q is nil", ErrInvalidRegistration, name)
+	}
+	return m.addHook(hook{name: name, fn: fn})
+}
+
+func (m *Manager) addHook(h hook) error {
+	if h.name == "" {
+		return fmt.Errorf("%w: term hook name is empty", ErrInvalidRegistration)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runState != runNew {
+		return ErrRunning
+	}
+	if m.hookNames[h.name] {
+		return fmt.Errorf("%w: term hook name %q already registered", ErrInvalidRegistration, h.name)
+	}
+	m.hookNames[h.name] = true
+	m.hooks = append(m.hooks, h)
+	return nil
+}
+
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// Done returns a channel that the Manager closes once Run has returned and
+// every component goroutine it started has ended (an overstaying component
+// can outlive Run). It is never closed if Run is never called.
+func (m *Manager) Done() <-chan struct{} { return m.done }
+
+// Run runs the components until ctx is done, and returns nil then; it
+// returns ErrBusStopped if the bus is stopped under it, and ErrRunning if
+// called twice.
+//
+// It starts every all-replica component at once. On each BecameLeaderEvent
+// it starts a term: every leader-only component under a context carrying
+// the term, then, once they all signalled Subscribed (or SubscribeTimeout
+// passed), the term hooks in registration order. The term is ready once every
+// StateDependent component reported HoldsState for all it requires: the
+// Manager records the latency from the event's timestamp, publishes
+// TermReadyEvent and calls OnTermReady. On a LostLeadershipEvent for the term,
+// on a BecameLeaderEvent with a newer term, and when ctx ends, it cancels the
+// term's context and waits for its components (StopTimeout). When ctx ends it
+// stops the term first, then the all-replica components, with the same
+// bound. Component failures never stop Run; they are visible in Status.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.runState != runNew {
+		m.mu.Unlock()
+		return ErrRunning
+	}
+	m.runState = runRunning
+	m.mu.Unlock()
+	defer m.bus.Unsubscribe(m.leaderCh)
+
+	// Components get contexts that keep ctx's values but are cancelled only
+	// by the Manager, so that it can stop the leader-only side first.
+	base := context.WithoutCancel(ctx)
+	procCtx, procCancel := context.WithCancel(base)
+	defer procCancel()
+
+	m.mu.Lock()
+	starts := make([]launch, 0, len(m.allReplica))
+	for _, u := range m.allReplica {
+		starts = append(starts, m.prepareLocked(u, procCtx, nil, nil))
+	}
+	m.mu.Unlock()
+	m.logger.Info("controller runtime started", "all_replica", len(m.allReplica), "leader_only", len(m.leaderOnly), "term_hooks", len(m.hooks))
+	m.launchAll(starts)
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var timerC <-chan time.Time
+	err := error(nil)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case ev, ok := <-m.leaderCh:
+			if !ok {
+				m.logger.Error("event bus stopped under the controller runtime; stopping")
+				err = ErrBusStopped
+				break loop
+			}
+			m.handleLeadership(base, ev)
+		case <-m.kick:
+		case <-timerC:
+		}
+		if next := m.step(); next.IsZero() {
+			timer.Stop()
+			timerC = nil
+		} else {
+			timer.Reset(time.Until(next))
+			timerC = timer.C
+		}
+	}
+
+	reason := "manager stopping"
+	if err != nil {
+		reason = "event bus stopped"
+	}
+	if t := m.term; t != nil {
+		m.endTerm(t, reason)
+	}
+	procCancel()
+	m.mu.Lock()
+	var waiting []*unit
+	for _, u := range m.allReplica {
+		if u.running {
+			u.state = StateStopping
+			waiting = append(waiting, u)
+		}
+	}
+	m.mu.Unlock()
+	m.waitStopped(waiting, 0)
+	m.mu.Lock()
+	m.runState = runDone
+	if m.goroutines == 0 {
+		close(m.done)
+	}
+	m.mu.Unlock()
+	m.logger.Info("controller runtime stopped")
+	return err
+}
+
+// handleLeadership starts or ends a term. It runs on Run's goroutine.
+func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
+	cur := m.term
+	switch e := ev.(type) {
+	case *events.BecameLeaderEvent:
+		switch {
+		case e.Term == 0:
+			m.logger.Warn("ignoring BecameLeaderEvent without a term", "identity", e.Identity)
+			return
+		case cur != nil && e.Term == cur.term:
+			m.logger.Debug("ignoring repeated BecameLeaderEvent", "term", e.Term)
+			return
+		case e.Term <= m.lastTerm:
+			m.logger.Warn("ignoring BecameLeaderEvent for a term not newer than the last one started",
+				"term", e.Term, "last_term", m.lastTerm)
+			return
+		}
+		if cur != nil {
+			m.endTerm(cur, fmt.Sprintf("superseded by term %d", e.Term))
+		}
+		m.startTerm(base, e)
+	case *events.LostLeadershipEvent:
+		if cur == nil {
+			m.logger.Debug("ignoring LostLeadershipEvent while not leading", "term", e.Term)
+			return
+		}
+		if e.Term != 0 && e.Term < cur.term {
+			m.logger.Debug("ignoring LostLeadershipEvent for an earlier term", "term", e.Term, "current_term", cur.term)
+			return
+		}
+		reason := "lost leadership"
+		if e.Reason != "" {
+			reason += ": " + e.Reason
+		}
+		m.endTerm(cur, reason)
+	}
+}
+
+// launch is a component run prepared under mu and started after it.
+type launch struct {
+	u   *unit
+	ctx context.Context
+	tok *runToken
+}
+
+// prepareLocked marks u as running in term t (nil for all-replica) and
+// returns what launchAll starts. m.mu must be held.
+func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
+	tok := &runToken{m: m, u: u, t: t, mem: mem}
+	u.running = true
+	u.state = StateRunning
+	u.starts++
+	if t != nil {
+		u.runTerm = t.term
+	}
+	m.goroutines++
+	return launch{u: u, ctx: context.WithValue(parent, ctxKey{}, tok), tok: tok}
+}
+
+func (m *Manager) launchAll(ls []launch) {
+	for _, l := range ls {
+		go m.runComponent(l)
+	}
+}
+
+// runComponent is the goroutine of one run of one component.
+func (m *Manager) runComponent(l launch) {
+	err := m.callStart(l)
+	m.exited(l, err)
+}
+
+func (m *Manager) callStart(l launch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanicked, r)
+			m.logger.Error("component panicked", "component", l.u.name, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	return l.u.c.Start(l.ctx)
+}
+
+// cleanStop reports whether a Start that returned err under ctx stopped
+// cleanly: ctx ended, and err is nil or a context error.
+func cleanStop(ctx context.Context, err error) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// exited records the end of a run, then reports it.
+func (m *Manager) exited(l launch, err error) {
+	u, tok := l.u, l.tok
+	clean := cleanStop(l.ctx, err)
+	if !clean && err == nil {
+		err = ErrReturnedEarly
+	} else if !clean && l.ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		err = fmt.Errorf("%w: %w", ErrReturnedEarly, err)
+	}
+
+	m.mu.Lock()
+	overstayed := u.state == StateOverstaying
+	u.running = false
+	if clean {
+		u.state = StateStopped
+	} else {
+		u.state = StateFailed
+		u.lastErr = err
+		u.failures++
+		m.counters.failures++
+	}
+	if tok.mem != nil {
+		tok.mem.exited = true
+	}
+	m.goroutines--
+	if m.goroutines == 0 && m.runState == runDone {
+		close(m.done)
+	}
+	m.mu.Unlock()
+	m.wake()
+
+	var term uint64
+	if tok.t != nil {
+		term = tok.t.term
+	}
+	switch {
+	case !clean:
+		m.logger.Error("component failed", "component", u.name, "leader_only", u.leaderOnly, "term", term, "error", err)
+		m.bus.Publish(events.NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
+	case overstayed:
+		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
+	default:
+		m.logger.Debug("component stopped", "component", u.name, "term", term)
+	}
+}
+
+func (m *Manager) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// waitStopped waits until none of us is running, or StopTimeout passed, and
+// reports the ones still running as overstaying. term is 0 for all-replica
+// components. It runs on Run's goroutine and returns the overstayers' names.
+func (m *Manager) waitStopped(us []*unit, term uint64) []string {
+	if len(us) == 0 {
+		return nil
+	}
+	start := time.Now()
+	timer := time.NewTimer(m.opts.StopTimeout)
+	defer timer.Stop()
+	still := func() []*unit {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var out []*unit
+		for _, u := range us {
+			if u.running && u.runTerm == term {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	for {
+		left := still()
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-m.kick:
+			continue
+		case <-timer.C:
+		}
+		var names []string
+		m.mu.Lock()
+		for _, u := range left {
+			if u.running && u.runTerm == term {
+				u.state = StateOverstaying
+				u.overstays++
+				m.counters.overstays++
+				names = append(names, u.name)
+			}
+		}
+		m.mu.Unlock()
+		waited := time.Since(start)
+		for _, n := range names {
+			m.logger.Warn("component did not stop in time; it will not be started again until it returns",
+				"component", n, "term", term, "waited", waited)
+			m.bus.Publish(events.NewComponentOverstayedEvent(n, term, events.OverstayStop, waited))
+		}
+		return names
+	}
+}
+
+// Status returns a snapshot of the Manager; it is safe to call at any time
+// from any goroutine.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.term
+	s := Status{
+		Running:           m.runState == runRunning,
+		LastReady:         m.lastReady,
+		Terms:             m.counters.terms,
+		ReadyTerms:        m.counters.readyTerms,
+		Failures:          m.counters.failures,
+		Overstays:         m.counters.overstays,
+		SubscribeTimeouts: m.counters.subscribeTimeouts,
+		HookFailures:      m.counters.hookFailures,
+		LeadershipDropped: m.leadershipDropped.Load(),
+		Components:        make([]ComponentStatus, 0, len(m.allReplica)+len(m.leaderOnly)),
+	}
+	if t != nil {
+		s.Leading = true
+		s.Term = t.term
+		s.TermAcquired = t.acquired
+		s.TermReady = !t.readyAt.IsZero()
+	}
+	for _, u := range m.allReplica {
+		s.Components = append(s.Components, u.statusLocked())
+	}
+	for i, u := range m.leaderOnly {
+		cs := u.statusLocked()
+		if t != nil {
+			mem := t.members[i]
+			cs.Subscribed = mem.subscribed
+			for _, typ := range u.required {
+				if mem.held[typ] {
+					cs.HeldState = append(cs.HeldState, typ)
+				}
+			}
+		}
+		s.Components = append(s.Components, cs)
+	}
+	return s
+}
+
+func (u *unit) statusLocked() ComponentStatus {
+	return ComponentStatus{
+		Name:              u.name,
+		LeaderOnly:        u.leaderOnly,
+		State:             u.state,
+		Term:              u.runTerm,
+		LastError:         u.lastErr,
+		RequiredState:     slices.Clone(u.required),
+		Starts:            u.starts,
+		Failures:          u.failures,
+		Overstays:         u.overstays,
+		SubscribeTimeouts: u.subscribeTimeouts,
+	}
+}

@@ -1,0 +1,274 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/events"
+)
+
+// termState is one leadership term. term, acquired, ctx, cancel and members
+// (the slice) are set before the term is published in Manager.term; the rest
+// is guarded by Manager.mu.
+type termState struct {
+	term     uint64
+	acquired time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+	// members has one entry per leader-only unit, in the same order as
+	// Manager.leaderOnly.
+	members []*member
+
+	hooksRan bool
+	readyAt  time.Time
+	notified bool
+}
+
+// member is a leader-only unit's part in one term; guarded by Manager.mu.
+type member struct {
+	u          *unit
+	started    bool      // false while the unit still runs from an earlier term
+	deadline   time.Time // for Subscribed
+	subscribed bool
+	timedOut   bool // reported as not subscribed in time
+	exited     bool
+	covered    bool // the replays ran after it subscribed
+	held       map[string]bool
+}
+
+// startTerm begins term e.Term. It runs on Run's goroutine.
+func (m *Manager) startTerm(base context.Context, e *events.BecameLeaderEvent) {
+	now := time.Now()
+	acquired := e.Timestamp()
+	if acquired.IsZero() {
+		acquired = now
+	}
+	ctx, cancel := context.WithCancel(base)
+	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel}
+
+	m.mu.Lock()
+	t.members = make([]*member, len(m.leaderOnly))
+	for i, u := range m.leaderOnly {
+		t.members[i] = &member{u: u, held: make(map[string]bool, len(u.required))}
+	}
+	m.term = t
+	m.lastTerm = e.Term
+	m.counters.terms++
+	starts, blocked := m.startPendingLocked(t, now)
+	m.mu.Unlock()
+
+	m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
+		"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
+	for _, b := range blocked {
+		m.logger.Warn("leader-only component still running from an earlier term; it starts in this term once it returns",
+			"component", b.name, "term", t.term, "running_term", b.runTerm)
+	}
+	m.launchAll(starts)
+}
+
+// startPendingLocked starts every member of t not started yet whose unit
+// is free, and returns the launches and the units still busy with an
+// earlier term. m.mu must be held.
+func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []launch, blocked []*unit) {
+	for _, mem := range t.members {
+		if mem.started {
+			continue
+		}
+		if mem.u.running {
+			blocked = append(blocked, mem.u)
+			continue
+		}
+		mem.started = true
+		mem.deadline = now.Add(m.opts.SubscribeTimeout)
+		starts = append(starts, m.prepareLocked(mem.u, t.ctx, t, mem))
+	}
+	return starts, blocked
+}
+
+// endTerm cancels t's context and waits for its components. It runs on
+// Run's goroutine.
+func (m *Manager) endTerm(t *termState, reason string) {
+	m.mu.Lock()
+	m.term = nil
+	var waiting []*unit
+	for _, mem := range t.members {
+		if mem.started && mem.u.running && mem.u.runTerm == t.term {
+			mem.u.state = StateStopping
+			waiting = append(waiting, mem.u)
+		}
+	}
+	m.mu.Unlock()
+	t.cancel()
+	m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
+
+	over := m.waitStopped(waiting, t.term)
+	rep := TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over}
+	m.bus.Publish(events.NewTermStoppedEvent(t.term, reason, over))
+	if m.opts.OnTermStopped != nil {
+		m.opts.OnTermStopped(rep)
+	}
+}
+
+// step does what the current term is ready for: late starts, subscribe
+// timeouts, the term hooks, replays for late subscribers, and the term-ready
+// report. It runs on Run's goroutine after every wake-up and returns the next
+// subscribe deadline to wake up at (zero for none).
+func (m *Manager) step() time.Time {
+	for {
+		t := m.term
+		if t == nil {
+			return time.Time{}
+		}
+		now := time.Now()
+		m.mu.Lock()
+		starts, _ := m.startPendingLocked(t, now)
+		var timedOut []*member
+		settled := true
+		var next time.Time
+		for _, mem := range t.members {
+			if !mem.started || mem.subscribed || mem.exited || mem.timedOut {
+				continue
+			}
+			if !now.Before(mem.deadline) {
+				mem.timedOut = true
+				mem.u.subscribeTimeouts++
+				m.counters.subscribeTimeouts++
+				timedOut = append(timedOut, mem)
+				continue
+			}
+			settled = false
+			if next.IsZero() || mem.deadline.Before(next) {
+				next = mem.deadline
+			}
+		}
+		runAll := !t.hooksRan && settled
+		runReplays := false
+		if t.hooksRan || runAll {
+			for _, mem := range t.members {
+				if mem.subscribed && !mem.covered {
+					mem.covered = true
+					runReplays = runReplays || t.hooksRan
+				}
+			}
+		}
+		var report *TermReport
+		if !t.readyAt.IsZero() && !t.notified {
+			t.notified = true
+			r := TermReport{Term: t.term, Acquired: t.acquired, Ready: t.readyAt, Latency: t.readyAt.Sub(t.acquired)}
+			m.lastReady = r
+			m.counters.readyTerms++
+			report = &r
+		}
+		m.mu.Unlock()
+
+		m.launchAll(starts)
+		for _, mem := range timedOut {
+			waited := m.opts.SubscribeTimeout
+			m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
+				"component", mem.u.name, "term", t.term, "waited", waited)
+			m.bus.Publish(events.NewComponentOverstayedEvent(mem.u.name, t.term, events.OverstaySubscribe, waited))
+		}
+		switch {
+		case runAll:
+			m.runHooks(t, false)
+			m.mu.Lock()
+			t.hooksRan = true
+			m.checkReadyLocked(t, time.Now())
+			m.mu.Unlock()
+		case runReplays:
+			m.runHooks(t, true)
+		}
+		if report != nil {
+			m.reportReady(*report)
+		}
+		if len(starts) == 0 && len(timedOut) == 0 && !runAll && !runReplays && report == nil {
+			return next
+		}
+	}
+}
+
+// runHooks runs the term hooks (only the replayers if replaysOnly). It runs
+// on Run's goroutine.
+func (m *Manager) runHooks(t *termState, replaysOnly bool) {
+	if t.ctx.Err() != nil {
+		return
+	}
+	for _, h := range m.hooks {
+		if replaysOnly && !h.replayer {
+			continue
+		}
+		m.runHook(h, t.term)
+	}
+	if replaysOnly {
+		m.logger.Debug("replays published again for late subscribers", "term", t.term)
+	} else {
+		m.logger.Info("term hooks ran", "term", t.term, "hooks", len(m.hooks))
+	}
+}
+
+func (m *Manager) runHook(h hook, term uint64) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.mu.Lock()
+			m.counters.hookFailures++
+			m.mu.Unlock()
+			m.logger.Error("term hook panicked", "hook", h.name, "term", term, "panic", fmt.Sprint(r))
+		}
+	}()
+	h.fn(term)
+}
+
+func (m *Manager) reportReady(r TermReport) {
+	m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
+	m.bus.Publish(events.NewTermReadyEvent(r.Term, r.Latency))
+	if m.opts.OnTermReady != nil {
+		m.opts.OnTermReady(r)
+	}
+}
+
+// checkReadyLocked records the moment t became ready, if it just did.
+// m.mu must be held.
+func (m *Manager) checkReadyLocked(t *termState, now time.Time) bool {
+	if !t.hooksRan || !t.readyAt.IsZero() {
+		return false
+	}
+	for _, mem := range t.members {
+		for _, typ := range mem.u.required {
+			if !mem.held[typ] {
+				return false
+			}
+		}
+	}
+	t.readyAt = now
+	return true
+}
+
+// subscribed records a Subscribed signal; see the function of that name.
+func (m *Manager) subscribed(tok *runToken) {
+	m.mu.Lock()
+	if m.term != tok.t || tok.mem.subscribed {
+		m.mu.Unlock()
+		return
+	}
+	tok.mem.subscribed = true
+	m.mu.Unlock()
+	m.wake()
+}
+
+// holds records a HoldsState signal; see the function of that name.
+func (m *Manager) holds(tok *runToken, eventType string) {
+	now := time.Now()
+	m.mu.Lock()
+	if m.term != tok.t || tok.mem.held[eventType] || !slices.Contains(tok.u.required, eventType) {
+		m.mu.Unlock()
+		return
+	}
+	tok.mem.held[eventType] = true
+	ready := m.checkReadyLocked(tok.t, now)
+	m.mu.Unlock()
+	if ready {
+		m.wake()
+	}
+}
