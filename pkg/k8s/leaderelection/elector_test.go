@@ -351,8 +351,6 @@ func TestWatchBackoff(t *testing.T) {
 		defer cl.stop()
 		cl.start("a", nil)
 		time.Sleep(time.Second)
-		b := &candidate{id: "b"}
-		_ = b
 		store := newTestStore(cl.mem, 0)
 		store.setMode(modeFail)
 		var stopped atomic.Int32

@@ -1,0 +1,53 @@
+package leaderelection_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// One candidate on an in-memory lease: it leads with a term, does its work until the
+// term context ends, and releases the lease on shutdown.
+func Example() {
+	store := leaderelection.NewMemoryStore("baton")
+	ctx, cancel := context.WithCancel(context.Background())
+	elector, err := leaderelection.NewWithStore(leaderelection.Config{
+		Enabled:         true,
+		Identity:        "replica-0",
+		LeaseName:       "baton",
+		LeaseNamespace:  "default",
+		ReleaseOnCancel: true,
+	}, store, leaderelection.Callbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			term, _ := leaderelection.TermFromContext(ctx)
+			fmt.Println("leading, term", term)
+			cancel() // shut down: the term ends with Start's context
+			<-ctx.Done()
+		},
+		OnStoppedLeading: func() { fmt.Println("stopped leading") },
+	}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := elector.Start(ctx); err != nil {
+		fmt.Println(err)
+	}
+	lease, _ := store.Get(context.Background())
+	fmt.Printf("holder after release: %q, lease duration %v\n", lease.HolderIdentity, lease.LeaseDuration)
+	// Output:
+	// leading, term 1
+	// stopped leading
+	// holder after release: "", lease duration 1s
+}
+
+// Config problems are reported per field.
+func ExampleNewWithStore_invalidConfig() {
+	_, err := leaderelection.NewWithStore(leaderelection.Config{Enabled: true, Identity: "a"},
+		leaderelection.NewMemoryStore("baton"), leaderelection.Callbacks{}, nil)
+	fmt.Println(err)
+	// Output:
+	// leaderelection: lease name is empty
+	// leaderelection: lease namespace is empty
+}

@@ -1,0 +1,199 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// versionedClientset is a fake clientset whose Lease writes get resourceVersions and
+// whose updates are compare-and-swap, like the API server's (the stock fake does
+// neither). It is for the mapping logic of the store; the real server is tested
+// elsewhere.
+func versionedClientset(objects ...runtime.Object) *fake.Clientset {
+	cs := fake.NewClientset(objects...)
+	var mu sync.Mutex
+	version := 100
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	cs.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		version++
+		l := a.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease)
+		l.ResourceVersion = strconv.Itoa(version)
+		return false, nil, nil // the tracker stores it
+	})
+	cs.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		l := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		cur, err := cs.Tracker().Get(gr.WithVersion("v1"), l.Namespace, l.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := cur.(*coordinationv1.Lease).ResourceVersion; rv != l.ResourceVersion {
+			return true, nil, apierrors.NewConflict(gr, l.Name, errors.New("the object has been modified"))
+		}
+		version++
+		l.ResourceVersion = strconv.Itoa(version)
+		return false, nil, nil
+	})
+	return cs
+}
+
+func TestKubernetesStoreMapping(t *testing.T) {
+	ctx := context.Background()
+	cs := versionedClientset()
+	s, err := NewKubernetesStore(cs, "ns", "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.String() != "ns/lease" {
+		t.Errorf("String = %q", s.String())
+	}
+	if _, err := s.Get(ctx); !errors.Is(err, ErrLeaseNotFound) || !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of absent lease: %v", err)
+	}
+	if _, err := s.Update(ctx, LeaseRecord{HolderIdentity: "a", ResourceVersion: "1"}); !errors.Is(err, ErrLeaseNotFound) {
+		t.Fatalf("Update of absent lease: %v", err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+	r1, err := s.Create(ctx, LeaseRecord{HolderIdentity: "a", LeaseDuration: 1500 * time.Millisecond,
+		AcquireTime: now, RenewTime: now, LeaseTransitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := LeaseRecord{HolderIdentity: "a", LeaseDuration: 2 * time.Second, // rounded up
+		AcquireTime: now, RenewTime: now, LeaseTransitions: 3, ResourceVersion: "101"}
+	if !sameSpec(r1, want) || r1.ResourceVersion != want.ResourceVersion {
+		t.Fatalf("Create = %+v, want %+v", r1, want)
+	}
+	l, err := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *l.Spec.HolderIdentity != "a" || *l.Spec.LeaseDurationSeconds != 2 || !l.Spec.RenewTime.Time.Equal(now) ||
+		!l.Spec.AcquireTime.Time.Equal(now) || *l.Spec.LeaseTransitions != 3 {
+		t.Fatalf("stored spec %+v", l.Spec)
+	}
+	if _, err := s.Create(ctx, LeaseRecord{HolderIdentity: "b"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Create of present lease: %v", err)
+	}
+
+	// Someone labels the lease: the version moves, the store's Update must use it and
+	// keep the label.
+	l.Labels = map[string]string{"team": "x"}
+	l.Spec.PreferredHolder = ptr("b")
+	l2, err := cs.CoordinationV1().Leases("ns").Update(ctx, l, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, LeaseRecord{HolderIdentity: "a", ResourceVersion: r1.ResourceVersion}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Update with stale version: %v", err)
+	}
+	got, err := s.Get(ctx)
+	if err != nil || got.ResourceVersion != l2.ResourceVersion || !sameSpec(got, r1) {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	r3, err := s.Update(ctx, LeaseRecord{HolderIdentity: "b", LeaseDuration: time.Second, ResourceVersion: got.ResourceVersion})
+	if err != nil || r3.HolderIdentity != "b" {
+		t.Fatalf("Update = %+v, %v", r3, err)
+	}
+	l3, _ := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	if l3.Labels["team"] != "x" || l3.Spec.PreferredHolder == nil || *l3.Spec.PreferredHolder != "b" {
+		t.Fatalf("Update dropped metadata or foreign spec fields: %+v", l3)
+	}
+	if _, err := s.Update(ctx, LeaseRecord{HolderIdentity: "c"}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Update without version: %v", err)
+	}
+
+	// Another store (no remembered object) reads before updating.
+	other, _ := NewKubernetesStore(cs, "ns", "lease")
+	if _, err := other.Update(ctx, LeaseRecord{HolderIdentity: "c", ResourceVersion: r3.ResourceVersion}); err != nil {
+		t.Fatalf("Update through a fresh store: %v", err)
+	}
+	if l4, _ := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{}); l4.Labels["team"] != "x" {
+		t.Fatalf("fresh store dropped labels: %+v", l4.ObjectMeta)
+	}
+
+	// Other API errors pass through unmapped.
+	cs.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("down")
+	})
+	if _, err := s.Get(ctx); err == nil || errors.Is(err, ErrLeaseNotFound) || errors.Is(err, ErrConflict) || !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("Get with server down: %v", err)
+	}
+}
+
+func TestKubernetesStoreCreateNamespaceMissing(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns")
+	})
+	s, _ := NewKubernetesStore(cs, "ns", "lease")
+	if _, err := s.Create(context.Background(), LeaseRecord{HolderIdentity: "a"}); err == nil || errors.Is(err, ErrLeaseNotFound) {
+		t.Fatalf("Create in a missing namespace: %v, want a plain error", err)
+	}
+}
+
+func TestKubernetesStoreWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	other := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "ns"}}
+	cs := versionedClientset(other)
+	s, _ := NewKubernetesStore(cs, "ns", "lease")
+	events, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; !ev.Deleted || !zeroSpec(ev.Record) {
+		t.Fatalf("first event of an absent lease %+v", ev)
+	}
+	r1, err := s.Create(ctx, LeaseRecord{HolderIdentity: "a", LeaseDuration: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A change of another lease in the namespace is not reported.
+	if _, err := cs.CoordinationV1().Leases("ns").Update(ctx, other, metav1.UpdateOptions{}); err == nil {
+		t.Log("updated the other lease")
+	}
+	if ev := <-events; ev.Deleted || ev.Record != r1 {
+		t.Fatalf("event %+v, want %+v", ev, r1)
+	}
+	if err := cs.CoordinationV1().Leases("ns").Delete(ctx, "lease", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; !ev.Deleted || ev.Record.HolderIdentity != "a" {
+		t.Fatalf("delete event %+v", ev)
+	}
+
+	// A second watch starts with the current state.
+	r2, _ := s.Create(ctx, LeaseRecord{HolderIdentity: "b", LeaseDuration: time.Second})
+	wctx, wcancel := context.WithCancel(ctx)
+	second, err := s.Watch(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-second; ev.Deleted || ev.Record != r2 {
+		t.Fatalf("first event %+v, want %+v", ev, r2)
+	}
+	wcancel()
+	for range second { // closed by the store after ctx ends
+	}
+	cancel()
+	for range events {
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,133 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeClock is a clock that moves only when told, for the lazy check of termContext.
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.now }
+
+// TestTermContextLazyExpiry: with the clock past the renew deadline and no timer or
+// other goroutine having run, Err and Done already report the term over (as in a
+// process resumed after SIGSTOP).
+func TestTermContextLazyExpiry(t *testing.T) {
+	for _, first := range []string{"Err", "Done"} {
+		t.Run(first, func(t *testing.T) {
+			start := time.Now()
+			clock := &fakeClock{now: start}
+			tc := newTermContextClock(context.Background(), 42, start, 10*time.Second, clock.Now)
+			defer tc.end(context.Canceled)
+			if tc.Err() != nil {
+				t.Fatal("fresh term ended")
+			}
+			clock.now = start.Add(10*time.Second - time.Nanosecond)
+			if tc.Err() != nil || isClosed(tc.Done()) {
+				t.Fatal("term ended before its deadline")
+			}
+			if !tc.markRenewed(start.Add(5 * time.Second)) {
+				t.Fatal("renew before the deadline refused")
+			}
+			clock.now = start.Add(15*time.Second - time.Nanosecond)
+			if tc.Err() != nil {
+				t.Fatal("term ended before the deadline of its renew")
+			}
+			clock.now = start.Add(15 * time.Second) // the runtime clock did not move
+			switch first {
+			case "Err":
+				if tc.Err() == nil {
+					t.Fatal("Err nil past the renew deadline")
+				}
+				if !isClosed(tc.Done()) {
+					t.Fatal("Done open after Err reported the end")
+				}
+			case "Done":
+				if !isClosed(tc.Done()) {
+					t.Fatal("Done open past the renew deadline")
+				}
+			}
+			if !errors.Is(tc.Err(), context.Canceled) || !errors.Is(context.Cause(tc), ErrRenewDeadlineMissed) {
+				t.Fatalf("Err %v, Cause %v", tc.Err(), context.Cause(tc))
+			}
+			if tc.markRenewed(start.Add(14 * time.Second)) {
+				t.Fatal("a late renew revived an ended term")
+			}
+			if tc.Err() == nil {
+				t.Fatal("term revived")
+			}
+		})
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestTermContextTimer: the timer ends the term at the deadline, moved by renews, and
+// derived contexts end with it; the term is readable from them.
+func TestTermContextTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		tc := newTermContext(context.Background(), 7, start, 10*time.Second)
+		child, cancel := context.WithCancel(tc)
+		defer cancel()
+		if term, ok := TermFromContext(child); !ok || term != 7 {
+			t.Fatalf("TermFromContext = %d, %v", term, ok)
+		}
+		if _, ok := TermFromContext(context.Background()); ok {
+			t.Fatal("TermFromContext found a term in Background")
+		}
+		time.Sleep(4 * time.Second)
+		tc.markRenewed(time.Now())
+		time.Sleep(10*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if child.Err() != nil {
+			t.Fatal("derived context ended before the renewed deadline")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if child.Err() == nil || !errors.Is(context.Cause(child), ErrRenewDeadlineMissed) {
+			t.Fatalf("derived context at the deadline: Err %v, Cause %v", child.Err(), context.Cause(child))
+		}
+		if got := time.Since(start); got != 14*time.Second {
+			t.Fatalf("ended after %v, want 14s", got)
+		}
+	})
+}
+
+// TestTermContextParent: the term ends with its parent, with the parent's cause, and
+// end stops the timer.
+func TestTermContextParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cause := errors.New("shutdown")
+		parent, cancel := context.WithCancelCause(context.Background())
+		tc := newTermContext(parent, 1, time.Now(), time.Second)
+		cancel(cause)
+		if !errors.Is(context.Cause(tc), cause) || tc.Err() == nil {
+			t.Fatalf("Cause %v, Err %v", context.Cause(tc), tc.Err())
+		}
+		tc.end(ErrLeaseLost)
+		if !errors.Is(context.Cause(tc), cause) {
+			t.Fatalf("end replaced the cause: %v", context.Cause(tc))
+		}
+		disabled := newTermContext(context.Background(), 1, time.Now(), 0)
+		time.Sleep(24 * time.Hour)
+		if disabled.Err() != nil {
+			t.Fatal("a term without renew deadline ended by the clock")
+		}
+		disabled.end(ErrLeaseLost)
+		if !errors.Is(context.Cause(disabled), ErrLeaseLost) {
+			t.Fatalf("Cause %v", context.Cause(disabled))
+		}
+	})
+}
