@@ -55,6 +55,12 @@
 // for a term not newer than the last one started, are ignored; so are
 // LostLeadershipEvents for an earlier term.
 //
+// With Options.TermContext (wired to leaderelection.Component.TermContext)
+// the term's context also reports the term over the moment the elector's
+// term context does: by the elector's own clock, so a replica resumed after
+// a pause past its renew deadline sees ctx.Err() != nil at once, before any
+// event was handled.
+//
 // The next term starts the same instances again, in place. Per-term state
 // of the Manager (who subscribed, who holds what) is new for each term; the
 // components reset their own at the top of Start.

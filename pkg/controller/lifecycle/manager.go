@@ -51,6 +51,15 @@ type Options struct {
 	// the Manager's goroutine, after TermStoppedEvent was published. It must
 	// not block.
 	OnTermStopped func(TermStopReport)
+	// TermContext, if set, is asked at the start of each term for a context
+	// that ends with the term at its source, typically the elector's term
+	// context (leaderelection.Component.TermContext). The term's context
+	// then also reports the term over (Err) as soon as that context does,
+	// even before its Done channel closes or a LostLeadershipEvent arrives:
+	// a replica resumed after a pause sees at once that it no longer leads.
+	// Contexts the components derive from it end once the Manager has
+	// cancelled it, which it does as soon as the source's Done closes.
+	TermContext func(term uint64) (context.Context, bool)
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -873,6 +874,72 @@ func TestStatusIsSafeConcurrently(t *testing.T) {
 		close(stop)
 		if n := <-polled; n == 0 {
 			t.Error("Status never polled")
+		}
+	})
+}
+
+// lazyContext reports itself over through Err as soon as over is set, before
+// its Done channel closes, like the elector's term context after a pause.
+type lazyContext struct {
+	context.Context
+	over func() bool
+}
+
+func (c lazyContext) Err() error {
+	if c.over() {
+		return context.Canceled
+	}
+	return c.Context.Err()
+}
+
+func TestTermContextFollowsSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srcCtx, srcCancel := context.WithCancel(context.Background())
+		defer srcCancel()
+		var over atomic.Bool
+		src := lazyContext{Context: srcCtx, over: over.Load}
+		var asked []uint64
+		ctxs := make(chan context.Context, 1)
+		c := funcComponent{name: "writer", fn: func(ctx context.Context) error {
+			lifecycle.Subscribed(ctx)
+			ctxs <- ctx
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+		h := newHarness(t, lifecycle.Options{TermContext: func(term uint64) (context.Context, bool) {
+			asked = append(asked, term)
+			return src, term == 1
+		}}, func(h *harness) {
+			if err := h.m.AddLeaderOnly(c); err != nil {
+				t.Fatal(err)
+			}
+		})
+		h.lead(1)
+		ctx := <-ctxs
+		if ctx.Err() != nil {
+			t.Fatal("term context over at start")
+		}
+		over.Store(true) // the source's clock says the term is over
+		if ctx.Err() == nil {
+			t.Fatal("term context does not report the source's end")
+		}
+		srcCancel() // the source's timer runs: Done closes, the component returns
+		synctest.Wait()
+		if cs := mustStatus(t, h.m.Status(), "writer"); cs.State != lifecycle.StateStopped {
+			t.Errorf("writer %+v, want a clean stop", cs)
+		}
+		h.lose(1, "test")
+		h.awaitStopped(1)
+		h.lead(2) // no source for term 2: logged, the term still runs
+		ctx = <-ctxs
+		if ctx.Err() != nil {
+			t.Error("term 2 context over")
+		}
+		if !slices.Equal(asked, []uint64{1, 2}) {
+			t.Errorf("TermContext asked for %v", asked)
+		}
+		if h.logs.count("no source context for the term", "term=2") != 1 {
+			t.Error("missing source not logged")
 		}
 	})
 }

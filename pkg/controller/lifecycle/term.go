@@ -46,6 +46,16 @@ func (m *Manager) startTerm(base context.Context, e *events.BecameLeaderEvent) {
 		acquired = now
 	}
 	ctx, cancel := context.WithCancel(base)
+	if m.opts.TermContext != nil {
+		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
+			stop := context.AfterFunc(src, cancel)
+			ctx = &linkedContext{Context: ctx, src: src}
+			inner := cancel
+			cancel = func() { stop(); inner() }
+		} else {
+			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
+		}
+	}
 	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel}
 
 	m.mu.Lock()
@@ -271,4 +281,22 @@ func (m *Manager) holds(tok *runToken, eventType string) {
 	if ready {
 		m.wake()
 	}
+}
+
+// linkedContext is a term context that also reports the term over as soon as
+// its source (the elector's term context) does. Done is the embedded
+// context's, which the Manager cancels when the source's Done closes.
+type linkedContext struct {
+	context.Context
+	src context.Context
+}
+
+func (c *linkedContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.src.Err() != nil {
+		return context.Canceled
+	}
+	return nil
 }
