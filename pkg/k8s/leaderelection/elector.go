@@ -196,8 +196,9 @@ type campaign struct {
 	notify *notifier
 
 	// The watch. Opening one runs in a goroutine (a hung List must not stall renews),
-	// which reports on opening. events is nil while no watch is open; when opening is nil
-	// too, watchAt is when to open one. stopWatch cancels the open or opening watch.
+	// which reports on opening; it is abandoned if it takes RenewDeadline. events is nil
+	// while no watch is open; when opening is nil too, watchAt is when to open one.
+	// stopWatch cancels the open or opening watch.
 	opening     chan watchOpen
 	events      <-chan LeaseEvent
 	stopWatch   context.CancelFunc
@@ -215,7 +216,7 @@ type campaign struct {
 	seen       uint64 // highest resourceVersion seen, 0 if none
 	reported   string // last holder reported to OnNewLeader
 	// stale is set when a write found the lease changed: wait for the next observation
-	// (or re-read at staleAt) before writing again.
+	// (or, if none came by staleAt, open a new watch) before writing again.
 	stale   bool
 	staleAt time.Time
 
@@ -286,6 +287,14 @@ func (c *campaign) run() error {
 // step does what is due now.
 func (c *campaign) step() {
 	now := time.Now()
+	if c.opening != nil && !now.Before(c.watchOpened.Add(c.e.config.RenewDeadline)) {
+		// The store has not answered within RenewDeadline (a black-holed List): give up
+		// on this watch, whose goroutine ends with its context, and try again.
+		c.e.logger.Warn("watching lease timed out", "after", c.e.config.RenewDeadline)
+		c.stopWatch()
+		c.opening, c.stopWatch = nil, nil
+		c.watchAt = now.Add(c.watchRetry.Next())
+	}
 	if c.events == nil && c.opening == nil && !now.Before(c.watchAt) {
 		c.openWatch()
 	}
@@ -300,9 +309,15 @@ func (c *campaign) step() {
 		}
 	}
 	if c.stale && !now.Before(c.staleAt) {
-		if err := c.refresh(c.ctx); err != nil && c.ctx.Err() == nil {
-			c.e.logger.Warn("reading lease failed", "error", err)
-			c.staleAt = time.Now().Add(c.acquireRetry.Next())
+		// A write conflicted but the watch has not shown the newer state within a
+		// RetryPeriod: it is stuck. Open a new one, which re-reads the state.
+		c.staleAt = now.Add(c.e.config.RetryPeriod)
+		if c.events != nil {
+			c.e.logger.Info("lease watch silent after a conflict, watching again")
+			c.stopWatch()
+			c.events, c.stopWatch = nil, nil
+			c.watchAt = now
+			c.openWatch()
 		}
 	}
 	if at, ok := c.acquireTime(); ok && !time.Now().Before(at) {
@@ -319,7 +334,9 @@ func (c *campaign) nextWake() (time.Time, bool) {
 			at, ok = t, true
 		}
 	}
-	if c.events == nil && c.opening == nil {
+	if c.opening != nil {
+		consider(c.watchOpened.Add(c.e.config.RenewDeadline))
+	} else if c.events == nil {
 		consider(c.watchAt)
 	}
 	if c.term != nil {
@@ -528,9 +545,13 @@ func (c *campaign) renew() {
 	case errors.Is(err, ErrConflict):
 		// Someone wrote the lease: if only its metadata changed, observe adopts the new
 		// version and we renew again at once; otherwise it ends the term.
-		if rerr := c.refresh(c.term); rerr != nil && c.term != nil {
+		stale := c.wrote.ResourceVersion
+		rerr := c.refresh(c.term)
+		switch {
+		case c.term == nil: // lost
+		case rerr != nil || c.wrote.ResourceVersion == stale:
 			c.renewAt = time.Now().Add(c.renewRetry.Next())
-		} else if c.term != nil {
+		default:
 			c.renewAt = time.Now()
 		}
 	case errors.Is(err, ErrLeaseNotFound):

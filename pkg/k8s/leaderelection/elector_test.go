@@ -547,3 +547,62 @@ func TestStartWaitsForLeaderWork(t *testing.T) {
 		}
 	})
 }
+
+// TestHungWatchOpen: a follower whose store black-holes everything, the watch's List
+// included, gives up on the watch after RenewDeadline, and follows again once healed.
+func TestHungWatchOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		b.store.setMode(modeHang)
+		time.Sleep(time.Minute)
+		if got := b.store.count("Watch"); got < 5 {
+			t.Fatalf("b tried to watch %d times in a minute, want it to keep retrying", got)
+		}
+		if cl.leader() != a {
+			t.Fatal("leadership changed")
+		}
+		b.store.setMode(modePass)
+		time.Sleep(DefaultRenewDeadline + 3*time.Second)
+		if b.e.GetLeader() != "a" {
+			t.Fatalf("healed b sees leader %q, want a", b.e.GetLeader())
+		}
+		a.store.setMode(modeHang)
+		if nl := cl.waitLeader(a, 20*time.Second); nl != b {
+			t.Fatalf("new leader %s, want b", nl.id)
+		}
+		a.store.setMode(modePass)
+	})
+}
+
+// TestSilentWatch: a follower whose watch stalls (delivers the state, then nothing)
+// tries the lease when it seems expired, gets a conflict because the leader renewed,
+// opens a new watch, and never leads while the leader renews; it takes over once the
+// leader stops.
+func TestSilentWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		c := cl.startWith("b", nil, func(s *testStore) { s.silent = true })
+		time.Sleep(2 * time.Minute)
+		if cl.leader() != a {
+			t.Fatal("leadership changed while a renewed")
+		}
+		counts := c.store.counts()
+		t.Logf("silent follower calls in 2m: %v", counts)
+		// Every LeaseDuration+RetryPeriod: one failed CAS, one new watch.
+		if counts["Update"] < 5 || counts["Update"] > 8 || counts["Watch"] < counts["Update"] || counts["Get"] != 0 {
+			t.Fatalf("silent follower calls %v in 2m, want ~7 conflicting updates, as many watches, no gets", counts)
+		}
+		a.store.setMode(modeHang)
+		if nl := cl.waitLeader(a, 40*time.Second); nl != c {
+			t.Fatalf("new leader %s, want b", nl.id)
+		}
+		a.store.setMode(modePass)
+	})
+}

@@ -45,6 +45,9 @@ type testStore struct {
 	releaseDone time.Time // completion time of the last successful Update releasing it
 	// beforeUpdate, if set, runs (once) just before an Update reaches the inner store.
 	beforeUpdate func()
+	// silent makes new watches deliver their first event only, then nothing, without
+	// closing (a stalled connection).
+	silent bool
 }
 
 func newTestStore(inner LeaseStore, latency time.Duration) *testStore {
@@ -205,8 +208,22 @@ func (s *testStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 	events, err := s.inner.Watch(wctx)
 	if err != nil {
 		cancel()
+		return nil, err
 	}
-	return events, err
+	s.mu.Lock()
+	silent := s.silent
+	s.mu.Unlock()
+	if !silent {
+		return events, nil
+	}
+	out := make(chan LeaseEvent, 1)
+	out <- <-events
+	go func() {
+		defer close(out)
+		for range events { // swallowed until the store closes it
+		}
+	}()
+	return out, nil
 }
 
 // cluster runs candidates on one MemoryStore and checks, at every start of a term and
@@ -282,11 +299,20 @@ func (cl *cluster) poll() {
 // start starts a candidate whose config is testConfig(id) changed by edit.
 func (cl *cluster) start(id string, edit func(*Config)) *candidate {
 	cl.t.Helper()
+	return cl.startWith(id, edit, nil)
+}
+
+// startWith is start with the candidate's store set up by prepare before Start.
+func (cl *cluster) startWith(id string, edit func(*Config), prepare func(*testStore)) *candidate {
+	cl.t.Helper()
 	cfg := testConfig(id)
 	if edit != nil {
 		edit(&cfg)
 	}
 	c := &candidate{id: id, cl: cl, store: newTestStore(cl.mem, time.Millisecond), done: make(chan struct{})}
+	if prepare != nil {
+		prepare(c.store)
+	}
 	e, err := NewWithStore(cfg, c.store, Callbacks{
 		OnStartedLeading: c.lead,
 		OnStoppedLeading: c.stop,
