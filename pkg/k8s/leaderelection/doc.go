@@ -36,9 +36,13 @@
 // (LeaseStore.Watch). A released lease is taken on the watch event; a crashed leader's
 // lease is taken by a timer at observation + leaseDurationSeconds; a follower sends no
 // requests at all while the holder keeps renewing. When the watch breaks it is opened
-// again (which re-lists) after a jittered backoff. A lease deleted by hand is re-created
-// at once by a candidate that knows its last holder's term is over (no holder, or the
-// candidate itself); the others wait out its last holder's lease duration.
+// again (which re-lists) after a jittered backoff; an open that takes RenewDeadline is
+// abandoned and retried, and a watch that stays silent for a RetryPeriod after a write
+// conflicted is replaced, so a stalled connection cannot blind a follower. A lease
+// deleted by hand is re-created at once by a candidate that knows its last holder's
+// term is over (no holder, or the candidate itself); the others wait out its last
+// holder's lease duration. A holder written by hand is never taken over before its
+// lease duration, not even by the candidate it names.
 //
 // # Terms
 //

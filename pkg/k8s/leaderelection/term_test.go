@@ -131,3 +131,65 @@ func TestTermContextParent(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkTermContext compares the checks leader work makes on its term context with
+// the same checks on a plain cancellable context (the baseline).
+func BenchmarkTermContext(b *testing.B) {
+	ctx := context.Background()
+	b.Run("baseline/Err", func(b *testing.B) {
+		plain, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b.ReportAllocs()
+		for b.Loop() {
+			if plain.Err() != nil {
+				b.Fatal("ended")
+			}
+		}
+	})
+	b.Run("term/Err", func(b *testing.B) {
+		tc := newTermContext(ctx, 1, time.Now(), time.Hour)
+		defer tc.end(context.Canceled)
+		b.ReportAllocs()
+		for b.Loop() {
+			if tc.Err() != nil {
+				b.Fatal("ended")
+			}
+		}
+	})
+	b.Run("baseline/Done", func(b *testing.B) {
+		plain, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b.ReportAllocs()
+		for b.Loop() {
+			select {
+			case <-plain.Done():
+				b.Fatal("ended")
+			default:
+			}
+		}
+	})
+	b.Run("term/Done", func(b *testing.B) {
+		tc := newTermContext(ctx, 1, time.Now(), time.Hour)
+		defer tc.end(context.Canceled)
+		b.ReportAllocs()
+		for b.Loop() {
+			select {
+			case <-tc.Done():
+				b.Fatal("ended")
+			default:
+			}
+		}
+	})
+	b.Run("term/IsLeader", func(b *testing.B) {
+		e := &Elector{}
+		tc := newTermContext(ctx, 1, time.Now(), time.Hour)
+		defer tc.end(context.Canceled)
+		e.current.Store(tc)
+		b.ReportAllocs()
+		for b.Loop() {
+			if !e.IsLeader() {
+				b.Fatal("not leader")
+			}
+		}
+	})
+}
