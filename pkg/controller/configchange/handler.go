@@ -196,7 +196,6 @@ func (h *ConfigChangeHandler) Update(ctx context.Context, raw []byte) (string, e
 // process validates one document and publishes the outcome, returning the
 // document's version and its error. It runs on Start's goroutine only.
 func (h *ConfigChangeHandler) process(doc Document, source string) (string, error) {
-	defer h.synced.Store(true)
 	var (
 		cfg     *config.Config
 		version string
@@ -224,6 +223,7 @@ func (h *ConfigChangeHandler) process(doc Document, source string) (string, erro
 	if err == nil {
 		ev := events.NewConfigValidatedEvent(cfg, version, source)
 		h.valid.Cache(ev)
+		h.synced.Store(true) // before Publish: a subscriber that got the event sees Synced
 		h.mu.Lock()
 		h.stats.Validated++
 		h.stats.CurrentVersion, h.stats.CurrentSource = version, source
@@ -239,6 +239,7 @@ func (h *ConfigChangeHandler) process(doc Document, source string) (string, erro
 	errs := fieldErrors(err)
 	ev := events.NewConfigInvalidEvent(version, source, errs)
 	h.invalid.Cache(ev)
+	h.synced.Store(true)
 	h.mu.Lock()
 	h.stats.Invalid++
 	h.stats.LastInvalidReason = strings.Join(reasons, "; ")

@@ -160,7 +160,6 @@ func (d *Discovery) Start(ctx context.Context) error {
 	}
 	for {
 		d.publishIfChanged(list())
-		d.synced.Store(true)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -211,6 +210,7 @@ func (d *Discovery) publishIfChanged(pods []config.Pod) {
 	d.last = pods
 	ev := events.NewHAProxyPodsDiscoveredEvent(slices.Clone(pods), d.generation)
 	d.replayer.Cache(ev)
+	d.synced.Store(true) // before Publish: a subscriber that got the event sees Synced
 	d.bus.Publish(ev)
 	ready := 0
 	for _, p := range pods {
