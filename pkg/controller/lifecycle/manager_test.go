@@ -101,6 +101,9 @@ func TestRegistrationErrors(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
+		if subs := bus.Stats().Subscribers; len(subs) != 0 {
+			t.Errorf("Run left its subscription: %+v", subs)
+		}
 		bus.Stop()
 	})
 }
@@ -287,6 +290,11 @@ func TestReplayReachesLeaderOnlySubscribers(t *testing.T) {
 			}
 			h.lose(term, "test")
 			h.awaitStopped(term)
+			// The components unsubscribed when their term ended: only the
+			// manager's and the test's subscriptions are left.
+			if n := len(h.bus.Stats().Subscribers); n != 2 {
+				t.Fatalf("after term %d: %d subscriptions on the bus, want 2", term, n)
+			}
 		}
 		s := h.m.Status()
 		if s.SubscribeTimeouts != 0 || s.Terms != terms || s.ReadyTerms != terms || s.Failures != 0 {
