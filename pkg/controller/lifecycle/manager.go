@@ -105,13 +105,12 @@ type Manager struct {
 	done              chan struct{}
 	leadershipDropped atomic.Uint64
 
-	// term is the term in progress, nil between terms. Only Run's goroutine
-	// changes it (under mu); it may read it without mu.
-	term *termState
-
 	// mu guards the fields below, the fields of every unit, and the
 	// mutable fields of every termState and member.
-	mu         sync.Mutex
+	mu sync.Mutex
+	// term is the term in progress, nil between terms. Only Run's goroutine
+	// changes it, under mu; that goroutine may read it without mu.
+	term       *termState
 	runState   int
 	allReplica []*unit
 	leaderOnly []*unit
