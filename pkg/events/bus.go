@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // DefaultCapacity is the number of events held before Start when
@@ -21,7 +22,7 @@ const (
 // not usable; create one with NewEventBus.
 type EventBus struct {
 	state  atomic.Int32  // stateNew, stateStarted or stateStopped
-	seq    atomic.Uint64 // last sequence number handed out
+	seq    atomic.Uint64 // last sequence number handed out by NextSequence
 	routes atomic.Pointer[routeTable]
 	// requests counts the Request calls in flight, so that Publish looks for
 	// responses only while someone waits for one.
@@ -54,12 +55,40 @@ type pendingEvent struct {
 	seq   uint64
 }
 
-// routeTable is an immutable snapshot of who wants which event type.
-// Writers copy it under EventBus.mu and swap it in atomically.
+// routeTable is a snapshot of who wants which event type. Writers copy it
+// under EventBus.mu and swap it in atomically; only its lookup cache changes
+// afterwards.
 type routeTable struct {
 	topics map[string]*topic
 	// universal lists the subscriptions that want every event type.
 	universal []*subscription
+	// cache maps the address of an event type string to its topic, in front
+	// of the map: EventType methods return the same constant string every
+	// time, and comparing an address is cheaper than hashing the string. An
+	// entry holds the string, so its memory cannot be reused for another
+	// while cached.
+	cache [topicCacheSize]atomic.Pointer[cachedTopic]
+}
+
+const topicCacheSize = 64 // a power of two
+
+type cachedTopic struct {
+	name  string
+	topic *topic
+}
+
+// lookup returns the topic for name, or nil.
+func (rt *routeTable) lookup(name string) *topic {
+	p := unsafe.StringData(name)
+	slot := &rt.cache[(uintptr(unsafe.Pointer(p))>>3)&(topicCacheSize-1)]
+	if c := slot.Load(); c != nil && unsafe.StringData(c.name) == p && len(c.name) == len(name) {
+		return c.topic
+	}
+	t := rt.topics[name]
+	if t != nil {
+		slot.Store(&cachedTopic{name: name, topic: t})
+	}
+	return t
 }
 
 // topic is the route for one event type.

@@ -43,11 +43,12 @@
 //
 // # Ordering and replays
 //
-// The bus stamps every publish with a sequence number and remembers, per
-// subscriber and event type, the newest sequence it delivered. Republish
-// delivers an event stamped earlier (by NextSequence) only to subscribers that
-// have not yet received an event of that type stamped at or after it, so a
-// replay can never overtake newer state.
+// The bus stamps every publish with its current sequence number and
+// remembers, per subscriber and event type, the newest stamp it delivered.
+// NextSequence advances the sequence: a replayer stamps the state it caches
+// with it. Republish delivers such an event only to subscribers that have not
+// received an event of that type published after it was stamped, so a replay
+// can never overtake newer state.
 //
 // # Concurrency properties
 //

@@ -12,14 +12,18 @@ func (b *EventBus) Publish(e Event) int {
 		return 0
 	}
 	if b.state.Load() == stateStarted {
-		return b.deliver(e, b.seq.Add(1), false)
+		return b.deliver(e, b.seq.Load(), false)
 	}
 	return b.publishSlow(e)
 }
 
-// NextSequence returns a sequence number ordered after every publish that
-// has taken its number so far and before every later one. A replayer stamps
-// the state it caches with it, for Republish.
+// NextSequence returns a new sequence number s. A publish that begins after
+// NextSequence returned is stamped s or later; one that began before is
+// stamped below s. A replayer stamps the state it caches with it, for
+// Republish.
+//
+// Publishes read the sequence rather than advance it: only NextSequence
+// writes it, which keeps Publish free of contended atomic writes.
 func (b *EventBus) NextSequence() uint64 { return b.seq.Add(1) }
 
 // Republish delivers e, stamped seq by NextSequence, to each subscriber of
@@ -41,7 +45,7 @@ func (b *EventBus) Republish(e Event, seq uint64) int {
 
 func (b *EventBus) rejectNil() {
 	if b.rejectedNil.Add(1) == 1 {
-		b.logger.Warn("event bus refused a nil event; further ones are only counted", "caller", caller(3))
+		b.logger.Warn("event bus refused a nil event; further ones are only counted", "caller", caller())
 	}
 }
 
@@ -51,12 +55,12 @@ func (b *EventBus) publishSlow(e Event) int {
 	switch b.state.Load() {
 	case stateStarted: // Start completed meanwhile
 		b.mu.Unlock()
-		return b.deliver(e, b.seq.Add(1), false)
+		return b.deliver(e, b.seq.Load(), false)
 	case stateStopped:
 		b.mu.Unlock()
 		if b.rejectedStopped.Add(1) == 1 {
 			b.logger.Warn("event published after the event bus stopped was refused; further ones are only counted",
-				"type", e.EventType(), "caller", caller(3))
+				"type", e.EventType(), "caller", caller())
 		}
 		return 0
 	}
@@ -67,8 +71,7 @@ func (b *EventBus) publishSlow(e Event) int {
 			"type", e.EventType(), "capacity", b.capacity)
 		return 0
 	}
-	// The sequence is taken under the lock so held events keep their order.
-	b.pending = append(b.pending, pendingEvent{event: e, seq: b.seq.Add(1)})
+	b.pending = append(b.pending, pendingEvent{event: e, seq: b.seq.Load()})
 	b.mu.Unlock()
 	return 0
 }
@@ -76,7 +79,7 @@ func (b *EventBus) publishSlow(e Event) int {
 // deliver routes e to its subscribers.
 func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	name := e.EventType()
-	t := b.routes.Load().topics[name]
+	t := b.routes.Load().lookup(name)
 	if t == nil {
 		t = b.topicFor(name)
 		if t == nil {

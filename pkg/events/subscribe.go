@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 )
 
 // Drop describes an event a subscriber's full buffer could not take. It is
@@ -41,6 +42,12 @@ func Critical(onDrop func(Drop)) SubscribeOption {
 // versions may be skipped but the newest one is kept, at the expense of an
 // older event already queued. The buffer is raised to len(eventTypes)+1 if
 // smaller, so that there is always something to give way.
+//
+// Such a subscription queues inside the bus, where queued events can be
+// removed, and hands them over on an unbuffered channel through a goroutine
+// of its own, which ends when the subscription does. Each delivery costs a
+// goroutine hand-off, which suits state events; keep high-rate streams on
+// plain subscriptions.
 func LatestValue(eventTypes ...string) SubscribeOption {
 	return func(c *subscribeConfig) { c.latest = append(c.latest, eventTypes...) }
 }
@@ -79,9 +86,10 @@ func (b *EventBus) SubscribeLeaderOnly(name string, bufferSize int, eventTypes [
 
 func (b *EventBus) subscribeEvents(name string, bufferSize int, eventTypes []string, leaderOnly bool, opts []SubscribeOption) <-chan Event {
 	cfg := newSubscribeConfig(leaderOnly, opts)
-	ch := make(chan Event, cfg.buffer(bufferSize))
-	s := newSubscription(name, cfg, eventSink{ch: ch})
-	b.add(ch, s, eventTypes)
+	n := cfg.buffer(bufferSize)
+	ch := make(chan Event, cfg.chanBuffer(n))
+	s := newSubscription(name, cfg, n, ch)
+	b.add((<-chan Event)(ch), s, eventTypes)
 	return ch
 }
 
@@ -98,14 +106,15 @@ func (b *EventBus) Unsubscribe(ch <-chan Event) { b.remove(ch) }
 // on ctx meanwhile.
 func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSize int, opts ...SubscribeOption) <-chan T {
 	cfg := newSubscribeConfig(false, opts)
-	ch := make(chan T, cfg.buffer(bufferSize))
-	s := newSubscription(name, cfg, typedSink[T]{ch: ch})
+	n := cfg.buffer(bufferSize)
+	ch := make(chan T, cfg.chanBuffer(n))
+	s := newSubscription(name, cfg, n, ch)
 	var types []string
 	if t, ok := eventTypeOf[T](); ok {
 		types = []string{t}
 	}
-	if b.add(ch, s, types) {
-		stop := context.AfterFunc(ctx, func() { b.remove(ch) })
+	if b.add((<-chan T)(ch), s, types) {
+		stop := context.AfterFunc(ctx, func() { b.remove((<-chan T)(ch)) })
 		s.mu.Lock()
 		s.stopCtx = stop
 		s.mu.Unlock()
@@ -141,6 +150,15 @@ func newSubscribeConfig(leaderOnly bool, opts []SubscribeOption) subscribeConfig
 	return cfg
 }
 
+// chanBuffer is the buffer of the channel handed out: LatestValue
+// subscriptions queue inside the bus, where superseded state can be removed.
+func (c subscribeConfig) chanBuffer(n int) int {
+	if len(c.latest) > 0 {
+		return 0
+	}
+	return n
+}
+
 func (c subscribeConfig) buffer(n int) int {
 	n = max(n, 1)
 	if len(c.latest) > 0 {
@@ -158,7 +176,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 		b.mu.Unlock()
 		s.close()
 		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
-			"subscriber", s.name, "caller", caller(3))
+			"subscriber", s.name, "caller", caller())
 		return false
 	}
 	b.subs[key] = s
@@ -189,7 +207,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 
 	if state == stateStarted && !s.leaderOnly {
 		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should use SubscribeLeaderOnly",
-			"subscriber", s.name, "caller", caller(3))
+			"subscriber", s.name, "caller", caller())
 	}
 	return true
 }
@@ -244,16 +262,21 @@ func (b *EventBus) remove(key any) {
 	s.close()
 }
 
-// caller names the function skip frames up, for warnings.
-func caller(skip int) string {
-	pc, file, line, ok := runtime.Caller(skip)
-	if !ok {
-		return "unknown"
+// caller names the first function outside this package on the stack, the
+// one whose call is being warned about.
+func caller() string {
+	var pcs [16]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, thisPackage) || strings.HasPrefix(f.Function, thisPackage+"_test.") {
+			return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+		}
+		if !more {
+			return "unknown"
+		}
 	}
-	name := "unknown"
-	if f := runtime.FuncForPC(pc); f != nil {
-		name = f.Name()
-	}
-	return fmt.Sprintf("%s (%s:%d)", name, file, line)
 }
 
+// thisPackage prefixes the names of this package's functions.
+const thisPackage = "github.com/baton-dev/baton/pkg/events."

@@ -32,15 +32,27 @@ type typeSlot struct {
 	dropped   uint64
 }
 
-func newSubscription(name string, cfg subscribeConfig, s sink) *subscription {
-	sub := &subscription{name: name, onDrop: cfg.onDrop, leaderOnly: cfg.leaderOnly, sink: s}
-	if len(cfg.latest) > 0 {
-		sub.latest = make(map[string]bool, len(cfg.latest))
-		for _, t := range cfg.latest {
-			sub.latest[t] = true
-		}
+// newSubscription returns a subscription delivering to ch, an unbuffered
+// channel for LatestValue subscriptions and a buffered one otherwise.
+func newSubscription[T Event](name string, cfg subscribeConfig, bufferSize int, ch chan T) *subscription {
+	sub := &subscription{name: name, onDrop: cfg.onDrop, leaderOnly: cfg.leaderOnly}
+	if len(cfg.latest) == 0 {
+		sub.sink = chanSink(ch)
+		return sub
 	}
+	sub.latest = make(map[string]bool, len(cfg.latest))
+	for _, t := range cfg.latest {
+		sub.latest[t] = true
+	}
+	sub.sink = newLatestSink(&sub.mu, bufferSize, ch)
 	return sub
+}
+
+func chanSink[T Event](ch chan T) sink {
+	if c, ok := any(ch).(chan Event); ok {
+		return eventSink{ch: c}
+	}
+	return typedSink[T]{ch: ch}
 }
 
 func (s *subscription) close() {
@@ -53,6 +65,7 @@ func (s *subscription) close() {
 	stop := s.stopCtx
 	s.sink.close()
 	s.mu.Unlock()
+	s.sink.wait()
 	if stop != nil {
 		stop()
 	}
@@ -64,7 +77,9 @@ func (s *subscription) slotLocked(t *topic) *typeSlot {
 		s.slots = append(s.slots, make([]typeSlot, t.index+1-len(s.slots))...)
 	}
 	sl := &s.slots[t.index]
-	sl.name = t.name
+	if sl.name == "" {
+		sl.name = t.name
+	}
 	return sl
 }
 
