@@ -1,0 +1,39 @@
+package leadership_test
+
+import (
+	"fmt"
+
+	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// A new leader's component subscribes late and still gets the current
+// configuration, through the replayer of the all-replica side.
+func ExampleStateReplayer() {
+	bus := busevents.NewEventBus(100)
+	defer bus.Stop()
+	configReplayer := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
+	bus.Start()
+
+	// All-replica side: publish and cache every validated configuration.
+	for _, version := range []string{"v1", "v2"} {
+		e := events.NewConfigValidatedEvent(nil, version, "example")
+		bus.Publish(e)
+		configReplayer.Cache(e)
+	}
+
+	// Leader-only side, after BecameLeaderEvent: subscribe, then replay.
+	ch := bus.SubscribeLeaderOnly("config-publisher", 8, []string{events.EventTypeConfigValidated})
+	fmt.Println("replayed:", configReplayer.Replay())
+	e := (<-ch).(*events.ConfigValidatedEvent)
+	fmt.Println("leader holds config", e.Version)
+
+	// A second replay reaches nobody: the subscriber already holds it.
+	configReplayer.Replay()
+	fmt.Println("queued after second replay:", len(ch))
+	// Output:
+	// replayed: true
+	// leader holds config v2
+	// queued after second replay: 0
+}
