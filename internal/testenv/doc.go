@@ -32,6 +32,8 @@
 // alone. etcd keeps running and keeps its data; the server comes back on the
 // same address with the same certificates, so the [rest.Config], the
 // clientset and the kubeconfig files handed out before stay valid.
+// kube-apiserver runs with --request-timeout=3s: its graceful stop waits for
+// open watches up to that timeout (a minute by default).
 //
 // # Concurrency properties
 //

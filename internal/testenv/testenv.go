@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
@@ -87,6 +88,9 @@ func New() (*Env, error) {
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = filepath.Join(dir, "kube-apiserver")
 	api.CertDir = certDir
+	// kube-apiserver's graceful stop waits for open watches up to its request timeout
+	// (default 1m); every client of a test watches, so keep the stop to seconds.
+	api.Configure().Set("request-timeout", stopGrace.String())
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(dir, "etcd")}
 	cfg, err := env.Start()
 	if err != nil {
@@ -111,6 +115,10 @@ func New() (*Env, error) {
 }
 
 var quietOnce sync.Once
+
+// stopGrace is kube-apiserver's --request-timeout, and so how long its graceful stop
+// may wait for open watches to end.
+const stopGrace = 3 * time.Second
 
 func verbose() bool { return os.Getenv("BATON_TESTENV_VERBOSE") == "1" }
 
@@ -176,9 +184,10 @@ func (e *Env) Kubeconfig(t testing.TB) string {
 	return p
 }
 
-// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after 20s) and
-// waits for it to exit; etcd keeps running. It is a no-op when the server is
-// already stopped.
+// StopAPIServer stops kube-apiserver and waits for it to exit; etcd keeps
+// running. The server stops listening at once and ends open watches within 3s
+// (its --request-timeout); it is killed if it has not exited after 20s. It is a
+// no-op when the server is already stopped.
 func (e *Env) StopAPIServer() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -51,8 +51,18 @@ func TestStartServesLeasesAndSurvivesRestart(t *testing.T) {
 		t.Fatalf("resourceVersion through kubeconfig = %s, want %s", got.ResourceVersion, created.ResourceVersion)
 	}
 
+	// An open watch must not hold the stop up.
+	w, err := leases.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watch leases: %v", err)
+	}
+	defer w.Stop()
+	stopStart := time.Now()
 	if err := env.StopAPIServer(); err != nil {
 		t.Fatal(err)
+	}
+	if d := time.Since(stopStart); d > 10*time.Second {
+		t.Errorf("StopAPIServer with an open watch took %v, want < 10s", d)
 	}
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err = leases.Get(short, "testenv", metav1.GetOptions{})
