@@ -91,7 +91,7 @@ func BenchmarkGetWithWriter(b *testing.B) {
 func BenchmarkReplay(b *testing.B) {
 	b.Run("replayer", func(b *testing.B) {
 		bus := newStarted(b)
-		r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
+		r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(nil)
 		bus.SubscribeLeaderOnly("late", 1, []string{events.EventTypeConfigValidated})
 		r.Cache(validated("v"))
 		r.Replay()

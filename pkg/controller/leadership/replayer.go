@@ -1,6 +1,7 @@
 package leadership
 
 import (
+	"context"
 	"log/slog"
 	"reflect"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 type StateReplayer[T busevents.Event] struct {
 	bus    *busevents.EventBus
 	name   string // T's type name, for logs
+	msg    string // "replaying <name>"
 	logger *slog.Logger
 	slot   atomic.Pointer[entry[T]]
 }
@@ -35,7 +37,17 @@ func NewStateReplayer[T busevents.Event](bus *busevents.EventBus) *StateReplayer
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	return &StateReplayer[T]{bus: bus, name: t.Name(), logger: slog.Default()}
+	return &StateReplayer[T]{bus: bus, name: t.Name(), msg: "replaying " + t.Name(), logger: slog.Default()}
+}
+
+// WithLogger makes the replayer log through logger (nil: discard) and
+// returns it, for use right after NewStateReplayer.
+func (r *StateReplayer[T]) WithLogger(logger *slog.Logger) *StateReplayer[T] {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	r.logger = logger
+	return r
 }
 
 // Cache stores event as the current state, replacing what was cached. A nil
@@ -67,7 +79,9 @@ func (r *StateReplayer[T]) Replay() bool {
 		return false
 	}
 	n := r.bus.Republish(e.event, e.seq)
-	r.logger.Info("replaying "+r.name, "type", e.event.EventType(), "subscribers", n)
+	if r.logger.Enabled(context.Background(), slog.LevelInfo) {
+		r.logger.Info(r.msg, "type", e.event.EventType(), "subscribers", n)
+	}
 	return true
 }
 
