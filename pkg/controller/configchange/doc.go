@@ -29,10 +29,13 @@
 //
 // # Replay
 //
-// Replayer replays the last valid configuration and then the last invalid
-// one. A leader-only consumer tells which is current by the events'
-// timestamps: an invalid event older than the valid one is history (see
-// pkg/controller/LEADER_ONLY_COMPONENTS.md).
+// Replayer replays the last valid configuration and then, when the last
+// document processed was refused, the last invalid one, so that a new
+// leader's consumers end holding the content in force and the status in
+// force, in the order they happened. A consumer takes the status by arrival
+// order, except that an event older (by timestamp) than the one of the other
+// type it holds is history: that covers a replay racing a newer live
+// outcome (see pkg/controller/LEADER_ONLY_COMPONENTS.md).
 //
 // # Concurrency properties
 //

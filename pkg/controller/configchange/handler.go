@@ -290,14 +290,20 @@ func (h *ConfigChangeHandler) InvalidReplayer() *leadership.StateReplayer[*event
 }
 
 // Replayer returns what a new leader's term replays: the last valid
-// configuration, then the last invalid one. Its Replay reports whether a
-// valid configuration was replayed.
+// configuration, then, if the last document processed was refused, the last
+// invalid one. Its Replay reports whether a valid configuration was replayed.
 func (h *ConfigChangeHandler) Replayer() lifecycle.Replayer { return replayer{h} }
 
 type replayer struct{ h *ConfigChangeHandler }
 
 func (r replayer) Replay() bool {
-	ok := r.h.valid.Replay()
-	r.h.invalid.Replay()
+	h := r.h
+	h.mu.Lock()
+	invalid := h.stats.CurrentInvalid
+	h.mu.Unlock()
+	ok := h.valid.Replay()
+	if invalid {
+		h.invalid.Replay()
+	}
 	return ok
 }

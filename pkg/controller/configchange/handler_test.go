@@ -226,9 +226,21 @@ func TestReplayerReplaysValidThenInvalid(t *testing.T) {
 		if !ok1 || !ok2 {
 			t.Fatalf("replayed %T then %T, want validated then invalid", first, second)
 		}
-		// The consumer tells the invalid one is current by its timestamp.
 		if inv.Timestamp().Before(v.Timestamp()) {
 			t.Error("invalid event is older than the valid one it came after")
+		}
+
+		// Once a valid document follows, the old refusal is not replayed.
+		r.h.Update(t.Context(), []byte(docB))
+		r.pending()
+		later := r.bus.SubscribeLeaderOnly("leader-2", 8, stateTypes)
+		r.h.Replayer().Replay()
+		synctest.Wait()
+		if got := len(later); got != 1 {
+			t.Fatalf("replayed %d events after a valid document, want 1", got)
+		}
+		if _, ok := (<-later).(*events.ConfigValidatedEvent); !ok {
+			t.Error("replayed something other than the valid configuration")
 		}
 	})
 }

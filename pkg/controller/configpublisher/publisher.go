@@ -1,0 +1,376 @@
+package configpublisher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	"github.com/baton-dev/baton/pkg/controller/store"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// Name is the component name of the publisher.
+const Name = "config-publisher"
+
+// DefaultRetryInterval is how long the publisher waits before it retries a
+// write that failed (other than by fencing).
+const DefaultRetryInterval = time.Second
+
+// subscriptionBuffer holds a burst; every type is LatestValue, so the
+// newest state of each always gets through.
+const subscriptionBuffer = 16
+
+var subscribed = []string{
+	events.EventTypeConfigValidated,
+	events.EventTypeConfigInvalid,
+	events.EventTypeHAProxyPodsDiscovered,
+}
+
+// Options configure a Component.
+type Options struct {
+	// Store keeps the published object. Required.
+	Store store.Store
+	// Identity, if set, is recorded on the object as its writer.
+	Identity string
+	// Content chooses what is published; nil means RawContent.
+	Content Content
+	// RetryInterval is the wait before retrying a failed write; zero means
+	// DefaultRetryInterval. Negative is invalid.
+	RetryInterval time.Duration
+	// Logger receives the component's log lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// State is a snapshot of the publisher, for status pages, demos and
+// metrics.
+type State struct {
+	// Running is true while Start runs; Term is the term of the current or
+	// last run.
+	Running bool
+	Term    uint64
+	// Held state of the current term.
+	HasConfig      bool
+	ConfigVersion  string
+	HasPods        bool
+	PodGeneration  uint64
+	Invalid        bool // the newest configuration seen is the invalid one
+	InvalidReasons []string
+	// Fenced is true once a write of this term was refused by ErrStaleTerm;
+	// the publisher writes nothing more in the term.
+	Fenced bool
+	// Last is what the last successful write of the current term recorded;
+	// zero before one.
+	Last Published
+	// Counters over the life of the component.
+	Writes, Unchanged, Conflicts, StaleRefusals, Failures uint64
+	// LastError is the last failed write's error message, "" if none.
+	LastError string
+}
+
+// Component is the leader-only ConfigPublisher. Create one with New and
+// register it with lifecycle.Manager.AddLeaderOnly.
+type Component struct {
+	bus      *busevents.EventBus
+	store    store.Store
+	identity string
+	content  Content
+	retry    time.Duration
+	logger   *slog.Logger
+	running  atomic.Bool
+
+	// mu guards state.
+	mu    sync.Mutex
+	state State
+}
+
+// New returns a publisher for bus writing to opts.Store.
+func New(bus *busevents.EventBus, opts Options) (*Component, error) {
+	if bus == nil {
+		return nil, errors.New("configpublisher: bus is nil")
+	}
+	if opts.Store == nil {
+		return nil, errors.New("configpublisher: options: store is nil")
+	}
+	if opts.RetryInterval < 0 {
+		return nil, errors.New("configpublisher: options: retry interval is negative")
+	}
+	c := &Component{
+		bus:      bus,
+		store:    opts.Store,
+		identity: opts.Identity,
+		content:  opts.Content,
+		retry:    opts.RetryInterval,
+		logger:   opts.Logger,
+	}
+	if c.content == nil {
+		c.content = RawContent{}
+	}
+	if c.retry == 0 {
+		c.retry = DefaultRetryInterval
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	c.logger = c.logger.With("component", Name)
+	return c, nil
+}
+
+// Name returns "config-publisher".
+func (c *Component) Name() string { return Name }
+
+// RequiredState reports the state a term needs before it is ready: a valid
+// configuration and the discovered pods.
+func (c *Component) RequiredState() []string {
+	return []string{events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered}
+}
+
+// State returns a snapshot of the publisher.
+func (c *Component) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state
+	s.InvalidReasons = slices.Clone(s.InvalidReasons)
+	return s
+}
+
+// term is one run's state; only Start's goroutine touches it.
+type term struct {
+	number  uint64
+	in      Inputs
+	// invalid is the refusal in force: the newest ConfigInvalidEvent, unless
+	// a valid configuration arrived after it; nil when none is.
+	invalid *events.ConfigInvalidEvent
+	holds   map[string]bool
+	fenced  bool
+	last    *Record // last record written or found unchanged
+}
+
+// Start runs one term: it subscribes (leader-only) to configuration and pod
+// state, signals lifecycle.Subscribed, and writes the published object each
+// time what it would say changes, until ctx ends; then it returns nil. It
+// returns ErrNoTerm if ctx carries no term and ErrAlreadyRunning if another
+// Start runs.
+func (c *Component) Start(ctx context.Context) error {
+	number, ok := lifecycle.TermFromContext(ctx)
+	if !ok {
+		return ErrNoTerm
+	}
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer c.running.Store(false)
+
+	// Per-term state starts afresh.
+	t := &term{number: number, holds: map[string]bool{}}
+	c.mu.Lock()
+	c.state = State{
+		Running: true, Term: number,
+		Writes: c.state.Writes, Unchanged: c.state.Unchanged, Conflicts: c.state.Conflicts,
+		StaleRefusals: c.state.StaleRefusals, Failures: c.state.Failures,
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.state.Running = false
+		c.mu.Unlock()
+	}()
+
+	ch := c.bus.SubscribeLeaderOnly(Name, subscriptionBuffer, subscribed, busevents.LatestValue(subscribed...))
+	defer c.bus.Unsubscribe(ch)
+	lifecycle.Subscribed(ctx)
+
+	var retry *time.Timer
+	var retryC <-chan time.Time
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-ch:
+			if !ok { // the bus stopped; the runtime ends the term
+				ch = nil
+				continue
+			}
+			c.apply(ctx, t, e)
+			// Take whatever else is queued before writing once.
+			for drained := false; !drained; {
+				select {
+				case e, ok := <-ch:
+					if !ok {
+						ch = nil
+						drained = true
+						break
+					}
+					c.apply(ctx, t, e)
+				default:
+					drained = true
+				}
+			}
+		case <-retryC:
+			retryC = nil
+		}
+		if retryC != nil {
+			continue // a retry is pending; it will write the newest state
+		}
+		if failed := c.publish(ctx, t); failed {
+			if retry == nil {
+				retry = time.NewTimer(c.retry)
+			} else {
+				retry.Reset(c.retry)
+			}
+			retryC = retry.C
+		}
+	}
+}
+
+// apply folds an event into the term's state.
+func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
+	switch e := e.(type) {
+	case *events.ConfigValidatedEvent:
+		t.in.Config = e
+		// A valid configuration ends an invalid status, unless it is older
+		// than the invalid one (a replay racing a newer refusal).
+		if t.invalid != nil && !e.Timestamp().Before(t.invalid.Timestamp()) {
+			t.invalid = nil
+		}
+	case *events.HAProxyPodsDiscoveredEvent:
+		t.in.Pods = e
+	case *events.ConfigInvalidEvent:
+		// A refusal older than the valid configuration held is history (a
+		// replay racing a newer valid configuration).
+		if t.in.Config == nil || !e.Timestamp().Before(t.in.Config.Timestamp()) {
+			t.invalid = e
+		}
+	default:
+		return
+	}
+	if typ := e.EventType(); typ != events.EventTypeConfigInvalid && !t.holds[typ] {
+		t.holds[typ] = true
+		lifecycle.HoldsState(ctx, typ)
+	}
+	inv := t.invalid
+	c.mu.Lock()
+	s := &c.state
+	if t.in.Config != nil {
+		s.HasConfig, s.ConfigVersion = true, t.in.Config.Version
+	}
+	if t.in.Pods != nil {
+		s.HasPods, s.PodGeneration = true, t.in.Pods.Generation
+	}
+	s.Invalid, s.InvalidReasons = inv != nil, reasons(inv)
+	c.mu.Unlock()
+}
+
+func reasons(inv *events.ConfigInvalidEvent) []string {
+	if inv == nil {
+		return nil
+	}
+	out := make([]string, len(inv.Errors))
+	for i, err := range inv.Errors {
+		out[i] = err.Error()
+	}
+	return out
+}
+
+// desired returns the record the term's state calls for, and false when
+// there is nothing to publish yet.
+func (c *Component) desired(t *term) (Record, bool, error) {
+	rec := Record{Term: t.number, Identity: c.identity, Status: StatusValid}
+	p, ok, err := c.content.Build(t.in)
+	if err != nil {
+		return rec, false, err
+	}
+	if ok {
+		rec.Content = &p
+	}
+	if inv := t.invalid; inv != nil {
+		rec.Status, rec.Reasons, rec.InvalidVersion = StatusInvalid, reasons(inv), inv.Version
+		if len(rec.Reasons) == 0 {
+			rec.Reasons = []string{"refused without a reason"}
+		}
+		return rec, true, nil
+	}
+	return rec, ok, nil
+}
+
+// publish writes what the term's state calls for, if it changed, and
+// reports whether the write failed in a way worth retrying.
+func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
+	if t.fenced || ctx.Err() != nil {
+		return false
+	}
+	rec, ok, err := c.desired(t)
+	if err != nil {
+		c.fail(err)
+		return false // the same inputs would fail again; wait for new ones
+	}
+	if !ok || (t.last != nil && sameRecord(*t.last, rec)) {
+		return false
+	}
+	res, err := Write(ctx, c.store, rec)
+	c.mu.Lock()
+	c.state.Conflicts += uint64(res.Conflicts)
+	c.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrStaleTerm):
+		t.fenced = true
+		c.mu.Lock()
+		c.state.Fenced = true
+		c.state.StaleRefusals++
+		c.state.LastError = err.Error()
+		c.mu.Unlock()
+		c.logger.Warn("not publishing: the object was written by a newer term", "term", t.number, "object", c.store.String(), "error", err)
+		return false
+	case err != nil:
+		if ctx.Err() != nil {
+			return false // the term ended under the write
+		}
+		c.fail(err)
+		return true
+	}
+	t.last = &rec
+	pub, _ := Decode(res.Object)
+	c.mu.Lock()
+	if res.Unchanged {
+		c.state.Unchanged++
+	} else {
+		c.state.Writes++
+	}
+	c.state.Last = pub
+	c.mu.Unlock()
+	c.logger.Info("published configuration", "term", t.number, "object", c.store.String(),
+		"config_version", pub.ConfigVersion, "pod_generation", pub.PodGeneration, "status", pub.Status,
+		"reasons", pub.Reasons, "unchanged", res.Unchanged, "conflicts", res.Conflicts)
+	return false
+}
+
+func (c *Component) fail(err error) {
+	c.mu.Lock()
+	c.state.Failures++
+	c.state.LastError = err.Error()
+	c.mu.Unlock()
+	c.logger.Error("publishing failed", "object", c.store.String(), "error", err)
+}
+
+func sameRecord(a, b Record) bool {
+	if a.Status != b.Status || a.InvalidVersion != b.InvalidVersion || !slices.Equal(a.Reasons, b.Reasons) {
+		return false
+	}
+	if (a.Content == nil) != (b.Content == nil) {
+		return false
+	}
+	if a.Content == nil {
+		return true
+	}
+	return a.Content.ConfigVersion == b.Content.ConfigVersion && a.Content.PodGeneration == b.Content.PodGeneration
+}

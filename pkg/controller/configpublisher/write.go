@@ -1,0 +1,274 @@
+package configpublisher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/baton-dev/baton/pkg/controller/store"
+)
+
+// Keys of the published object.
+const (
+	// AnnotationTerm records the term of the leader that wrote the object:
+	// the fencing token every write checks.
+	AnnotationTerm = "baton.dev/term"
+	// AnnotationConfigVersion and AnnotationPodGeneration record the inputs
+	// the content was built from.
+	AnnotationConfigVersion = "baton.dev/config-version"
+	AnnotationPodGeneration = "baton.dev/pod-generation"
+	// AnnotationStatus is StatusValid or StatusInvalid.
+	AnnotationStatus = "baton.dev/status"
+	// AnnotationReasons is a JSON array of the reasons, when invalid.
+	AnnotationReasons = "baton.dev/reasons"
+	// AnnotationInvalidVersion is the version of the refused document, when
+	// invalid.
+	AnnotationInvalidVersion = "baton.dev/invalid-version"
+	// AnnotationPublishedBy is the identity of the writer, when it gave one.
+	AnnotationPublishedBy = "baton.dev/published-by"
+	// LabelManagedBy marks the object as Baton's.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedBy is LabelManagedBy's value.
+	ManagedBy = "baton"
+)
+
+// DefaultMaxAttempts is how many read-modify-write rounds Write makes
+// before it gives up on conflicts.
+const DefaultMaxAttempts = 8
+
+// Status of the published configuration.
+type Status string
+
+// Statuses.
+const (
+	// StatusValid: the content is the newest valid configuration.
+	StatusValid Status = "valid"
+	// StatusInvalid: the newest configuration was refused (Reasons say
+	// why); the content is the last valid one, if any.
+	StatusInvalid Status = "invalid"
+)
+
+// Errors of the package.
+var (
+	// ErrStaleTerm is returned by Write when the object records a term
+	// greater than the record's: a newer leader has written it, and this
+	// writer is fenced off.
+	ErrStaleTerm = errors.New("configpublisher: object written by a newer term")
+	// ErrBadRecord is wrapped by Write for a record it cannot write; the
+	// message names the field.
+	ErrBadRecord = errors.New("configpublisher: invalid record")
+	// ErrBadObject is wrapped by Write and Decode when the stored object's
+	// annotations cannot be read.
+	ErrBadObject = errors.New("configpublisher: unreadable published object")
+	// ErrTooManyConflicts is returned by Write when every attempt lost a
+	// compare-and-swap race.
+	ErrTooManyConflicts = errors.New("configpublisher: too many write conflicts")
+	// ErrNoTerm is returned by Start when its context carries no term: the
+	// component was registered as all-replica instead of leader-only.
+	ErrNoTerm = errors.New("configpublisher: context carries no leadership term; register the publisher as leader-only")
+	// ErrAlreadyRunning is returned by Start while another Start of the
+	// same component runs.
+	ErrAlreadyRunning = errors.New("configpublisher: already running")
+)
+
+// Payload is published content and the versions of the inputs it was built
+// from.
+type Payload struct {
+	// Data replaces the object's data as a whole.
+	Data          map[string]string
+	ConfigVersion string
+	PodGeneration uint64
+}
+
+// Record is one write of the published object.
+type Record struct {
+	// Term is the writer's term; required (non-zero).
+	Term uint64
+	// Identity, if set, is recorded as the writer.
+	Identity string
+	// Content is the new content; nil keeps the object's content and its
+	// version annotations (a status-only write, as for an invalid
+	// configuration that must not replace the last valid one).
+	Content *Payload
+	// Status is StatusValid or StatusInvalid; Reasons and InvalidVersion go
+	// with StatusInvalid and are cleared with StatusValid.
+	Status         Status
+	Reasons        []string
+	InvalidVersion string
+}
+
+func (r Record) check() error {
+	switch {
+	case r.Term == 0:
+		return fmt.Errorf("%w: term is 0", ErrBadRecord)
+	case r.Status != StatusValid && r.Status != StatusInvalid:
+		return fmt.Errorf("%w: status %q is neither %q nor %q", ErrBadRecord, r.Status, StatusValid, StatusInvalid)
+	case r.Status == StatusInvalid && len(r.Reasons) == 0:
+		return fmt.Errorf("%w: status invalid without reasons", ErrBadRecord)
+	}
+	return nil
+}
+
+// WriteResult describes a successful Write.
+type WriteResult struct {
+	// Object is the stored object.
+	Object store.Object
+	// Created is true when the object did not exist.
+	Created bool
+	// Unchanged is true when the object already said what the record says
+	// (term included), so nothing was written.
+	Unchanged bool
+	// Conflicts counts the compare-and-swap races lost before the write.
+	Conflicts int
+}
+
+// Write is the fenced write of the published object: it reads the object,
+// refuses with ErrStaleTerm if the term recorded on it is greater than
+// rec.Term, and otherwise writes rec with a compare-and-swap on the
+// resourceVersion it read, reading again after a conflict, up to
+// DefaultMaxAttempts rounds. A write from a term older than the newest one
+// can therefore never land, even when it raced the newer leader's write:
+// the newer write changes the resourceVersion, the older one conflicts,
+// reads again and sees the newer term. Labels and annotations other than
+// Baton's are kept.
+func Write(ctx context.Context, s store.Store, rec Record) (WriteResult, error) {
+	return write(ctx, s, rec, DefaultMaxAttempts)
+}
+
+func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteResult, error) {
+	var res WriteResult
+	if err := rec.check(); err != nil {
+		return res, err
+	}
+	for range attempts {
+		cur, err := s.Get(ctx)
+		if errors.Is(err, store.ErrNotFound) {
+			res.Object, err = s.Create(ctx, apply(store.Object{}, rec))
+			if errors.Is(err, store.ErrConflict) {
+				res.Conflicts++
+				continue
+			}
+			res.Created = err == nil
+			return res, err
+		}
+		if err != nil {
+			return res, err
+		}
+		recorded, err := termOf(cur)
+		if err != nil {
+			return res, fmt.Errorf("%w: %s: %w", ErrBadObject, s, err)
+		}
+		if recorded > rec.Term {
+			return res, fmt.Errorf("%w: %s records term %d, this write is for term %d", ErrStaleTerm, s, recorded, rec.Term)
+		}
+		next := apply(cur, rec)
+		if equal(cur, next) {
+			res.Object, res.Unchanged = cur, true
+			return res, nil
+		}
+		res.Object, err = s.Update(ctx, next)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+			res.Conflicts++
+			continue
+		}
+		return res, err
+	}
+	return res, fmt.Errorf("%w: %s: %d attempts", ErrTooManyConflicts, s, attempts)
+}
+
+func termOf(o store.Object) (uint64, error) {
+	v, ok := o.Annotations[AnnotationTerm]
+	if !ok {
+		return 0, nil // never written by a leader
+	}
+	t, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("annotation %s: %q is not a term", AnnotationTerm, v)
+	}
+	return t, nil
+}
+
+// apply returns cur changed as rec says.
+func apply(cur store.Object, rec Record) store.Object {
+	next := cur.Clone()
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	next.Labels[LabelManagedBy] = ManagedBy
+	a := next.Annotations
+	a[AnnotationTerm] = strconv.FormatUint(rec.Term, 10)
+	if rec.Identity != "" {
+		a[AnnotationPublishedBy] = rec.Identity
+	} else {
+		delete(a, AnnotationPublishedBy)
+	}
+	if rec.Content != nil {
+		next.Data = maps.Clone(rec.Content.Data)
+		a[AnnotationConfigVersion] = rec.Content.ConfigVersion
+		a[AnnotationPodGeneration] = strconv.FormatUint(rec.Content.PodGeneration, 10)
+	}
+	a[AnnotationStatus] = string(rec.Status)
+	if rec.Status == StatusInvalid {
+		reasons, _ := json.Marshal(rec.Reasons) // []string always marshals
+		a[AnnotationReasons] = string(reasons)
+		a[AnnotationInvalidVersion] = rec.InvalidVersion
+	} else {
+		delete(a, AnnotationReasons)
+		delete(a, AnnotationInvalidVersion)
+	}
+	return next
+}
+
+func equal(a, b store.Object) bool {
+	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && maps.Equal(a.Data, b.Data)
+}
+
+// Published is the published object, decoded.
+type Published struct {
+	Term           uint64
+	PublishedBy    string
+	ConfigVersion  string
+	PodGeneration  uint64
+	Status         Status
+	Reasons        []string
+	InvalidVersion string
+	Data           map[string]string
+	// ResourceVersion is the store's version of the object.
+	ResourceVersion string
+}
+
+// Decode reads the published object's annotations. It returns an error
+// wrapping ErrBadObject when one that is present cannot be parsed.
+func Decode(o store.Object) (Published, error) {
+	p := Published{
+		PublishedBy:     o.Annotations[AnnotationPublishedBy],
+		ConfigVersion:   o.Annotations[AnnotationConfigVersion],
+		Status:          Status(o.Annotations[AnnotationStatus]),
+		InvalidVersion:  o.Annotations[AnnotationInvalidVersion],
+		Data:            maps.Clone(o.Data),
+		ResourceVersion: o.ResourceVersion,
+	}
+	var err error
+	if p.Term, err = termOf(o); err != nil {
+		return p, fmt.Errorf("%w: %w", ErrBadObject, err)
+	}
+	if v, ok := o.Annotations[AnnotationPodGeneration]; ok {
+		if p.PodGeneration, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return p, fmt.Errorf("%w: annotation %s: %q is not a generation", ErrBadObject, AnnotationPodGeneration, v)
+		}
+	}
+	if v, ok := o.Annotations[AnnotationReasons]; ok {
+		if err := json.Unmarshal([]byte(v), &p.Reasons); err != nil {
+			return p, fmt.Errorf("%w: annotation %s: %w", ErrBadObject, AnnotationReasons, err)
+		}
+	}
+	p.Reasons = slices.Clip(p.Reasons)
+	return p, nil
+}

@@ -1,0 +1,274 @@
+package configpublisher_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/controller/configpublisher"
+	"github.com/baton-dev/baton/pkg/controller/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreCurrent()) }
+
+func newMemory(t testing.TB) *store.Memory {
+	m, err := store.NewMemory("published")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func valid(term uint64, version string, gen uint64) configpublisher.Record {
+	return configpublisher.Record{
+		Term:    term,
+		Status:  configpublisher.StatusValid,
+		Content: &configpublisher.Payload{Data: map[string]string{"config.yaml": "v: " + version}, ConfigVersion: version, PodGeneration: gen},
+	}
+}
+
+func decode(t *testing.T, s store.Store) configpublisher.Published {
+	t.Helper()
+	o, err := s.Get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := configpublisher.Decode(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWriteCreatesAndRecords(t *testing.T) {
+	s := newMemory(t)
+	rec := valid(5, "abc", 3)
+	rec.Identity = "replica-1"
+	res, err := configpublisher.Write(t.Context(), s, rec)
+	if err != nil || !res.Created || res.Unchanged {
+		t.Fatalf("Write = %+v, %v", res, err)
+	}
+	p := decode(t, s)
+	if p.Term != 5 || p.ConfigVersion != "abc" || p.PodGeneration != 3 || p.Status != configpublisher.StatusValid ||
+		p.PublishedBy != "replica-1" || p.Data["config.yaml"] != "v: abc" || len(p.Reasons) != 0 {
+		t.Errorf("published %+v", p)
+	}
+	if res.Object.Labels[configpublisher.LabelManagedBy] != configpublisher.ManagedBy {
+		t.Errorf("labels %v", res.Object.Labels)
+	}
+	// The same record again writes nothing.
+	before := s.Writes()
+	res, err = configpublisher.Write(t.Context(), s, rec)
+	if err != nil || !res.Unchanged || s.Writes() != before {
+		t.Errorf("rewrite of the same record: %+v, %v, writes %d -> %d", res, err, before, s.Writes())
+	}
+}
+
+func TestWriteFencesOlderTerms(t *testing.T) {
+	s := newMemory(t)
+	if _, err := configpublisher.Write(t.Context(), s, valid(10, "new", 1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := configpublisher.Write(t.Context(), s, valid(9, "old", 1))
+	if !errors.Is(err, configpublisher.ErrStaleTerm) {
+		t.Fatalf("write with an older term = %v, want ErrStaleTerm", err)
+	}
+	if !strings.Contains(err.Error(), "records term 10, this write is for term 9") {
+		t.Errorf("message %q does not say both terms", err)
+	}
+	if p := decode(t, s); p.Term != 10 || p.ConfigVersion != "new" {
+		t.Errorf("refused write changed the object: %+v", p)
+	}
+	// The same term and a newer one may write.
+	if _, err := configpublisher.Write(t.Context(), s, valid(10, "new2", 2)); err != nil {
+		t.Errorf("same term: %v", err)
+	}
+	if _, err := configpublisher.Write(t.Context(), s, valid(11, "newer", 2)); err != nil {
+		t.Errorf("newer term: %v", err)
+	}
+	if p := decode(t, s); p.Term != 11 || p.ConfigVersion != "newer" {
+		t.Errorf("published %+v", p)
+	}
+}
+
+func TestStatusOnlyWriteKeepsContent(t *testing.T) {
+	s := newMemory(t)
+	configpublisher.Write(t.Context(), s, valid(3, "good", 4))
+	inv := configpublisher.Record{Term: 3, Status: configpublisher.StatusInvalid,
+		Reasons: []string{"backends[0].port: must be between 1 and 65535"}, InvalidVersion: "raw-1"}
+	if _, err := configpublisher.Write(t.Context(), s, inv); err != nil {
+		t.Fatal(err)
+	}
+	p := decode(t, s)
+	if p.Status != configpublisher.StatusInvalid || p.ConfigVersion != "good" || p.PodGeneration != 4 ||
+		p.Data["config.yaml"] != "v: good" || p.InvalidVersion != "raw-1" ||
+		!slices.Equal(p.Reasons, inv.Reasons) {
+		t.Errorf("after invalid: %+v", p)
+	}
+	configpublisher.Write(t.Context(), s, valid(3, "fixed", 4))
+	p = decode(t, s)
+	if p.Status != configpublisher.StatusValid || p.Reasons != nil || p.InvalidVersion != "" || p.ConfigVersion != "fixed" {
+		t.Errorf("after valid again: %+v", p)
+	}
+}
+
+func TestWriteKeepsForeignMetadata(t *testing.T) {
+	s := newMemory(t)
+	s.Set(store.Object{Labels: map[string]string{"team": "lb"}, Annotations: map[string]string{"note": "hands off"}})
+	configpublisher.Write(t.Context(), s, valid(1, "a", 1))
+	o, _ := s.Get(t.Context())
+	if o.Labels["team"] != "lb" || o.Annotations["note"] != "hands off" {
+		t.Errorf("foreign metadata lost: %+v", o)
+	}
+}
+
+// racer is a store whose Update first lets another writer change the object,
+// once: the write under test then loses the compare-and-swap.
+type racer struct {
+	*store.Memory
+	other func(m *store.Memory)
+}
+
+func (r *racer) Update(ctx context.Context, o store.Object) (store.Object, error) {
+	if r.other != nil {
+		r.other(r.Memory)
+		r.other = nil
+	}
+	return r.Memory.Update(ctx, o)
+}
+
+func TestWriteRetriesConflicts(t *testing.T) {
+	m := newMemory(t)
+	configpublisher.Write(t.Context(), m, valid(4, "a", 1))
+	r := &racer{Memory: m, other: func(m *store.Memory) {
+		o, _ := m.Get(context.Background())
+		o.Annotations["touched"] = "yes"
+		m.Set(o)
+	}}
+	res, err := configpublisher.Write(t.Context(), r, valid(4, "b", 2))
+	if err != nil || res.Conflicts != 1 {
+		t.Fatalf("Write = %+v, %v; want success after 1 conflict", res, err)
+	}
+	o, _ := m.Get(t.Context())
+	if o.Annotations["touched"] != "yes" || o.Annotations[configpublisher.AnnotationConfigVersion] != "b" {
+		t.Errorf("after retry: %+v", o.Annotations)
+	}
+}
+
+// TestRaceWithNewerLeader: the older leader read the object, then the newer
+// leader wrote; the older leader's compare-and-swap fails, it reads again,
+// and the fence refuses it.
+func TestRaceWithNewerLeader(t *testing.T) {
+	m := newMemory(t)
+	configpublisher.Write(t.Context(), m, valid(4, "a", 1))
+	r := &racer{Memory: m, other: func(m *store.Memory) {
+		if _, err := configpublisher.Write(context.Background(), m, valid(5, "from-5", 1)); err != nil {
+			t.Error(err)
+		}
+	}}
+	res, err := configpublisher.Write(t.Context(), r, valid(4, "late-4", 2))
+	if !errors.Is(err, configpublisher.ErrStaleTerm) || res.Conflicts != 1 {
+		t.Fatalf("Write = %+v, %v; want ErrStaleTerm after 1 conflict", res, err)
+	}
+	if p := decode(t, m); p.Term != 5 || p.ConfigVersion != "from-5" {
+		t.Errorf("the older term's write landed: %+v", p)
+	}
+}
+
+// conflicting always loses the compare-and-swap.
+type conflicting struct{ *store.Memory }
+
+func (c conflicting) Update(context.Context, store.Object) (store.Object, error) {
+	return store.Object{}, store.ErrConflict
+}
+
+func TestWriteGivesUp(t *testing.T) {
+	m := newMemory(t)
+	configpublisher.Write(t.Context(), m, valid(1, "a", 1))
+	res, err := configpublisher.Write(t.Context(), conflicting{m}, valid(1, "b", 1))
+	if !errors.Is(err, configpublisher.ErrTooManyConflicts) || res.Conflicts != configpublisher.DefaultMaxAttempts {
+		t.Errorf("Write = %+v, %v", res, err)
+	}
+}
+
+func TestWriteChecks(t *testing.T) {
+	m := newMemory(t)
+	for _, tc := range []struct {
+		name string
+		rec  configpublisher.Record
+		want string
+	}{
+		{"term", configpublisher.Record{Status: configpublisher.StatusValid}, "configpublisher: invalid record: term is 0"},
+		{"status", configpublisher.Record{Term: 1, Status: "ok"}, `configpublisher: invalid record: status "ok" is neither "valid" nor "invalid"`},
+		{"reasons", configpublisher.Record{Term: 1, Status: configpublisher.StatusInvalid}, "configpublisher: invalid record: status invalid without reasons"},
+	} {
+		_, err := configpublisher.Write(t.Context(), m, tc.rec)
+		if !errors.Is(err, configpublisher.ErrBadRecord) || err.Error() != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	m.Set(store.Object{Annotations: map[string]string{configpublisher.AnnotationTerm: "seven"}})
+	if _, err := configpublisher.Write(t.Context(), m, valid(1, "a", 1)); !errors.Is(err, configpublisher.ErrBadObject) {
+		t.Errorf("unreadable term: %v, want ErrBadObject", err)
+	}
+	for _, a := range []map[string]string{
+		{configpublisher.AnnotationPodGeneration: "-1"},
+		{configpublisher.AnnotationReasons: "[1,"},
+	} {
+		if _, err := configpublisher.Decode(store.Object{Annotations: a}); !errors.Is(err, configpublisher.ErrBadObject) {
+			t.Errorf("Decode(%v) = %v, want ErrBadObject", a, err)
+		}
+	}
+}
+
+// TestFencingOnConfigMap runs the fence against a real API server, where
+// the resourceVersion check is the server's.
+func TestFencingOnConfigMap(t *testing.T) {
+	env := testenv.Start(t)
+	s, err := store.NewConfigMap(env.Clientset(), "default", "baton-published")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := configpublisher.Write(t.Context(), s, valid(20, "a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := store.NewConfigMap(env.Clientset(), "default", "baton-published")
+	if _, err := configpublisher.Write(t.Context(), other, valid(21, "b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := configpublisher.Write(t.Context(), s, valid(20, "late", 2)); !errors.Is(err, configpublisher.ErrStaleTerm) {
+		t.Fatalf("write with the old term = %v, want ErrStaleTerm", err)
+	}
+	if p := decode(t, s); p.Term != 21 || p.ConfigVersion != "b" {
+		t.Errorf("published %+v", p)
+	}
+	// Racing writers from both terms: the newer one always ends on top.
+	errs := make(chan error, 2)
+	for _, rec := range []configpublisher.Record{valid(21, "c", 3), valid(20, "d", 3)} {
+		go func() {
+			var err error
+			for range 5 {
+				if _, err = configpublisher.Write(context.Background(), s, rec); err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	var stale int
+	for range 2 {
+		if err := <-errs; errors.Is(err, configpublisher.ErrStaleTerm) {
+			stale++
+		} else if err != nil {
+			t.Error(err)
+		}
+	}
+	if p := decode(t, s); stale != 1 || p.Term != 21 || p.ConfigVersion != "c" {
+		t.Errorf("after the race: %d refused, published %+v", stale, p)
+	}
+}
