@@ -125,37 +125,52 @@ func (c *Coordinator) Status() CoordinatorStatus {
 	return s
 }
 
-// term is one run of Start: its state is new for every term.
+// term is one run of Start: its state is new for every term. All fields
+// but kick belong to Start's goroutine.
 type term struct {
-	c        *Coordinator
-	ctx      context.Context
-	number   uint64
-	cfg      *events.ConfigValidatedEvent
-	pods     *events.HAProxyPodsDiscoveredEvent
-	pending  bool        // a trigger waits for a run
-	reason   string      // of the first trigger pending
-	waitLog  bool        // "waiting for inputs" logged for the pending trigger
-	missed   atomic.Bool // a trigger was dropped by the bus (set by its drop callback)
+	c       *Coordinator
+	ctx     context.Context
+	number  uint64
+	cfg     *events.ConfigValidatedEvent
+	pods    *events.HAProxyPodsDiscoveredEvent
+	pending bool   // a trigger waits for a run
+	reason  string // of the first trigger pending
+	waitLog bool   // "waits for its inputs" logged for the pending trigger
+	// running is non-nil while a pipeline run is in flight: the run's
+	// goroutine sends its outcome on it (capacity 1) and exits.
+	running chan outcome
+	// kick (capacity 1) is signalled by the subscription's drop callback
+	// when the bus dropped a trigger for want of room.
+	kick     chan struct{}
 	counters CoordinatorStatus
 	last     *LastRun
 }
 
-// Start runs one term, until ctx is done; it then unsubscribes and returns
+// outcome is the result of one pipeline run.
+type outcome struct {
+	in     pipeline.Input
+	reason string
+	res    pipeline.Result
+	err    error
+}
+
+// Start runs one term, until ctx is done; it then waits for a pipeline run
+// in flight to return (the run's context is ctx), unsubscribes and returns
 // nil. It returns ErrSubscriptionClosed if the bus stopped first, and
 // ErrAlreadyRunning while another Start of the instance is in progress.
 //
 // It resets the per-term state, subscribes leader-only (one subscription,
 // so that the order of state and triggers is kept; the state types as
-// LatestValue; Critical), calls lifecycle.Subscribed(ctx), and then handles
-// events one at a time. The term is taken from lifecycle.TermFromContext;
-// outside a lifecycle term (a plain context) the term is 0, which no
-// fencing writer accepts, and a warning is logged.
+// LatestValue; Critical), calls lifecycle.Subscribed(ctx), and handles
+// events as they come, also while the pipeline runs. The term is taken from
+// lifecycle.TermFromContext; outside a lifecycle term (a plain context) the
+// term is 0, which no fencing writer accepts, and a warning is logged.
 //
-// A trigger runs the pipeline once all queued events are taken in, so a run
-// uses the newest inputs queued. Runs never overlap: triggers that arrive
-// during a run, however many, give exactly one follow-up run. A trigger
-// that finds an input missing waits for it (it is logged) and runs when the
-// input arrives.
+// A trigger starts a run on the newest inputs held. Runs never overlap:
+// triggers that arrive during a run, however many, give exactly one
+// follow-up run, on the newest inputs held when the first run ends. A
+// trigger that finds an input missing waits for it (this is logged) and
+// runs when the input arrives. State alone starts no run.
 func (c *Coordinator) Start(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -166,7 +181,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if !ok {
 		c.logger.Warn("coordinator started outside a lifecycle term; its renders carry term 0")
 	}
-	t := &term{c: c, ctx: ctx, number: number}
+	t := &term{c: c, ctx: ctx, number: number, kick: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.status = CoordinatorStatus{Running: true, Term: number}
 	c.mu.Unlock()
@@ -181,11 +196,15 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		busevents.LatestValue(events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered),
 		busevents.Critical(func(d busevents.Drop) {
 			if d.EventType == events.EventTypeReconciliationTriggered {
-				t.missed.Store(true)
+				select {
+				case t.kick <- struct{}{}:
+				default:
+				}
 			}
 		}))
 	defer c.bus.Unsubscribe(ch)
 	lifecycle.Subscribed(ctx)
+	defer t.wait()
 
 	for {
 		select {
@@ -193,50 +212,22 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return nil
 		case ev, ok := <-ch:
 			if !ok {
-				return t.closed()
+				if ctx.Err() != nil {
+					return nil
+				}
+				return ErrSubscriptionClosed
 			}
 			t.handle(ev)
+		case <-t.kick:
+			t.trigger("a trigger the event bus dropped for want of room")
+		case o := <-t.running:
+			t.running = nil
+			t.finish(o)
 		}
-		// Take in everything queued, then run while a trigger is due.
-		for {
-			if !t.drain(ch) {
-				return t.closed()
-			}
-			if !t.due() {
-				break
-			}
-			t.run()
-			if ctx.Err() != nil {
-				return nil
-			}
+		if t.due() {
+			t.start()
 		}
-	}
-}
-
-func (t *term) closed() error {
-	if t.ctx.Err() != nil {
-		return nil
-	}
-	return ErrSubscriptionClosed
-}
-
-// drain handles every event queued without waiting; false means the
-// subscription was closed.
-func (t *term) drain(ch <-chan busevents.Event) bool {
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				return false
-			}
-			t.handle(ev)
-		default:
-			if t.missed.Swap(false) {
-				t.trigger("a trigger dropped by a full buffer")
-			}
-			t.publishStatus()
-			return true
-		}
+		t.publishStatus()
 	}
 }
 
@@ -268,10 +259,11 @@ func (t *term) trigger(reason string) {
 	t.pending, t.reason, t.waitLog = true, reason, false
 }
 
-// due reports whether a run should start now; it logs a trigger that has to
-// wait for inputs, once.
+// due reports whether a run should start now: a trigger is pending, no run
+// is in flight and both inputs are held. It logs, once, a trigger that has
+// to wait for inputs.
 func (t *term) due() bool {
-	if !t.pending {
+	if !t.pending || t.running != nil {
 		return false
 	}
 	if t.cfg != nil && t.pods != nil {
@@ -287,46 +279,63 @@ func (t *term) due() bool {
 			missing = append(missing, events.EventTypeHAProxyPodsDiscovered)
 		}
 		t.c.logger.Info("reconciliation waits for its inputs", "term", t.number, "reason", t.reason, "missing", missing)
-		t.publishStatus()
 	}
 	return false
 }
 
-// run executes the pipeline on the inputs held and publishes the outcome,
-// unless the term ended meanwhile.
-func (t *term) run() {
+// start runs the pipeline on the inputs held, in a goroutine that reports
+// on t.running.
+func (t *term) start() {
+	in := pipeline.Input{Config: t.cfg.Config, ConfigVersion: t.cfg.Version, Pods: t.pods.Pods, PodGeneration: t.pods.Generation}
+	reason := t.reason
 	t.pending = false
-	c, cfg, pods := t.c, t.cfg, t.pods
 	t.counters.Runs++
-	res, err := c.pipeline.Execute(t.ctx, pipeline.Input{
-		Config: cfg.Config, ConfigVersion: cfg.Version, Pods: pods.Pods, PodGeneration: pods.Generation,
-	})
+	done := make(chan outcome, 1)
+	t.running = done
+	p, ctx := t.c.pipeline, t.ctx
+	go func() {
+		res, err := p.Execute(ctx, in)
+		done <- outcome{in: in, reason: reason, res: res, err: err}
+	}()
+}
+
+// wait waits for a run in flight; its outcome is dropped.
+func (t *term) wait() {
+	if t.running != nil {
+		<-t.running
+		t.running = nil
+	}
+}
+
+// finish publishes a run's outcome, unless the term ended meanwhile.
+func (t *term) finish(o outcome) {
+	c, res, in := t.c, o.res, o.in
 	if t.ctx.Err() != nil {
 		c.logger.Info("term ended during a reconciliation; its outcome is not published", "term", t.number)
 		return
 	}
-	last := &LastRun{ConfigVersion: cfg.Version, PodGeneration: pods.Generation, Valid: err == nil && res.Valid(),
+	last := &LastRun{ConfigVersion: in.ConfigVersion, PodGeneration: in.PodGeneration, Valid: o.err == nil && res.Valid(),
 		Duration: res.RenderDuration + res.ValidateDuration, At: time.Now()}
 	t.last = last
-	log := c.logger.With("term", t.number, "reason", t.reason, "config_version", cfg.Version, "pod_generation", pods.Generation)
+	log := c.logger.With("term", t.number, "reason", o.reason, "config_version", in.ConfigVersion, "pod_generation", in.PodGeneration)
 	switch {
-	case err != nil:
+	case o.err != nil:
 		last.Errors = 1
 		t.counters.Failed++
 		t.publishStatus()
-		log.Error("reconciliation failed", "error", err)
-		c.bus.Publish(events.NewValidationFailedEvent([]error{err}, cfg.Version, pods.Generation, t.number))
+		log.Error("reconciliation failed", "error", o.err)
+		c.bus.Publish(events.NewValidationFailedEvent([]error{o.err}, in.ConfigVersion, in.PodGeneration, t.number))
 	case !res.Valid():
 		last.Errors = len(res.Errors)
 		t.counters.Failed++
 		t.publishStatus()
 		log.Warn("rendered configuration is invalid; the last valid one stays", "errors", len(res.Errors), "first", res.Errors[0].Error())
-		c.bus.Publish(events.NewValidationFailedEvent(res.Errors, cfg.Version, pods.Generation, t.number))
+		c.bus.Publish(events.NewValidationFailedEvent(res.Errors, in.ConfigVersion, in.PodGeneration, t.number))
 	default:
 		t.counters.Rendered++
 		t.publishStatus()
 		log.Info("rendered configuration", "bytes", len(res.Output), "render", res.RenderDuration, "validate", res.ValidateDuration)
-		c.bus.Publish(events.NewTemplateRenderedEvent(res.Output, cfg.Version, pods.Generation, t.number))
+		c.bus.Publish(events.NewTemplateRenderedEvent(res.Output, in.ConfigVersion, in.PodGeneration, t.number))
 	}
 }
 

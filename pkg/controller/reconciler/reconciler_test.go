@@ -59,7 +59,7 @@ func startReconciler(t *testing.T, r *reconciler.Reconciler) (stop func() error)
 }
 
 func TestReconcilerOptions(t *testing.T) {
-	bus := eventstest.NewBus(t, 0)
+	bus := newBus(t)
 	tests := []struct {
 		opts reconciler.ReconcilerOptions
 		want string
@@ -95,7 +95,7 @@ func TestReconcilerOptions(t *testing.T) {
 // last, gives one trigger, Debounce after the last change.
 func TestDebounceBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := eventstest.NewBus(t, 0)
+		bus := newBus(t)
 		r, err := reconciler.NewReconciler(bus, reconciler.ReconcilerOptions{Debounce: 100 * time.Millisecond, MaxDelay: time.Second, Logger: discard})
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +142,7 @@ func TestDebounceBurst(t *testing.T) {
 // gives a trigger at most MaxDelay after the first change it covers.
 func TestDebounceMaxDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := eventstest.NewBus(t, 0)
+		bus := newBus(t)
 		r, err := reconciler.NewReconciler(bus, reconciler.ReconcilerOptions{Debounce: 100 * time.Millisecond, MaxDelay: time.Second, Logger: discard})
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +184,7 @@ func TestDebounceMaxDelay(t *testing.T) {
 // so the replays of a new term do not cause a second trigger.
 func TestUnchangedIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := eventstest.NewBus(t, 0)
+		bus := newBus(t)
 		r, err := reconciler.NewReconciler(bus, reconciler.ReconcilerOptions{Logger: discard})
 		if err != nil {
 			t.Fatal(err)
@@ -216,7 +216,7 @@ func TestUnchangedIgnored(t *testing.T) {
 
 func TestTriggerNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		bus := eventstest.NewBus(t, 0)
+		bus := newBus(t)
 		r, err := reconciler.NewReconciler(bus, reconciler.ReconcilerOptions{Logger: discard})
 		if err != nil {
 			t.Fatal(err)
@@ -254,4 +254,11 @@ func TestReconcilerStartOnceAndBusStop(t *testing.T) {
 			t.Errorf("Start after bus.Stop = %v, want ErrSubscriptionClosed", err)
 		}
 	})
+}
+
+// newBus returns a bus that logs nowhere and is stopped when the test ends.
+func newBus(t *testing.T) *busevents.EventBus {
+	b := busevents.NewEventBusWithLogger(0, discard)
+	t.Cleanup(b.Stop)
+	return b
 }
