@@ -292,6 +292,9 @@ type clientGoCandidate struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// le is the LeaderElector of the current Run.
+	le atomic.Pointer[clientgoelection.LeaderElector]
+
 	// sampled is the episode the sampler last saw led; sampler goroutine only.
 	sampled string
 
@@ -344,6 +347,7 @@ func (h *harness) clientGo(who, lease string, o candidateOptions) *clientGoCandi
 				c.m.problem("%s: %v", who, err)
 				return
 			}
+			c.le.Store(le)
 			le.Run(ctx)
 		}
 	}()
@@ -439,4 +443,12 @@ func (c *clientGoCandidate) sawLeader(id string) bool {
 		}
 	}
 	return false
+}
+
+// getLeader returns the holder the current Run last observed.
+func (c *clientGoCandidate) getLeader() string {
+	if le := c.le.Load(); le != nil {
+		return le.GetLeader()
+	}
+	return ""
 }
