@@ -32,7 +32,7 @@ const (
 	leaderOnlyTitle = "## Leader-only components"
 	// busDir is the generic bus, which defines SubscribeLeaderOnly; it and
 	// its helper packages are not components.
-	busDir = "pkg/events"
+	busDir          = "pkg/events"
 	allReplicaTitle = "## All-replica components"
 )
 

@@ -141,8 +141,8 @@ func (c *Component) State() State {
 
 // term is one run's state; only Start's goroutine touches it.
 type term struct {
-	number  uint64
-	in      Inputs
+	number uint64
+	in     Inputs
 	// invalid is the refusal in force: the newest ConfigInvalidEvent, unless
 	// a valid configuration arrived after it; nil when none is.
 	invalid *events.ConfigInvalidEvent
