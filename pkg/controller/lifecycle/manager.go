@@ -146,7 +146,6 @@ type unit struct {
 type hook struct {
 	name     string
 	fn       func(term uint64)
-	replayer bool // run again for components that subscribe late
 }
 
 // NewManager returns a Manager for bus. It subscribes to BecameLeaderEvent
@@ -231,15 +230,14 @@ func (m *Manager) add(c Component, leaderOnly bool) error {
 }
 
 // AddReplayer registers r's Replay as a term hook named name: it is
-// AddTermHook(name, func(uint64) { r.Replay() }), except that it also runs
-// again, later in the term, for a leader-only component that signals
-// Subscribed after the hooks ran. Register replayers before the other term
-// hooks (such as the reconciler's trigger), so that they run first.
+// AddTermHook(name, func(uint64) { r.Replay() }). Register replayers before
+// the other term hooks (such as the reconciler's trigger), so that they run
+// first.
 func (m *Manager) AddReplayer(name string, r Replayer) error {
 	if isNil(r) {
 		return fmt.Errorf("%w: replayer %q is nil", ErrInvalidRegistration, name)
 	}
-	return m.addHook(hook{name: name, replayer: true, fn: func(uint64) {
+	return m.addHook(hook{name: name, fn: func(uint64) {
 		if !r.Replay() {
 			m.logger.Debug("replayer had no state", "replayer", name)
 		}
@@ -248,7 +246,11 @@ func (m *Manager) AddReplayer(name string, r Replayer) error {
 
 // AddTermHook registers fn to run once per term, on the Manager's goroutine,
 // after every leader-only component signalled Subscribed (or
-// SubscribeTimeout passed), in registration order. fn must not block; a
+// SubscribeTimeout passed), in registration order. All hooks run again,
+// later in the term, for a leader-only component that signals Subscribed
+// after they ran, so that it too gets the replays and the fresh trigger; a
+// hook must therefore be safe to run twice in a term (replays are: a
+// subscriber that holds the state is skipped). fn must not block; a
 // panic in it is recovered, logged and counted. It must be called before
 // Run.
 func (m *Manager) AddTermHook(name string, fn func(term uint64)) error {

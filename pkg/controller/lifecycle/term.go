@@ -199,20 +199,17 @@ func (m *Manager) step() time.Time {
 	}
 }
 
-// runHooks runs the term hooks (only the replayers if replaysOnly). It runs
-// on Run's goroutine.
-func (m *Manager) runHooks(t *termState, replaysOnly bool) {
+// runHooks runs the term hooks, again if late is set, for components that
+// subscribed after the first run. It runs on Run's goroutine.
+func (m *Manager) runHooks(t *termState, late bool) {
 	if t.ctx.Err() != nil {
 		return
 	}
 	for _, h := range m.hooks {
-		if replaysOnly && !h.replayer {
-			continue
-		}
 		m.runHook(h, t.term)
 	}
-	if replaysOnly {
-		m.logger.Debug("replays published again for late subscribers", "term", t.term)
+	if late {
+		m.logger.Info("term hooks ran again for late subscribers", "term", t.term, "hooks", len(m.hooks))
 	} else {
 		m.logger.Info("term hooks ran", "term", t.term, "hooks", len(m.hooks))
 	}
