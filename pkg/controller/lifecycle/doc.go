@@ -14,7 +14,7 @@
 //	m.AddAllReplica(configHandler)                        // subscribes in its constructor
 //	m.AddLeaderOnly(publisher)                            // subscribes in Start
 //	m.AddReplayer("config", configHandler.Replayer())      // replayers first,
-//	m.AddTermHook("reconcile", reconciler.TriggerNow)  // then other hooks
+//	m.AddTermHook("reconcile", rec.TriggerNow)            // then other hooks
 //	bus.Start()
 //	go elector.Run(ctx)                                   // publishes BecameLeaderEvent ...
 //	err = m.Run(ctx)

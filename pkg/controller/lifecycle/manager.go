@@ -144,8 +144,8 @@ type unit struct {
 
 // hook is work run once per term.
 type hook struct {
-	name     string
-	fn       func(term uint64)
+	name string
+	fn   func(term uint64)
 }
 
 // NewManager returns a Manager for bus. It subscribes to BecameLeaderEvent
