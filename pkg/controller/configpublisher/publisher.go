@@ -43,8 +43,25 @@ type Options struct {
 	// RetryInterval is the wait before retrying a failed write; zero means
 	// DefaultRetryInterval. Negative is invalid.
 	RetryInterval time.Duration
+	// OnWrite, if set, is called after each write the publisher attempts,
+	// successful or not, on Start's goroutine; it must not block. It is
+	// meant for metrics and tests.
+	OnWrite func(WriteReport)
 	// Logger receives the component's log lines; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// WriteReport describes one write the publisher attempted.
+type WriteReport struct {
+	Term uint64
+	// Published is what the object says after a successful write; zero
+	// when Err is set.
+	Published Published
+	Unchanged bool
+	Conflicts int
+	// Err is nil on success; it matches ErrStaleTerm when the write was
+	// fenced off.
+	Err error
 }
 
 // State is a snapshot of the publisher, for status pages, demos and
@@ -81,6 +98,7 @@ type Component struct {
 	identity string
 	content  Content
 	retry    time.Duration
+	onWrite  func(WriteReport)
 	logger   *slog.Logger
 	running  atomic.Bool
 
@@ -106,6 +124,7 @@ func New(bus *busevents.EventBus, opts Options) (*Component, error) {
 		identity: opts.Identity,
 		content:  opts.Content,
 		retry:    opts.RetryInterval,
+		onWrite:  opts.OnWrite,
 		logger:   opts.Logger,
 	}
 	if c.content == nil {
@@ -321,6 +340,12 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 	c.mu.Lock()
 	c.state.Conflicts += uint64(res.Conflicts)
 	c.mu.Unlock()
+	report := WriteReport{Term: t.number, Conflicts: res.Conflicts, Err: err}
+	defer func() {
+		if c.onWrite != nil && (err == nil || ctx.Err() == nil) {
+			c.onWrite(report)
+		}
+	}()
 	switch {
 	case errors.Is(err, ErrStaleTerm):
 		t.fenced = true
@@ -340,6 +365,7 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 	}
 	t.last = &rec
 	pub, _ := Decode(res.Object)
+	report.Published, report.Unchanged = pub, res.Unchanged
 	c.mu.Lock()
 	if res.Unchanged {
 		c.state.Unchanged++
