@@ -10,7 +10,8 @@
 //
 // Most metrics are not counted here: a custom collector reads the counters
 // the components already keep (the bus's Stats, the runtime's Status, the
-// elector's IsLeader and Term, the configuration handler's Stats) each time
+// elector's IsLeader and Term, the configuration handler's and the
+// publisher's counters) each time
 // the registry is gathered, so there is one source of truth and nothing to
 // keep in step. Only the two latency histograms, which need every
 // observation rather than a running total, are recorded as events happen,
@@ -37,6 +38,8 @@
 //	baton_runtime_leadership_events_dropped_total
 //	baton_config_documents_total{outcome="validated"|"invalid"|"unchanged"}
 //	baton_config_invalid                       1 while the newest document was refused
+//	baton_publisher_writes_total{result="written"|"unchanged"|"conflict"|"stale_term"|"failed"}
+//	baton_publisher_fenced                     1 while the publisher's term was fenced off by a newer one
 //	baton_handover_seconds                     histogram, see ObserveHandover
 //	baton_term_ready_seconds                   histogram, see ObserveTermReady
 //

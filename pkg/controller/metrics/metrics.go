@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/baton-dev/baton/pkg/controller/configchange"
+	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
@@ -43,6 +44,12 @@ type ConfigStats interface {
 	Stats() configchange.Stats
 }
 
+// PublisherState is what the collector reads from the ConfigPublisher;
+// *configpublisher.Component satisfies it.
+type PublisherState interface {
+	State() configpublisher.State
+}
+
 // Sources are read each time the metrics are gathered. A nil source leaves
 // its metrics out.
 type Sources struct {
@@ -50,6 +57,9 @@ type Sources struct {
 	Runtime  RuntimeStatus
 	Election Election
 	Config   ConfigStats
+	// Publisher gives baton_publisher_writes_total and
+	// baton_publisher_fenced.
+	Publisher PublisherState
 }
 
 // Options configure New. The zero value takes the defaults written on each
@@ -150,7 +160,7 @@ type collector struct {
 	replays, delivered, dropped, skipped, rejected         *prometheus.Desc
 	compUp, compFailed, compStarts, compFailures, compOver *prometheus.Desc
 	subscribeTimeouts, hookFailures, leadershipDropped     *prometheus.Desc
-	configDocs, configInvalid                              *prometheus.Desc
+	configDocs, configInvalid, pubWrites, pubFenced        *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -180,6 +190,8 @@ func newCollector(src Sources) *collector {
 		leadershipDropped: d("runtime_leadership_events_dropped_total", "Leadership events the runtime lost to a full subscription buffer (should stay 0)."),
 		configDocs:        d("config_documents_total", "Configuration documents processed, by outcome.", "outcome"),
 		configInvalid:     d("config_invalid", "1 while the newest configuration document was refused (the last valid one stays in force), else 0."),
+		pubWrites:         d("publisher_writes_total", "Writes of the published object this replica's ConfigPublisher attempted, by result.", "result"),
+		pubFenced:         d("publisher_fenced", "1 while the ConfigPublisher's current term was refused by a newer term's write (fenced), else 0."),
 	}
 }
 
@@ -190,6 +202,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.compUp, c.compFailed, c.compStarts, c.compFailures, c.compOver,
 		c.subscribeTimeouts, c.hookFailures, c.leadershipDropped,
 		c.configDocs, c.configInvalid,
+		c.pubWrites, c.pubFenced,
 	} {
 		ch <- d
 	}
@@ -265,6 +278,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.configDocs, st.Invalid, "invalid")
 		counter(c.configDocs, st.Unchanged, "unchanged")
 		gauge(c.configInvalid, boolValue(st.CurrentInvalid))
+	}
+	if p := c.src.Publisher; p != nil {
+		st := p.State()
+		counter(c.pubWrites, st.Writes, "written")
+		counter(c.pubWrites, st.Unchanged, "unchanged")
+		counter(c.pubWrites, st.Conflicts, "conflict")
+		counter(c.pubWrites, st.StaleRefusals, "stale_term")
+		counter(c.pubWrites, st.Failures, "failed")
+		gauge(c.pubFenced, boolValue(st.Running && st.Fenced))
 	}
 }
 

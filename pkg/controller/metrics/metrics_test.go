@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/pkg/controller/configchange"
+	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/metrics"
@@ -42,6 +43,10 @@ type fakeElection struct {
 
 func (f *fakeElection) IsLeader() bool { return f.leader }
 func (f *fakeElection) Term() uint64   { return f.term }
+
+type fakePublisher struct{ st configpublisher.State }
+
+func (f *fakePublisher) State() configpublisher.State { return f.st }
 
 type fakeConfig struct{ st configchange.Stats }
 
@@ -120,7 +125,8 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 	}}
 	el := &fakeElection{leader: true, term: 9}
 	cfg := &fakeConfig{st: configchange.Stats{Validated: 6, Invalid: 2, Unchanged: 1, CurrentInvalid: true}}
-	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: rt, Election: el, Config: cfg}, metrics.Options{})
+	pub := &fakePublisher{st: configpublisher.State{Running: true, Fenced: true, Writes: 4, Unchanged: 3, Conflicts: 2, StaleRefusals: 1, Failures: 5}}
+	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: rt, Election: el, Config: cfg, Publisher: pub}, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
