@@ -365,7 +365,7 @@ func (h *harness) spawn(cfg candidateConfig) *child {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), candidateEnv+"="+string(js))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = candidateProcAttr()
 	c := &child{who: cfg.Identity, cmd: cmd, stderr: &lockedBuffer{}, m: h.m, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	stdout, err := cmd.StdoutPipe()
