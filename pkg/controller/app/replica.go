@@ -1,0 +1,368 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/configchange"
+	"github.com/baton-dev/baton/pkg/controller/configpublisher"
+	"github.com/baton-dev/baton/pkg/controller/deploymentscheduler"
+	"github.com/baton-dev/baton/pkg/controller/discovery"
+	"github.com/baton-dev/baton/pkg/controller/leaderelection"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	"github.com/baton-dev/baton/pkg/controller/metrics"
+	"github.com/baton-dev/baton/pkg/controller/reconciler"
+	busevents "github.com/baton-dev/baton/pkg/events"
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// Term hook names, in the order they run at the start of a term.
+const (
+	HookConfig    = "config"
+	HookPods      = "pods"
+	HookReconcile = "reconcile"
+)
+
+// Replica is one Baton controller process's worth of components. Create
+// it with New; run it with Run.
+type Replica struct {
+	identity    string
+	logger      *slog.Logger
+	stopTimeout time.Duration
+	hooks       Hooks
+
+	bus         *busevents.EventBus
+	elector     *leaderelection.Component
+	manager     *lifecycle.Manager
+	config      *configchange.ConfigChangeHandler
+	discovery   *discovery.Discovery
+	reconciler  *reconciler.Reconciler
+	publisher   *configpublisher.Component
+	scheduler   *deploymentscheduler.Component
+	coordinator *reconciler.Coordinator
+	metrics     *metrics.Metrics
+
+	started atomic.Bool
+	done    chan struct{} // closed when Run returns
+}
+
+// New builds a replica in the order the package documentation gives. Its
+// errors name the offending option or wrap the constructor's error that
+// refused it.
+func New(opts Options) (_ *Replica, err error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("replica", opts.Election.Identity)
+	capacity := opts.BusCapacity
+	if capacity == 0 {
+		capacity = DefaultBusCapacity
+	}
+	stop := opts.StopTimeout
+	if stop == 0 {
+		stop = lifecycle.DefaultStopTimeout
+	}
+	r := &Replica{
+		identity:    opts.Election.Identity,
+		logger:      logger,
+		stopTimeout: stop,
+		hooks:       opts.Hooks,
+		done:        make(chan struct{}),
+	}
+
+	// 1. The bus, not started. Stopping it undoes the subscriptions made
+	// below if a later step fails.
+	r.bus = busevents.NewEventBusWithLogger(capacity, logger)
+	defer func() {
+		if err != nil {
+			r.bus.Stop()
+		}
+	}()
+
+	// 2. The election adapter, on the observed lease store.
+	var leases k8sle.LeaseStore
+	if opts.LeaseStore != nil {
+		leases = &leaseObserver{inner: opts.LeaseStore, identity: r.identity, onTakeover: r.takeover}
+	}
+	r.elector, err = leaderelection.NewWithStore(opts.Election, leases, r.bus, leaderelection.Callbacks{
+		OnStartedLeading: opts.Hooks.OnStartedLeading,
+		OnStoppedLeading: opts.Hooks.OnStoppedLeading,
+		OnNewLeader:      opts.Hooks.OnNewLeader,
+	}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("app: election: %w", err)
+	}
+
+	// 3. The runtime, before the bus starts.
+	r.manager, err = lifecycle.NewManager(r.bus, lifecycle.Options{
+		Logger:           logger,
+		StopTimeout:      opts.StopTimeout,
+		SubscribeTimeout: opts.SubscribeTimeout,
+		TermContext:      r.elector.TermContext,
+		OnTermReady:      r.termReady,
+		OnTermStopped:    opts.Hooks.OnTermStopped,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("app: runtime: %w", err)
+	}
+
+	// 4. All-replica components; each subscribes in its constructor.
+	if r.config, err = configchange.New(r.bus, configchange.Options{Source: opts.ConfigSource, Logger: logger}); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if r.discovery, err = opts.Discovery(r.bus, logger); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	if r.discovery == nil {
+		return nil, fmt.Errorf("%w: discovery returned nil", ErrInvalidOptions)
+	}
+	recOpts := opts.Reconciler
+	if recOpts.Logger == nil {
+		recOpts.Logger = logger
+	}
+	if r.reconciler, err = reconciler.NewReconciler(r.bus, recOpts); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+
+	// 5. Leader-only components; each subscribes in Start, per term.
+	if r.publisher, err = configpublisher.New(r.bus, configpublisher.Options{
+		Store:         opts.Published,
+		Identity:      r.identity,
+		Content:       opts.PublisherContent,
+		RetryInterval: opts.PublisherRetry,
+		OnWrite:       opts.Hooks.OnPublish,
+		Logger:        logger,
+	}); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	schedOpts := opts.Scheduler
+	if schedOpts.Logger == nil {
+		schedOpts.Logger = logger
+	}
+	if r.scheduler, err = deploymentscheduler.New(r.bus, schedOpts); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	coordOpts := opts.Coordinator
+	if coordOpts.Logger == nil {
+		coordOpts.Logger = logger
+	}
+	if r.coordinator, err = reconciler.NewCoordinator(r.bus, coordOpts); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+
+	adds := []error{
+		r.manager.AddAllReplica(r.elector),
+		r.manager.AddAllReplica(r.config),
+		r.manager.AddAllReplica(r.discovery),
+		r.manager.AddAllReplica(r.reconciler),
+		r.manager.AddLeaderOnly(r.publisher),
+		r.manager.AddLeaderOnly(r.scheduler),
+		r.manager.AddLeaderOnly(r.coordinator),
+		// 6. Replayers first, then the fresh reconciliation.
+		r.manager.AddReplayer(HookConfig, r.observed(HookConfig, r.config.Replayer())),
+		r.manager.AddReplayer(HookPods, r.observed(HookPods, r.discovery.Replayer())),
+		r.manager.AddTermHook(HookReconcile, r.reconciler.TriggerNow),
+	}
+	if opts.AllReplica != nil {
+		extra, err := opts.AllReplica(r)
+		if err != nil {
+			return nil, fmt.Errorf("app: all-replica components: %w", err)
+		}
+		for _, c := range extra {
+			adds = append(adds, r.manager.AddAllReplica(c))
+		}
+	}
+	if err := errors.Join(adds...); err != nil {
+		return nil, fmt.Errorf("app: register: %w", err)
+	}
+
+	// 7. Metrics, read at scrape time.
+	if r.metrics, err = metrics.New(metrics.Sources{
+		Bus: r.bus, Runtime: r.manager, Election: r.elector, Config: r.config, Publisher: r.publisher,
+	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics}); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
+	return r, nil
+}
+
+func (r *Replica) takeover(prev, acquired k8sle.LeaseRecord) {
+	if !prev.RenewTime.IsZero() {
+		d := acquired.AcquireTime.Sub(prev.RenewTime)
+		r.metrics.ObserveHandover(d)
+		r.logger.Info("took over the lease", "previous_holder", prev.HolderIdentity, "handover", d)
+	}
+	if f := r.hooks.OnTakeover; f != nil {
+		f(prev, acquired)
+	}
+}
+
+func (r *Replica) termReady(rep lifecycle.TermReport) {
+	r.metrics.ObserveTermReady(rep.Latency)
+	if f := r.hooks.OnTermReady; f != nil {
+		f(rep)
+	}
+}
+
+// observed wraps a replayer to call Hooks.OnReplay.
+func (r *Replica) observed(name string, rp lifecycle.Replayer) lifecycle.Replayer {
+	return replayerFunc(func() bool {
+		ok := rp.Replay()
+		if f := r.hooks.OnReplay; f != nil {
+			f(name, ok)
+		}
+		return ok
+	})
+}
+
+type replayerFunc func() bool
+
+func (f replayerFunc) Replay() bool { return f() }
+
+// Run starts the bus and runs the components until ctx ends, then stops
+// the bus. It returns nil after a clean stop, ErrStopIncomplete (wrapped)
+// when components were still running StopTimeout after the bus stopped,
+// the Manager's error if it failed, and ErrAlreadyRunning when called
+// twice.
+func (r *Replica) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer close(r.done)
+	r.bus.Start()
+	r.logger.Info("replica starting", "identity", r.identity)
+	err := r.manager.Run(ctx)
+	// Components that overstayed the Manager's stop may be waiting on a
+	// subscription; stopping the bus closes them.
+	r.bus.Stop()
+	t := time.NewTimer(r.stopTimeout)
+	defer t.Stop()
+	select {
+	case <-r.manager.Done():
+	case <-t.C:
+		var names []string
+		for _, c := range r.manager.Status().Components {
+			if c.State == lifecycle.StateOverstaying || c.State == lifecycle.StateStopping {
+				names = append(names, c.Name)
+			}
+		}
+		err = errors.Join(err, fmt.Errorf("%w: %s", ErrStopIncomplete, strings.Join(names, ", ")))
+	}
+	r.logger.Info("replica stopped", "identity", r.identity, "error", err)
+	return err
+}
+
+// Close releases a replica that was never run: it stops the bus, which
+// ends the subscriptions the constructors made (and their goroutines), and
+// closes Done's channel; Run then returns ErrAlreadyRunning. Once Run was
+// called, Close does nothing: Run stops the bus itself.
+func (r *Replica) Close() {
+	if r.started.CompareAndSwap(false, true) {
+		r.bus.Stop()
+		close(r.done)
+	}
+}
+
+// Done returns a channel closed when Run has returned (or Close released a
+// replica that never ran).
+func (r *Replica) Done() <-chan struct{} { return r.done }
+
+// Healthy returns nil while the replica can do its job, else the reasons:
+// the elector holds the lease but missed its renew deadline, or the runtime
+// reports a failed component. It backs /healthz.
+func (r *Replica) Healthy() error {
+	return errors.Join(r.elector.Healthy(), r.manager.Status().Healthy())
+}
+
+// Ready returns nil once the all-replica side has synced: the runtime runs,
+// a valid configuration is in force and the first pod set was published.
+// Otherwise the error wraps ErrNotReady and says what is missing. It backs
+// /readyz.
+func (r *Replica) Ready() error {
+	var missing []string
+	if !r.manager.Status().Running {
+		missing = append(missing, "runtime not running")
+	}
+	switch _, ok := r.config.Current(); {
+	case ok:
+	case !r.config.Synced():
+		missing = append(missing, "configuration not read yet")
+	default:
+		missing = append(missing, "no valid configuration yet: "+r.config.Stats().LastInvalidReason)
+	}
+	if !r.discovery.Synced() {
+		missing = append(missing, "pods not discovered yet")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrNotReady, strings.Join(missing, "; "))
+}
+
+// Handler serves /metrics, /healthz and /readyz.
+func (r *Replica) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", r.metrics.Handler())
+	mux.Handle("GET /healthz", checkHandler(r.Healthy))
+	mux.Handle("GET /readyz", checkHandler(r.Ready))
+	return mux
+}
+
+// checkHandler answers 200 "ok" when check returns nil, else 503 with the
+// reasons, one per line.
+func checkHandler(check func() error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		err := check()
+		if err == nil {
+			_, _ = w.Write([]byte("ok\n"))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(err.Error() + "\n"))
+	})
+}
+
+// Identity returns the replica's identity (its lease holder name).
+func (r *Replica) Identity() string { return r.identity }
+
+// Bus returns the replica's event bus. Subscriptions made before Run are
+// all-replica ones: they see every event from the start.
+func (r *Replica) Bus() *busevents.EventBus { return r.bus }
+
+// Manager returns the controller runtime.
+func (r *Replica) Manager() *lifecycle.Manager { return r.manager }
+
+// Elector returns the election adapter.
+func (r *Replica) Elector() *leaderelection.Component { return r.elector }
+
+// ConfigHandler returns the all-replica ConfigChangeHandler.
+func (r *Replica) ConfigHandler() *configchange.ConfigChangeHandler { return r.config }
+
+// Discovery returns the all-replica Discovery.
+func (r *Replica) Discovery() *discovery.Discovery { return r.discovery }
+
+// Reconciler returns the all-replica Reconciler.
+func (r *Replica) Reconciler() *reconciler.Reconciler { return r.reconciler }
+
+// Publisher returns the leader-only ConfigPublisher.
+func (r *Replica) Publisher() *configpublisher.Component { return r.publisher }
+
+// Scheduler returns the leader-only DeploymentScheduler.
+func (r *Replica) Scheduler() *deploymentscheduler.Component { return r.scheduler }
+
+// Coordinator returns the leader-only Coordinator.
+func (r *Replica) Coordinator() *reconciler.Coordinator { return r.coordinator }
+
+// Metrics returns the replica's metrics.
+func (r *Replica) Metrics() *metrics.Metrics { return r.metrics }
