@@ -307,11 +307,14 @@ func TestEmbeddedFailover(t *testing.T) {
 			if p := published(t, w); p.Term != term || p.ConfigVersion != want {
 				t.Errorf("%s: the stale write changed the object: %+v", fault, p)
 			}
+			// The takeover saw the previous holder: the crashed leader, or
+			// nobody after a release.
+			wantPrev := map[string]string{"crash": old.r.Identity(), "release": ""}[fault]
 			l.mu.Lock()
-			takes := len(l.takes)
+			takes := append([]k8sle.LeaseRecord(nil), l.takes...)
 			l.mu.Unlock()
-			if takes == 0 {
-				t.Errorf("%s: the new leader reported no takeover", fault)
+			if len(takes) != 1 || takes[0].HolderIdentity != wantPrev || takes[0].RenewTime.IsZero() {
+				t.Errorf("%s: takeovers %+v, want one from %q", fault, takes, wantPrev)
 			}
 			t.Logf("%s of %s (term %d): %s leads term %d, first render %s/%d", fault, old.r.Identity(), oldTerm, l.r.Identity(), term, r.ConfigVersion, r.PodGeneration)
 			prevTerm = term

@@ -149,13 +149,20 @@ func TestHealthzFailsOnMissedRenewDeadline(t *testing.T) {
 	})
 }
 
+// TestMetricsEndpoint reads /metrics of a replica that took over from
+// another: its replays (deterministic, since its caches were full when it
+// was elected), its term, its takeover.
 func TestMetricsEndpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
-		n := startNode(t, w, "a", nil)
-		l := leaderOf(t, n)
+		a := startNode(t, w, "a", nil)
+		leaderOf(t, a)
+		b := startNode(t, w, "b", nil)
+		synced(t, configDoc(2000), pods(1, 2), a, b)
+		a.stop(t)
+		l := leaderOf(t, b)
 		term := l.r.Manager().Status().Term
-		_, body := get(t, n.r.Handler(), "/metrics")
+		_, body := get(t, b.r.Handler(), "/metrics")
 		for _, want := range []string{
 			"baton_is_leader 1\n",
 			"baton_term " + strconv.FormatUint(term, 10) + "\n",
@@ -164,10 +171,11 @@ func TestMetricsEndpoint(t *testing.T) {
 			`baton_replays_total{type="pods.discovered"} 1`,
 			`baton_bus_delivered_total{subscriber="config-publisher",type="config.validated"} 1`,
 			"baton_term_ready_seconds_count 1\n",
+			"baton_handover_seconds_count 1\n",
 			"baton_term_ready 1\n",
 		} {
 			if !strings.Contains(body, want) {
-				t.Errorf("/metrics lacks %q", want)
+				t.Errorf("/metrics lacks %q:\n%s", want, grep(body, "baton_replays|baton_leadership|baton_term|baton_handover"))
 			}
 		}
 	})
@@ -202,4 +210,16 @@ func TestClusterNamesBadConfig(t *testing.T) {
 			t.Errorf("error does not name %s: %v", field, err)
 		}
 	}
+}
+
+func grep(body, prefixes string) string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		for _, p := range strings.Split(prefixes, "|") {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

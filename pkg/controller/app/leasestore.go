@@ -35,17 +35,19 @@ func (o *leaseObserver) Get(ctx context.Context) (k8sle.LeaseRecord, error) {
 }
 
 func (o *leaseObserver) Create(ctx context.Context, r k8sle.LeaseRecord) (k8sle.LeaseRecord, error) {
+	prev, known := o.snapshot()
 	out, err := o.inner.Create(ctx, r)
 	if err == nil {
-		o.wrote(out)
+		o.wrote(prev, known, out)
 	}
 	return out, err
 }
 
 func (o *leaseObserver) Update(ctx context.Context, r k8sle.LeaseRecord) (k8sle.LeaseRecord, error) {
+	prev, known := o.snapshot()
 	out, err := o.inner.Update(ctx, r)
 	if err == nil {
-		o.wrote(out)
+		o.wrote(prev, known, out)
 	}
 	return out, err
 }
@@ -85,14 +87,19 @@ func (o *leaseObserver) see(r k8sle.LeaseRecord) {
 	o.last, o.known = r, true
 }
 
-// wrote records a successful write and reports it as a takeover when it
-// made this replica the holder with a new acquire time: a renew keeps the
-// acquire time, a release clears the holder.
-func (o *leaseObserver) wrote(out k8sle.LeaseRecord) {
+func (o *leaseObserver) snapshot() (k8sle.LeaseRecord, bool) {
 	o.mu.Lock()
-	prev, known := o.last, o.known
-	o.last, o.known = out, true
-	o.mu.Unlock()
+	defer o.mu.Unlock()
+	return o.last, o.known
+}
+
+// wrote records a successful write and reports it as a takeover when it
+// made this replica the holder with a new acquire time (a renew keeps the
+// acquire time, a release clears the holder). prev is what was seen before
+// the write was sent: the watch may report the write itself before the
+// write's call returns.
+func (o *leaseObserver) wrote(prev k8sle.LeaseRecord, known bool, out k8sle.LeaseRecord) {
+	o.see(out)
 	if o.onTakeover == nil || out.HolderIdentity != o.identity || !known {
 		return
 	}
