@@ -320,7 +320,7 @@ func benchmarkPublish(b *testing.B, n int) {
 	defer func() { cancel(); <-done }()
 	<-ch
 	b.ReportAllocs()
-	ready := false
+	ready := pods[0].Ready
 	for b.Loop() {
 		ready = !ready
 		pods[0].Ready = ready
