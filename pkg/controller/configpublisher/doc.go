@@ -12,8 +12,10 @@
 // # What a term does
 //
 // Start resets the per-term state, subscribes with SubscribeLeaderOnly to
-// ConfigValidatedEvent, ConfigInvalidEvent and HAProxyPodsDiscoveredEvent
-// (all LatestValue), signals lifecycle.Subscribed, and then folds each event
+// ConfigValidatedEvent, ConfigInvalidEvent, HAProxyPodsDiscoveredEvent,
+// TemplateRenderedEvent and ValidationFailedEvent (all LatestValue; renders
+// and their failures of another term are ignored), signals
+// lifecycle.Subscribed, and then folds each event
 // into what it holds, reporting lifecycle.HoldsState for configuration and
 // pods (its RequiredState). Whenever what the object should say changes it
 // writes it once, after draining the events already queued. Start returns
@@ -21,13 +23,19 @@
 //
 // # The object
 //
-// Data is what the Content builds (RawContent: config.yaml and pods.yaml).
+// Data is what the Content builds: RawContent writes config.yaml and
+// pods.yaml from the validated configuration and the pods; RenderedContent
+// writes haproxy.cfg, the newest valid output of the term's render-validate
+// pipeline (pkg/controller/reconciler.Coordinator), with the versions it was
+// rendered from.
 // Annotations record the term (AnnotationTerm), the inputs' versions
 // (AnnotationConfigVersion, AnnotationPodGeneration), the status
 // (AnnotationStatus: valid or invalid) and, when invalid, the reasons
 // (AnnotationReasons, a JSON array) and the refused version. An invalid
 // configuration is a status-only write: the content of the last valid one
-// stays. Decode reads the annotations back.
+// stays. So is, with RenderedContent, a render that failed validation: its
+// errors become the reasons and the last valid render stays. Decode reads
+// the annotations back.
 //
 // The status in force is decided by arrival order, with one guard: an
 // event older, by timestamp, than the one of the other type already held is
@@ -46,12 +54,13 @@
 // term. Other write failures are retried after RetryInterval, with the
 // newest state.
 //
-// # Later: publishing the rendered output
+// # Choosing the content
 //
-// Content is the seam for the render-validate pipeline: a Content that
-// builds the payload from the pipeline's TemplateRenderedEvent, added to
-// Inputs and to the subscription, publishes the rendered output instead of
-// the raw configuration, with the same fencing and status handling.
+// Content is the seam between what the publisher holds and what it writes.
+// The fencing, the status handling and the term stamping are the same for
+// every Content. A new leader publishing RenderedContent writes nothing
+// until its own Coordinator rendered (renders are not replayed); it writes
+// the status at once if the replayed configuration is invalid.
 //
 // # Concurrency properties
 //

@@ -30,6 +30,8 @@ var subscribed = []string{
 	events.EventTypeConfigValidated,
 	events.EventTypeConfigInvalid,
 	events.EventTypeHAProxyPodsDiscovered,
+	events.EventTypeTemplateRendered,
+	events.EventTypeValidationFailed,
 }
 
 // Options configure a Component.
@@ -264,6 +266,16 @@ func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
 		}
 	case *events.HAProxyPodsDiscoveredEvent:
 		t.in.Pods = e
+	case *events.TemplateRenderedEvent:
+		if e.Term != t.number {
+			return // a render of another term
+		}
+		t.in.Rendered, t.in.RenderFailed = e, nil
+	case *events.ValidationFailedEvent:
+		if e.Term != t.number {
+			return
+		}
+		t.in.RenderFailed = e
 	case *events.ConfigInvalidEvent:
 		// A refusal older than the valid configuration held is history (a
 		// replay racing a newer valid configuration).
@@ -273,7 +285,7 @@ func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
 	default:
 		return
 	}
-	if typ := e.EventType(); typ != events.EventTypeConfigInvalid && !t.holds[typ] {
+	if typ := e.EventType(); (typ == events.EventTypeConfigValidated || typ == events.EventTypeHAProxyPodsDiscovered) && !t.holds[typ] {
 		t.holds[typ] = true
 		lifecycle.HoldsState(ctx, typ)
 	}
@@ -305,21 +317,29 @@ func reasons(inv *events.ConfigInvalidEvent) []string {
 // there is nothing to publish yet.
 func (c *Component) desired(t *term) (Record, bool, error) {
 	rec := Record{Term: t.number, Identity: c.identity, Status: StatusValid}
-	p, ok, err := c.content.Build(t.in)
+	b, err := c.content.Build(t.in)
 	if err != nil {
 		return rec, false, err
 	}
-	if ok {
-		rec.Content = &p
-	}
+	rec.Content = b.Payload
 	if inv := t.invalid; inv != nil {
-		rec.Status, rec.Reasons, rec.InvalidVersion = StatusInvalid, reasons(inv), inv.Version
+		rec.Reasons = reasons(inv)
 		if len(rec.Reasons) == 0 {
-			rec.Reasons = []string{"refused without a reason"}
+			rec.Reasons = []string{"configuration refused without a reason"}
 		}
+		rec.InvalidVersion = inv.Version
+	}
+	if len(b.Reasons) > 0 {
+		rec.Reasons = append(rec.Reasons, b.Reasons...)
+		if rec.InvalidVersion == "" {
+			rec.InvalidVersion = b.InvalidVersion
+		}
+	}
+	if len(rec.Reasons) > 0 {
+		rec.Status = StatusInvalid
 		return rec, true, nil
 	}
-	return rec, ok, nil
+	return rec, rec.Content != nil, nil
 }
 
 // publish writes what the term's state calls for, if it changed, and

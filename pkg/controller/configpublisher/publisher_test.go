@@ -42,6 +42,12 @@ type replica struct {
 
 func newReplica(t *testing.T, s store.Store, retry time.Duration) *replica {
 	t.Helper()
+	return newReplicaWith(t, configpublisher.Options{Store: s, RetryInterval: retry})
+}
+
+func newReplicaWith(t *testing.T, opts configpublisher.Options) *replica {
+	t.Helper()
+	s := opts.Store
 	bus := busevents.NewEventBusWithLogger(64, discard)
 	m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard})
 	if err != nil {
@@ -55,7 +61,8 @@ func newReplica(t *testing.T, s store.Store, retry time.Duration) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := configpublisher.New(bus, configpublisher.Options{Store: s, Identity: "replica-a", RetryInterval: retry, Logger: discard})
+	opts.Identity, opts.Logger = "replica-a", discard
+	pub, err := configpublisher.New(bus, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,6 +232,72 @@ func TestReplayRacingNewerOutcome(t *testing.T) {
 		synctest.Wait()
 		if p := published(t, mem); p.Status != configpublisher.StatusInvalid || p.Reasons[0] != "new refusal" {
 			t.Errorf("an older valid configuration cleared a newer refusal: %+v", p)
+		}
+	})
+}
+
+func TestRenderedContent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMemory(t)
+		r := newReplicaWith(t, configpublisher.Options{Store: mem, Content: configpublisher.RenderedContent{}})
+		r.lead(4)
+		if _, err := mem.Get(t.Context()); !errors.Is(err, store.ErrNotFound) {
+			t.Fatal("published before the term rendered")
+		}
+		if !r.m.Status().TermReady {
+			t.Error("the term waits for a render; it should wait only for configuration and pods")
+		}
+		cur, _ := r.cfg.Current()
+
+		r.bus.Publish(events.NewTemplateRenderedEvent("global\n  maxconn 2000\n", cur.Version, 1, 4))
+		synctest.Wait()
+		p := published(t, mem)
+		if p.Term != 4 || p.Data[configpublisher.KeyRendered] != "global\n  maxconn 2000\n" || len(p.Data) != 1 ||
+			p.ConfigVersion != cur.Version || p.PodGeneration != 1 || p.Status != configpublisher.StatusValid {
+			t.Fatalf("after a render: %+v", p)
+		}
+
+		// A render of another term is not this term's output.
+		r.bus.Publish(events.NewTemplateRenderedEvent("stale", cur.Version, 1, 3))
+		synctest.Wait()
+		if p := published(t, mem); p.Data[configpublisher.KeyRendered] == "stale" {
+			t.Error("published a render of another term")
+		}
+
+		r.bus.Publish(events.NewValidationFailedEvent([]error{errors.New("line 7: unknown backend \"x\"")}, "v9", 2, 4))
+		synctest.Wait()
+		p = published(t, mem)
+		if p.Status != configpublisher.StatusInvalid || len(p.Reasons) != 1 || p.Reasons[0] != `line 7: unknown backend "x"` ||
+			p.Data[configpublisher.KeyRendered] != "global\n  maxconn 2000\n" || p.InvalidVersion != "render-v9-2" {
+			t.Errorf("after a failed validation: %+v", p)
+		}
+
+		r.bus.Publish(events.NewTemplateRenderedEvent("global\n  maxconn 10\n", "v10", 3, 4))
+		synctest.Wait()
+		if p := published(t, mem); p.Status != configpublisher.StatusValid || p.ConfigVersion != "v10" || p.Reasons != nil {
+			t.Errorf("after a new valid render: %+v", p)
+		}
+
+		// A refused configuration marks the rendered output invalid too.
+		r.cfg.Update(t.Context(), []byte(docBad))
+		synctest.Wait()
+		if p := published(t, mem); p.Status != configpublisher.StatusInvalid || p.ConfigVersion != "v10" {
+			t.Errorf("after an invalid configuration: %+v", p)
+		}
+	})
+}
+
+func TestRawContentIgnoresRenders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMemory(t)
+		r := newReplica(t, mem, 0)
+		r.lead(2)
+		writes := mem.Writes()
+		r.bus.Publish(events.NewValidationFailedEvent([]error{errors.New("line 1: bad")}, "v", 1, 2))
+		r.bus.Publish(events.NewTemplateRenderedEvent("x", "v", 1, 2))
+		synctest.Wait()
+		if mem.Writes() != writes {
+			t.Error("raw content reacted to renders")
 		}
 	})
 }

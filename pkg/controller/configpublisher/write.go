@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 
 	"github.com/baton-dev/baton/pkg/controller/store"
@@ -269,6 +268,5 @@ func Decode(o store.Object) (Published, error) {
 			return p, fmt.Errorf("%w: annotation %s: %w", ErrBadObject, AnnotationReasons, err)
 		}
 	}
-	p.Reasons = slices.Clip(p.Reasons)
 	return p, nil
 }
