@@ -44,4 +44,6 @@
 // are cached and published in the order they were processed. Stats, Synced,
 // Current and the replayers are safe for concurrent use at any time. Update
 // blocks until its document was processed; before Start it waits for Start.
+//
+// The package hands out no channels and subscribes to nothing on the bus.
 package configchange

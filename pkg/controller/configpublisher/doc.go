@@ -69,4 +69,7 @@
 // second Start while one runs returns ErrAlreadyRunning. State and
 // RequiredState are safe for concurrent use. Write is safe for concurrent
 // use; concurrent writers are serialised by the store's compare-and-swap.
+//
+// The package hands out no channels; its bus subscriptions are closed by
+// the bus, on Unsubscribe when Start returns or when the bus stops.
 package configpublisher

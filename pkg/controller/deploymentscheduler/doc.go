@@ -48,4 +48,7 @@
 // on that goroutine. A second Start while one runs returns
 // ErrAlreadyRunning. State, History and RequiredState are safe for
 // concurrent use.
+//
+// The package hands out no channels; its bus subscriptions are closed by
+// the bus, on Unsubscribe when Start returns or when the bus stops.
 package deploymentscheduler

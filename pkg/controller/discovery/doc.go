@@ -28,4 +28,6 @@
 // Start's goroutine, one at a time. SetPod, SetPods, RemovePod, Synced,
 // Current and the replayer are safe for concurrent use at any time; the
 // simulated setters never block and may be called before Start.
+//
+// The package hands out no channels and subscribes to nothing on the bus.
 package discovery

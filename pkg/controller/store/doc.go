@@ -29,4 +29,6 @@
 //
 // Both implementations are safe for concurrent use. Objects passed in and
 // returned are copies: callers may modify them freely.
+//
+// The package hands out no channels.
 package store
