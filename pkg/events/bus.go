@@ -77,6 +77,15 @@ type cachedTopic struct {
 	topic *topic
 }
 
+// clone returns a copy of rt to modify, with an empty lookup cache.
+func (rt *routeTable) clone() *routeTable {
+	c := &routeTable{topics: make(map[string]*topic, len(rt.topics)+1), universal: rt.universal}
+	for name, t := range rt.topics {
+		c.topics[name] = t
+	}
+	return c
+}
+
 // lookup returns the topic for name, or nil.
 func (rt *routeTable) lookup(name string) *topic {
 	p := unsafe.StringData(name)
@@ -96,8 +105,9 @@ type topic struct {
 	name  string
 	index int // slot index in each subscription's per-type state
 	subs  []*subscription
-	// replayed counts Republish deliveries attempted for this type.
-	replayed atomic.Uint64
+	// replayed counts Republish calls for this type; copies of the topic
+	// share it.
+	replayed *atomic.Uint64
 }
 
 // NewEventBus returns a bus that holds up to capacity events published

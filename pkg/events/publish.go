@@ -118,10 +118,7 @@ func (b *EventBus) topicFor(name string) *topic {
 	if b.state.Load() == stateStopped {
 		return nil
 	}
-	rt := &routeTable{topics: make(map[string]*topic, len(old.topics)+1), universal: old.universal}
-	for k, v := range old.topics {
-		rt.topics[k] = v
-	}
+	rt := old.clone()
 	t := b.newTopicLocked(name, old.universal)
 	rt.topics[name] = t
 	b.routes.Store(rt)

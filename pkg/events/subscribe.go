@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Drop describes an event a subscriber's full buffer could not take. It is
@@ -181,12 +182,8 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	}
 	b.subs[key] = s
 	old := b.routes.Load()
-	rt := &routeTable{topics: make(map[string]*topic, len(old.topics)+len(eventTypes)), universal: old.universal}
-	for name, t := range old.topics {
-		rt.topics[name] = t
-	}
+	rt := old.clone()
 	if eventTypes == nil {
-		s.universal = true
 		rt.universal = append(slices.Clip(old.universal), s)
 		for name, t := range rt.topics {
 			rt.topics[name] = t.with(s)
@@ -215,7 +212,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 // newTopicLocked makes a topic for an event type nobody routed yet.
 // b.mu must be held.
 func (b *EventBus) newTopicLocked(name string, universal []*subscription) *topic {
-	t := &topic{name: name, index: b.nextTopic, subs: slices.Clone(universal)}
+	t := &topic{name: name, index: b.nextTopic, subs: slices.Clone(universal), replayed: new(atomic.Uint64)}
 	b.nextTopic++
 	return t
 }
@@ -223,9 +220,7 @@ func (b *EventBus) newTopicLocked(name string, universal []*subscription) *topic
 // with returns a copy of t that also routes to s. The copy shares t's
 // counters, so it must replace t.
 func (t *topic) with(s *subscription) *topic {
-	n := &topic{name: t.name, index: t.index, subs: append(slices.Clip(t.subs), s)}
-	n.replayed.Store(t.replayed.Load())
-	return n
+	return &topic{name: t.name, index: t.index, subs: append(slices.Clip(t.subs), s), replayed: t.replayed}
 }
 
 func (b *EventBus) remove(key any) {
@@ -248,8 +243,7 @@ func (b *EventBus) remove(key any) {
 			rt.topics[name] = t
 			continue
 		}
-		n := &topic{name: t.name, index: t.index}
-		n.replayed.Store(t.replayed.Load())
+		n := &topic{name: t.name, index: t.index, replayed: t.replayed}
 		for _, o := range t.subs {
 			if o != s {
 				n.subs = append(n.subs, o)

@@ -8,7 +8,6 @@ type subscription struct {
 	onDrop     func(Drop) // nil for lossy subscribers
 	latest     map[string]bool
 	leaderOnly bool
-	universal  bool // set before the subscription is published in routes
 	sink       sink
 
 	// mu guards the fields below, and serializes sends to the sink so that
