@@ -1,0 +1,73 @@
+// Package demo is `baton demo`: several replicas of the reference
+// controller in one process, on the embedded world of package app (one
+// in-memory lease, one in-memory published object, a shared configuration
+// document and pod set), put through leader failures while their inputs
+// change, with every hand-over checked.
+//
+// # What a run does
+//
+// Run starts Options.Replicas replicas and waits for a first leader. Then,
+// for each of Options.Failovers failovers, it lets the leader lead for
+// Options.Dwell while the pods change, changes the configuration and the
+// pods again and waits until every replica's all-replica side holds the
+// change, and then fails the leader in one of three ways, in an order
+// drawn from Options.Seed:
+//
+//   - kill: the replica's stores fail every call from now on and its context
+//     is cancelled, so it can neither renew nor release: a crash. The lease
+//     is left held and the others take it once it expires. The replica is
+//     then started again, fresh, as a follower.
+//   - pause: every call the replica makes to the lease store and the
+//     published object blocks, whatever its context says, for a lease
+//     duration plus a renew deadline: the replica is frozen past its lease,
+//     as by SIGSTOP or a long GC pause, while the others take over. Then it
+//     resumes and must find its term over (its elector's own clock has ended
+//     it) and step down without writing anything.
+//   - release: the replica shuts down gracefully and releases the lease; a
+//     follower takes over at once. It is then started again.
+//
+// After a kill or a pause it changes the configuration and the pods once
+// more while nobody leads, so that the new leader can only learn the newest
+// state from its own all-replica side through the term's replays. Once per
+// run (after the first failover) the configuration change is an invalid
+// document, which must never replace the valid one: the new leader keeps
+// rendering the last valid configuration and publishes the refusal's reasons
+// in the object's status.
+//
+// # Checks
+//
+// After each failover it checks that the term increased; that the old and
+// the new leader's terms did not overlap (a term is taken to run from the
+// moment its acquiring write was sent to the moment its elector's term
+// context ended, both measured so as to make an overlap more likely to be
+// seen, not less); that the new term became ready (every leader-only
+// component held the replayed state) and how long after the lease was
+// acquired; that the ConfigPublisher, DeploymentScheduler and Coordinator of
+// the new leader hold the newest configuration version and pod generation;
+// that the new leader's first TemplateRenderedEvent was rendered from them,
+// with a server line for each ready pod and none for the others; that the
+// published object carries the new term, the new leader's name and the
+// newest versions (and the refusal when the newest document was invalid);
+// that a write with the old term is refused (fencing); that the takeover
+// was of the expected kind (expired lease or released one); and, after a
+// pause, that the paused replica ended its term for a missed renew deadline.
+// At the end it checks, over the whole run, that no two terms overlapped,
+// that terms strictly increased, that the observers lost no event and that
+// every replica still running is healthy.
+//
+// # Output
+//
+// With Options.Live the terminal is redrawn (ANSI) a few times a second:
+// who leads, in which term, what each leader-only component holds, the
+// published object, and the last lines of the run's log. Without it the log
+// lines are printed as they come. After each failover a line reports its
+// checks; Report.WriteSummary prints the table at the end and
+// Report.WriteSVG draws the timeline of terms, replays, term-ready marks and
+// faults.
+//
+// # Concurrency properties
+//
+// Run owns every goroutine it starts (the replicas, their observers, the
+// live view) and returns once all of them ended. A Mux is safe for
+// concurrent use; the Report is immutable once Run returned.
+package demo

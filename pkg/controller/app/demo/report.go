@@ -1,0 +1,229 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Check is one verified property.
+type Check struct {
+	Name string
+	OK   bool
+	// Detail says what was found instead, for a failed check.
+	Detail string
+}
+
+// Failover is one leader failure and what was checked of it.
+type Failover struct {
+	N     int
+	Fault Fault
+	// InvalidConfig is true when the newest document before the fault was
+	// an invalid one.
+	InvalidConfig bool
+	From          string
+	OldTerm       uint64
+	To            string
+	NewTerm       uint64
+	FaultAt       time.Time
+	// Handover runs from the fault to the sending of the new leader's
+	// acquiring write; Gap from the end of the old term to it.
+	Handover, Gap time.Duration
+	// TermReady runs from the lease's acquisition to the term being ready
+	// (the runtime's measure); FirstRender to the term's first render.
+	TermReady, FirstRender time.Duration
+	// ConfigVersion and PodGeneration are the newest state the new leader
+	// had to hold (the generation is the new leader's own numbering).
+	ConfigVersion string
+	PodGeneration uint64
+	// Newest and Fenced sum up the state and fencing checks.
+	Newest, Fenced bool
+	Checks         []Check
+}
+
+// OK reports whether every check of the failover passed.
+func (f Failover) OK() bool {
+	for _, c := range f.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(f.Checks) > 0
+}
+
+func (f Failover) passed() (n int) {
+	for _, c := range f.Checks {
+		if c.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// line is the one-line account printed after the failover.
+func (f Failover) line(total int) string {
+	if f.To == "" {
+		return fmt.Sprintf("failover %d/%d (%s %s, term %d): FAILED: %s", f.N, total, f.Fault, f.From, f.OldTerm, failedChecks(f.Checks))
+	}
+	newest := "newest"
+	if !f.Newest {
+		newest = "NOT the newest"
+	}
+	if f.InvalidConfig {
+		newest += " (last valid config kept, invalid one reported)"
+	}
+	s := fmt.Sprintf("failover %d/%d: %s %s (term %d) -> %s leads term %d: lease acquired %v after the fault, term ready %v after that, first render after %v; state %s: config %s, pods g%d; term %d > %d; no overlap; old term fenced: %v; %d/%d checks passed",
+		f.N, total, f.Fault, f.From, f.OldTerm, f.To, f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
+		newest, short(f.ConfigVersion), f.PodGeneration, f.NewTerm, f.OldTerm, f.Fenced, f.passed(), len(f.Checks))
+	if !f.OK() {
+		s += "; FAILED: " + failedChecks(f.Checks)
+	}
+	return s
+}
+
+func failedChecks(cs []Check) string {
+	var out []string
+	for _, c := range cs {
+		if !c.OK {
+			out = append(out, c.Name+": "+c.Detail)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	// Options are the options run with, defaults applied (without the
+	// writers and the logger).
+	Options   Options
+	Replicas  []string
+	Started   time.Time
+	Duration  time.Duration
+	Failovers []Failover
+	// Global are the checks of the whole run.
+	Global []Check
+	// Aborted says why the run stopped early, "" if it did not.
+	Aborted string
+	// Terms and Marks are the timeline.
+	Terms []TermRecord
+	Marks []Mark
+}
+
+// Checks returns the number of checks passed and run.
+func (r *Report) Checks() (passed, total int) {
+	for _, f := range r.Failovers {
+		passed += f.passed()
+		total += len(f.Checks)
+	}
+	for _, c := range r.Global {
+		if c.OK {
+			passed++
+		}
+		total++
+	}
+	return passed, total
+}
+
+// OK reports whether the run completed and every check passed.
+func (r *Report) OK() bool {
+	passed, total := r.Checks()
+	return r.Aborted == "" && passed == total && len(r.Failovers) == r.Options.Failovers
+}
+
+// WriteSummary writes the summary table and the verdict.
+func (r *Report) WriteSummary(w io.Writer) error {
+	var b strings.Builder
+	o := r.Options
+	fmt.Fprintf(&b, "\nSUMMARY  %d replicas · %d failovers · lease %v / renew %v / retry %v · seed %d · %v\n\n",
+		o.Replicas, o.Failovers, o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, round(r.Duration))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "#\tFAULT\tFROM\tTERM\tTO\tTERM\tHANDOVER\tTERM-READY\t1ST RENDER\tNEWEST STATE\tOLD TERM FENCED\tCHECKS\t")
+	var ready []time.Duration
+	for _, f := range r.Failovers {
+		fault := string(f.Fault)
+		if f.InvalidConfig {
+			fault += "*"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%d/%d\t\n",
+			f.N, fault, f.From, f.OldTerm, dash(f.To), f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
+			yes(f.Newest), yes(f.Fenced), f.passed(), len(f.Checks))
+		if f.To != "" {
+			ready = append(ready, f.TermReady)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, f := range r.Failovers {
+		if f.InvalidConfig {
+			b.WriteString("\n* the newest configuration document before this fault was invalid: the new leader rendered the last valid one and published the refusal\n")
+			break
+		}
+	}
+	b.WriteString("\nhandover: from the fault to the new leader's acquiring write; term-ready: from the lease's acquisition to every\nleader-only component holding the replayed state; 1st render: from the acquisition to the term's first TemplateRenderedEvent.\n")
+	if len(ready) > 0 {
+		slices.Sort(ready)
+		fmt.Fprintf(&b, "term-ready after lease acquired: median %v, max %v over %d failovers\n", ready[len(ready)/2], ready[len(ready)-1], len(ready))
+	}
+	b.WriteString("\n")
+	for _, c := range r.Global {
+		fmt.Fprintf(&b, "%s  %s", mark(c.OK), c.Name)
+		if !c.OK {
+			fmt.Fprintf(&b, ": %s", c.Detail)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range r.Failovers {
+		for _, c := range f.Checks {
+			if !c.OK {
+				fmt.Fprintf(&b, "%s  failover %d: %s: %s\n", mark(false), f.N, c.Name, c.Detail)
+			}
+		}
+	}
+	if r.Aborted != "" {
+		fmt.Fprintf(&b, "%s  run stopped early: %s\n", mark(false), r.Aborted)
+	}
+	passed, total := r.Checks()
+	verdict := "PASS"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "\nresult: %s (%d/%d checks passed)\n", verdict, passed, total)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "ok  "
+	}
+	return "FAIL"
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// round shortens durations of a second or more to milliseconds.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d
+}
