@@ -45,6 +45,8 @@ type EventBus struct {
 	subs map[any]*subscription
 	// nextTopic is the index the next topic gets.
 	nextTopic int
+	// ended adds up, by subscriber name, the counters of ended subscriptions.
+	ended map[string]*SubscriberStats
 
 	waitersMu sync.Mutex
 	waiters   map[string]*waiter // by request ID
@@ -53,6 +55,18 @@ type EventBus struct {
 type pendingEvent struct {
 	event Event
 	seq   uint64
+}
+
+// retireLocked adds the counters of s, which has ended, to the totals of
+// its name. b.mu must be held.
+func (b *EventBus) retireLocked(s *subscription) {
+	st := s.stats()
+	if e := b.ended[st.Name]; e != nil {
+		e.add(st)
+		return
+	}
+	c := st.clone()
+	b.ended[st.Name] = &c
 }
 
 // routeTable is a snapshot of who wants which event type. Writers copy it
@@ -132,6 +146,7 @@ func NewEventBusWithLogger(capacity int, logger *slog.Logger) *EventBus {
 		logger:          logger,
 		preStartDropped: map[string]uint64{},
 		subs:            map[any]*subscription{},
+		ended:           map[string]*SubscriberStats{},
 		waiters:         map[string]*waiter{},
 	}
 	b.routes.Store(&routeTable{topics: map[string]*topic{}})
@@ -183,17 +198,14 @@ func (b *EventBus) Stop() {
 	b.state.Store(stateStopped)
 	discarded := len(b.pending)
 	b.pending = nil
-	subs := make([]*subscription, 0, len(b.subs))
+	b.routes.Store(&routeTable{topics: map[string]*topic{}})
 	for _, s := range b.subs {
-		subs = append(subs, s)
+		s.close() // under mu, as in remove
+		b.retireLocked(s)
 	}
 	clear(b.subs)
-	b.routes.Store(&routeTable{topics: map[string]*topic{}})
 	b.mu.Unlock()
 
-	for _, s := range subs {
-		s.close()
-	}
 	if discarded > 0 {
 		b.logger.Warn("event bus stopped before start, discarding held events", "events", discarded)
 	}

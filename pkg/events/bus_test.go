@@ -423,3 +423,27 @@ func TestConcurrentPublishSubscribeUnsubscribe(t *testing.T) {
 		t.Fatalf("%d subscriptions left", n)
 	}
 }
+
+func TestTotalsOutliveSubscriptions(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	for term := 1; term <= 3; term++ {
+		ch := b.SubscribeLeaderOnly("publisher", 4, []string{"a"})
+		b.Publish(newEv("a", term))
+		b.Unsubscribe(ch)
+		eventstest.Drain(ch)
+	}
+	live := b.SubscribeLeaderOnly("publisher", 4, []string{"a"})
+	b.Publish(newEv("a", 4))
+	st := b.Stats()
+	if len(st.Subscribers) != 1 || st.Subscribers[0].Delivered["a"] != 1 {
+		t.Fatalf("live subscribers %+v", st.Subscribers)
+	}
+	if len(st.Totals) != 1 || st.Totals[0].Name != "publisher" || st.Totals[0].Delivered["a"] != 4 || !st.Totals[0].LeaderOnly {
+		t.Fatalf("totals %+v, want 4 deliveries to publisher over its subscriptions", st.Totals)
+	}
+	b.Unsubscribe(live)
+	if got := b.Stats().Totals[0].Delivered["a"]; got != 4 {
+		t.Fatalf("totals after the last unsubscribe: %d, want 4", got)
+	}
+}

@@ -15,6 +15,11 @@ type Stats struct {
 	Replayed map[string]uint64
 	// Subscribers lists the live subscriptions, sorted by name.
 	Subscribers []SubscriberStats
+	// Totals has one entry per subscriber name, sorted, adding up every
+	// subscription of that name, live or ended: its counters never go down,
+	// which is what a metrics exporter needs when leader-only subscriptions
+	// come and go with the terms.
+	Totals []SubscriberStats
 }
 
 // SubscriberStats is one subscription's accounting, per event type.
@@ -48,6 +53,11 @@ func (b *EventBus) Stats() Stats {
 	for _, s := range b.subs {
 		subs = append(subs, s)
 	}
+	totals := make(map[string]*SubscriberStats, len(b.ended))
+	for name, e := range b.ended {
+		c := e.clone()
+		totals[name] = &c
+	}
 	b.mu.Unlock()
 
 	for name, t := range b.routes.Load().topics {
@@ -56,10 +66,43 @@ func (b *EventBus) Stats() Stats {
 		}
 	}
 	for _, s := range subs {
-		st.Subscribers = append(st.Subscribers, s.stats())
+		ss := s.stats()
+		st.Subscribers = append(st.Subscribers, ss)
+		if t := totals[ss.Name]; t != nil {
+			t.add(ss)
+		} else {
+			c := ss.clone()
+			totals[ss.Name] = &c
+		}
+	}
+	for _, t := range totals {
+		st.Totals = append(st.Totals, *t)
 	}
 	sort.Slice(st.Subscribers, func(i, j int) bool { return st.Subscribers[i].Name < st.Subscribers[j].Name })
+	sort.Slice(st.Totals, func(i, j int) bool { return st.Totals[i].Name < st.Totals[j].Name })
 	return st
+}
+
+func (s SubscriberStats) clone() SubscriberStats {
+	c := s
+	c.Delivered, c.Dropped, c.Skipped = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
+	c.add(s)
+	return c
+}
+
+// add adds o's counters to s's; s's maps must be its own.
+func (s *SubscriberStats) add(o SubscriberStats) {
+	s.Critical = s.Critical || o.Critical
+	s.LeaderOnly = s.LeaderOnly || o.LeaderOnly
+	for k, v := range o.Delivered {
+		s.Delivered[k] += v
+	}
+	for k, v := range o.Dropped {
+		s.Dropped[k] += v
+	}
+	for k, v := range o.Skipped {
+		s.Skipped[k] += v
+	}
 }
 
 func (s *subscription) stats() SubscriberStats {

@@ -252,8 +252,12 @@ func (b *EventBus) remove(key any) {
 		rt.topics[name] = n
 	}
 	b.routes.Store(rt)
-	b.mu.Unlock()
+	// Closing under mu (it only waits for the subscription's own pump, which
+	// never takes mu) lets the totals take s over with no moment in between
+	// where Stats would miss it.
 	s.close()
+	b.retireLocked(s)
+	b.mu.Unlock()
 }
 
 // caller names the first function outside this package on the stack, the
