@@ -33,7 +33,7 @@ const (
 	DefaultLeaseDuration   = time.Second
 	DefaultRenewDeadline   = 700 * time.Millisecond
 	DefaultRetryPeriod     = 200 * time.Millisecond
-	DefaultDwell           = 2 * time.Second
+	DefaultDwell           = 2500 * time.Millisecond
 	DefaultRefreshInterval = 100 * time.Millisecond
 )
 
@@ -52,7 +52,7 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod are the election's
 	// timings; zero means 1s, 700ms and 200ms.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Dwell is how long a leader leads between failovers; 0 means 2s,
+	// Dwell is how long a leader leads between failovers; 0 means 2.5s,
 	// negative none.
 	Dwell time.Duration
 	// Seed draws the order of the faults and the changes made to the

@@ -253,7 +253,9 @@ func (r *recorder) observe(inc *incarnation, ev busevents.Event) {
 		r.mark(Mark{At: e.Timestamp(), Kind: MarkDeployed, Replica: inc.replica, Term: e.Term,
 			Text: fmt.Sprintf("deployment #%d", e.Sequence)})
 	case *events.ComponentFailedEvent:
-		r.mark(Mark{At: e.Timestamp(), Kind: MarkFailed, Replica: inc.replica, Term: e.Term, Text: e.Component})
+		if !inc.killed.Load() {
+			r.mark(Mark{At: e.Timestamp(), Kind: MarkFailed, Replica: inc.replica, Term: e.Term, Text: e.Component})
+		}
 		if inc.killed.Load() {
 			r.log("%s component %s failed, as expected of a killed replica: %v", inc.replica, e.Component, e.Err)
 		} else {

@@ -119,18 +119,23 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		if wd > 34 {
 			p(`<text x="%.1f" y="%.1f" fill="white" font-weight="bold">t%d</text>`+"\n", x0+4, y+svgBarH/2+4, t.Term)
 		}
+		// The marks of a term's start are simultaneous at this scale: the
+		// ready mark goes above the bar, the replays and the first render
+		// below it, with the latencies as text.
 		for _, at := range t.Replays {
-			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1f4e99" stroke-width="2"><title>replays ran (term %d)</title></line>`+"\n",
-				x(at), y-6, x(at), y, t.Term)
+			p(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1f4e99" stroke-width="2"><title>replays ran (term %d) at %s</title></line>`+"\n",
+				x(at), y+svgBarH, x(at), y+svgBarH+9, t.Term, secs(at, r.Started))
 		}
 		if !t.Ready.IsZero() {
-			rx := x(t.Ready)
 			p(`<path d="M%.1f %.1f l-4 -7 h8 z" fill="#2ca02c"><title>term %d ready %v after the lease was acquired</title></path>`+"\n",
-				rx, y-1, t.Term, t.ReadyLatency)
+				x(t.Ready), y-1, t.Term, t.ReadyLatency)
 		}
 		if t.FirstRender != nil {
-			p(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="#ff7f0e" stroke="white"><title>first render of term %d: config %s, pods generation %d</title></circle>`+"\n",
-				x(t.RenderAt), y+svgBarH+5, t.Term, esc(short(t.FirstRender.ConfigVersion)), t.FirstRender.PodGeneration)
+			p(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="#ff7f0e" stroke="white"><title>first render of term %d, %v after the lease was acquired: config %s, pods generation %d</title></circle>`+"\n",
+				x(t.RenderAt)+5, y+svgBarH+5, t.Term, t.RenderAt.Sub(t.Acquired), esc(short(t.FirstRender.ConfigVersion)), t.FirstRender.PodGeneration)
+		}
+		if !t.Ready.IsZero() && wd > 90 {
+			p(`<text x="%.1f" y="%.1f" font-size="10" fill="#555">ready +%v</text>`+"\n", x0+14, y+svgBarH+10, round(t.ReadyLatency))
 		}
 	}
 
@@ -140,11 +145,19 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		switch m.Kind {
 		case MarkKill, MarkRelease, MarkRestart, MarkResume:
 			g := glyphs[m.Kind]
+			y := rowY(m.Replica) + 12
+			if m.Kind == MarkRestart {
+				y += svgRowH - 16 // below, where it does not cover a release at the same moment
+			}
 			p(`<text x="%.1f" y="%.1f" text-anchor="middle" font-size="15" fill="%s">%s<title>%s %s at %s</title></text>`+"\n",
-				mx, rowY(m.Replica)+12, g.color, g.sym, esc(m.Replica), esc(m.Text), secs(m.At, r.Started))
+				mx, y, g.color, g.sym, esc(m.Replica), esc(m.Text), secs(m.At, r.Started))
 		case MarkConfig, MarkInvalid, MarkPods:
 			color := map[string]string{MarkConfig: "#1f77b4", MarkInvalid: "#d62728", MarkPods: "#2ca02c"}[m.Kind]
-			y := rowY("world") + svgRowH/2
+			// Configuration changes on the upper half of the row, pods on the lower.
+			y := rowY("world") + svgRowH/2 - 9
+			if m.Kind == MarkPods {
+				y += 14
+			}
 			p(`<path d="M%.1f %.1f l5 5 l-5 5 l-5 -5 z" fill="%s"><title>%s at %s</title></path>`+"\n", mx, y-5, color, esc(m.Text), secs(m.At, r.Started))
 		case MarkFailed:
 			p(`<text x="%.1f" y="%.1f" text-anchor="middle" fill="#d62728">!<title>%s: %s failed</title></text>`+"\n",
@@ -156,7 +169,7 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	ly := axisY + 40
 	items := []struct{ shape, text string }{
 		{`<rect x="0" y="-9" width="22" height="12" rx="2" fill="#4e79a7"/>`, "term (one colour each)"},
-		{`<line x1="11" y1="-10" x2="11" y2="-2" stroke="#1f4e99" stroke-width="2"/>`, "replays ran"},
+		{`<line x1="11" y1="-10" x2="11" y2="-1" stroke="#1f4e99" stroke-width="2"/>`, "replays ran"},
 		{`<path d="M11 -2 l-4 -7 h8 z" fill="#2ca02c"/>`, "term ready"},
 		{`<circle cx="11" cy="-4" r="3.5" fill="#ff7f0e"/>`, "first render"},
 		{`<text x="11" y="0" text-anchor="middle" font-size="15" fill="#d62728">✕</text>`, "kill"},

@@ -1,0 +1,233 @@
+package demo_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/baton-dev/baton/pkg/controller/app/demo"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestRunPasses runs the demo in a bubble, with the fake clock, through one
+// failover of each kind, and checks that every check passed and that the
+// report says what happened.
+func TestRunPasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		rep, err := demo.Run(context.Background(), demo.Options{Replicas: 3, Failovers: 3, Seed: 7, Dwell: 100 * time.Millisecond, Out: &out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var summary bytes.Buffer
+		if err := rep.WriteSummary(&summary); err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			t.Fatalf("the demo failed:\n%s\n%s", out.String(), summary.String())
+		}
+		passed, total := rep.Checks()
+		if passed != total || total < 3*10 {
+			t.Errorf("%d/%d checks passed", passed, total)
+		}
+		var faults []demo.Fault
+		for _, f := range rep.Failovers {
+			faults = append(faults, f.Fault)
+			if f.NewTerm <= f.OldTerm || f.To == "" || !f.Newest || !f.Fenced {
+				t.Errorf("failover %d: %+v", f.N, f)
+			}
+			if f.Fault != demo.FaultRelease && f.Handover < 500*time.Millisecond {
+				t.Errorf("failover %d (%s): handover %v, want about a lease duration", f.N, f.Fault, f.Handover)
+			}
+		}
+		slices.Sort(faults)
+		if !slices.Equal(faults, []demo.Fault{demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+			t.Errorf("faults %v, want one of each", faults)
+		}
+		// Exactly one failover (not the first) had an invalid document.
+		invalid := 0
+		for _, f := range rep.Failovers {
+			if f.InvalidConfig {
+				invalid++
+				if f.N == 1 {
+					t.Error("the first failover had the invalid document")
+				}
+			}
+		}
+		if invalid != 1 {
+			t.Errorf("%d failovers with an invalid document, want 1", invalid)
+		}
+		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 3/3"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("log lacks %q", want)
+			}
+		}
+		if !strings.Contains(summary.String(), "result: PASS") {
+			t.Errorf("summary:\n%s", summary.String())
+		}
+		// Terms: at least the first one and one per failover, each ended.
+		if len(rep.Terms) < 4 {
+			t.Errorf("%d terms recorded", len(rep.Terms))
+		}
+		for _, tr := range rep.Terms {
+			if tr.End.IsZero() || tr.Sent.IsZero() || tr.End.Before(tr.Sent) {
+				t.Errorf("term %d: sent %v end %v", tr.Term, tr.Sent, tr.End)
+			}
+		}
+
+		var svg bytes.Buffer
+		if err := rep.WriteSVG(&svg); err != nil {
+			t.Fatal(err)
+		}
+		checkSVG(t, svg.Bytes(), len(rep.Terms))
+	})
+}
+
+// checkSVG parses the timeline and counts its term bars.
+func checkSVG(t *testing.T, b []byte, terms int) {
+	t.Helper()
+	dec := xml.NewDecoder(bytes.NewReader(b))
+	bars := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("timeline is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
+			for _, a := range se.Attr {
+				if a.Name.Local == "rx" && a.Value == "3" {
+					bars++
+				}
+			}
+		}
+	}
+	if bars != terms {
+		t.Errorf("timeline has %d term bars, want %d", bars, terms)
+	}
+}
+
+// TestLiveView runs a short demo with the live view: frames are drawn in
+// place with ANSI escapes and show the replicas.
+func TestLiveView(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		rep, err := demo.Run(context.Background(), demo.Options{Replicas: 2, Failovers: 1, Seed: 3, Dwell: 300 * time.Millisecond, Out: &out, Live: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			var s bytes.Buffer
+			_ = rep.WriteSummary(&s)
+			t.Fatalf("demo failed:\n%s", s.String())
+		}
+		s := out.String()
+		if !strings.HasPrefix(s, "\x1b[H\x1b[2J") || strings.Count(s, "\x1b[H") < 3 {
+			t.Errorf("no redrawn frames: %q", s[:min(len(s), 80)])
+		}
+		for _, want := range []string{"REPLICA", "baton-0", "baton-1", "leader", "follower", "CONFIG-PUBLISHER", "published  term", "recent"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("live view lacks %q", want)
+			}
+		}
+	})
+}
+
+// TestInterrupted: a run whose context ends stops early, says so, and
+// leaves nothing running.
+func TestInterrupted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		rep, err := demo.Run(ctx, demo.Options{Failovers: 6})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK() || rep.Aborted == "" {
+			t.Errorf("an interrupted run is OK=%v, aborted %q", rep.OK(), rep.Aborted)
+		}
+	})
+}
+
+func TestOptionsNamed(t *testing.T) {
+	_, err := demo.Run(context.Background(), demo.Options{Replicas: 1, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 2 * time.Second})
+	if !errors.Is(err, demo.ErrInvalidOptions) {
+		t.Fatalf("Run = %v", err)
+	}
+	for _, field := range []string{"replicas", "leaseDuration", "renewDeadline"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error does not name %s: %v", field, err)
+		}
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	a, b := demo.Schedule(1, 9), demo.Schedule(1, 9)
+	if !slices.Equal(a, b) {
+		t.Errorf("same seed, different schedules: %v %v", a, b)
+	}
+	if slices.Equal(a, demo.Schedule(2, 9)) && slices.Equal(a, demo.Schedule(3, 9)) {
+		t.Errorf("seeds 1, 2 and 3 give the same schedule %v", a)
+	}
+	for i := 0; i < len(a); i += 3 {
+		cycle := slices.Clone(a[i : i+3])
+		slices.Sort(cycle)
+		if !slices.Equal(cycle, []demo.Fault{demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+			t.Errorf("cycle %d is %v, want each fault once", i/3, a[i:i+3])
+		}
+	}
+	for i := 1; i < len(a); i++ {
+		if a[i] == a[i-1] {
+			t.Errorf("fault %s twice in a row at %d: %v", a[i], i, a)
+		}
+	}
+	if got := demo.Schedule(5, 2); len(got) != 2 {
+		t.Errorf("Schedule(5, 2) = %v", got)
+	}
+}
+
+func TestMux(t *testing.T) {
+	var m demo.Mux
+	m.Set("baton-0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "zero "+r.URL.Path) }))
+	m.Set("baton-1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "one "+r.URL.Path) }))
+	m.Set("baton-1", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "one again "+r.URL.Path) }))
+	srv := httptest.NewServer(&m)
+	defer srv.Close()
+	for path, want := range map[string]string{
+		"/baton-0/metrics": "zero /metrics",
+		"/baton-1/readyz":  "one again /readyz",
+		"/":                `<a href="/baton-1/healthz">`,
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("GET %s = %q, want %q", path, body, want)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/baton-9/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown replica: %d", resp.StatusCode)
+	}
+}
