@@ -47,7 +47,7 @@ func configDoc(maxConn int) []byte {
 	return []byte(strings.Replace(config.DefaultYAML, "maxConn: 2000", fmt.Sprintf("maxConn: %d", maxConn), 1))
 }
 
-func version(t *testing.T, raw []byte) string {
+func version(t testing.TB, raw []byte) string {
 	t.Helper()
 	_, v, err := config.Load(raw)
 	if err != nil {

@@ -1,0 +1,130 @@
+package app_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/app"
+	"github.com/baton-dev/baton/pkg/controller/leaderelection"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	busevents "github.com/baton-dev/baton/pkg/events"
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// BenchmarkTermReady measures, end to end in embedded mode, the time from
+// the acquisition of the lease (the BecameLeaderEvent's timestamp) to the
+// moment every leader-only component holds the current state (the
+// runtime's term-ready report), over real terms: each iteration clears the
+// lease's holder by hand, the elector steps down, campaigns again and wins
+// a new term. It reports the median and 90th percentile of that latency.
+//
+//   - replica: the whole replica of package app (ConfigPublisher,
+//     DeploymentScheduler and Coordinator, fed by the ConfigChangeHandler's
+//     and the Discovery's replays);
+//   - runtime-only (baseline, same run): the same elector, bus and runtime
+//     with no leader-only component and no replayer, so the term is ready
+//     as soon as the runtime has handled the BecameLeaderEvent.
+//
+// ns/op is the whole cycle (step-down, new campaign, term start).
+func BenchmarkTermReady(b *testing.B) {
+	prev := slog.Default()
+	slog.SetDefault(discard) // the replayers log through the default logger
+	b.Cleanup(func() { slog.SetDefault(prev) })
+
+	b.Run("replica", func(b *testing.B) {
+		w, err := app.NewEmbedded(app.EmbeddedOptions{Config: configDoc(2000), Pods: pods(1, 10)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ready := make(chan lifecycle.TermReport, 1)
+		opts := w.Options("bench")
+		opts.Logger = discard
+		opts.Hooks.OnTermReady = func(r lifecycle.TermReport) { ready <- r }
+		r, err := app.New(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cycle(b, w.Leases, r.Run, ready)
+		want := version(b, configDoc(2000))
+		if st := r.Publisher().State(); st.ConfigVersion != want || !st.HasPods {
+			b.Errorf("publisher state %+v, want config %s and pods", st, want)
+		}
+		if st := r.Coordinator().Status(); st.ConfigVersion != want || !st.HasPods {
+			b.Errorf("coordinator status %+v", st)
+		}
+	})
+
+	b.Run("runtime-only", func(b *testing.B) {
+		leases := k8sle.NewMemoryStore("bench")
+		bus := busevents.NewEventBusWithLogger(0, discard)
+		le, err := leaderelection.NewWithStore(k8sle.Config{
+			Enabled: true, Identity: "bench", LeaseName: "bench", LeaseNamespace: "embedded", ReleaseOnCancel: true,
+		}, leases, bus, leaderelection.Callbacks{}, discard)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ready := make(chan lifecycle.TermReport, 1)
+		m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard, TermContext: le.TermContext,
+			OnTermReady: func(r lifecycle.TermReport) { ready <- r }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.AddAllReplica(le); err != nil {
+			b.Fatal(err)
+		}
+		run := func(ctx context.Context) error {
+			bus.Start()
+			defer bus.Stop()
+			return m.Run(ctx)
+		}
+		cycle(b, leases, run, ready)
+	})
+}
+
+// cycle runs run, waits for the first term, then makes b.N more terms by
+// clearing the lease's holder, collecting each term-ready latency.
+func cycle(b *testing.B, leases *k8sle.MemoryStore, run func(context.Context) error, ready <-chan lifecycle.TermReport) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("run: %v", err)
+		}
+	}()
+	timeout := time.After(10 * time.Second)
+	select {
+	case <-ready:
+	case <-timeout:
+		b.Fatal("no first term")
+	}
+	// Let the all-replica side publish its first state before measuring.
+	time.Sleep(50 * time.Millisecond)
+
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		rec, err := leases.Get(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		rec.HolderIdentity = ""
+		leases.Set(rec) // the elector sees its lease taken away, steps down and wins it back
+		select {
+		case r := <-ready:
+			lat = append(lat, r.Latency)
+		case <-time.After(10 * time.Second):
+			b.Fatal("no new term within 10s")
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "ready-p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*9/10].Nanoseconds()), "ready-p90-ns")
+}
