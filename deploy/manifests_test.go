@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/deploy"
