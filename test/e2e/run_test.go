@@ -101,7 +101,9 @@ func TestRunFailover(t *testing.T) {
 		if !strings.Contains(m, "\nbaton_is_leader "+wantLeader+"\n") {
 			t.Errorf("%s: /metrics lacks baton_is_leader %s", id, wantLeader)
 		}
-		if r := p.get(t, "/readyz"); r != "ok\n" {
+		// Readiness comes once the informers synced, which may be after the
+		// leader's first publish.
+		if r := p.await(t, "/readyz", "ok\n", 30*time.Second); r != "ok\n" {
 			t.Errorf("%s: /readyz = %q", id, r)
 		}
 		if h := p.get(t, "/healthz"); h != "ok\n" {
@@ -446,6 +448,26 @@ func (p *proc) get(t *testing.T, path string) string {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return string(body)
+}
+
+// await polls path until it answers want, or timeout passed; it returns
+// the last answer.
+func (p *proc) await(t *testing.T, path, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get("http://" + p.metrics + path)
+		got := ""
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got = string(body)
+		}
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // kill ends the process with SIGKILL: no release, no cleanup.
