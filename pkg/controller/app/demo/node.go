@@ -106,6 +106,9 @@ func (n *node) release() {
 
 // stop ends a node at the end of the run, resuming it first if paused.
 func (n *node) stop() {
+	n.mu.Lock()
+	n.stopped = true
+	n.mu.Unlock()
 	n.gate.resume()
 	n.cancel()
 	n.wg.Wait()

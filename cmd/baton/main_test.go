@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "usage: baton <command>"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"help"}, exitOK, "commands:"},
+		{[]string{"demo", "-h"}, exitOK, "-failovers"},
+		{[]string{"run", "-h"}, exitOK, "-lease-namespace"},
+		{[]string{"demo", "extra"}, exitUsage, "unexpected arguments: extra"},
+		{[]string{"demo", "--replicas=1"}, exitUsage, "replicas 1"},
+		{[]string{"demo", "--renew-deadline=2s"}, exitUsage, "leaseDuration 1s must be greater than renewDeadline 2s"},
+		{[]string{"demo", "--live=sometimes"}, exitUsage, `--live "sometimes"`},
+		{[]string{"demo", "--log-level=loud"}, exitUsage, `--log-level "loud"`},
+		{[]string{"demo", "--no-such-flag"}, exitUsage, "flag provided but not defined"},
+		{[]string{"run", "--kubeconfig=/nonexistent/kubeconfig"}, exitUsage, "no API server configuration"},
+	} {
+		code, stdout, stderr := runCmd(t, tc.args...)
+		if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("baton %s: exit %d, output %q; want exit %d and %q", strings.Join(tc.args, " "), code, stdout+stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// TestRunNamesMissingSettings: without an identity or a pod selector, run
+// refuses to start and says which setting is missing.
+func TestRunNamesMissingSettings(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("POD_NAME", "")
+	code, _, stderr := runCmd(t, "run", "--kubeconfig="+kc, "--pod-selector=", "--metrics-addr=")
+	if code != exitUsage {
+		t.Errorf("exit %d, want %d", code, exitUsage)
+	}
+	for _, want := range []string{"identity is empty", "podSelector is empty"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// TestDemoCommand runs `baton demo` in a bubble: it passes, prints the
+// summary and writes a well-formed timeline.
+func TestDemoCommand(t *testing.T) {
+	svg := filepath.Join(t.TempDir(), "timeline.svg")
+	synctest.Test(t, func(t *testing.T) {
+		code, stdout, stderr := runCmd(t, "demo", "--failovers=2", "--dwell=200ms", "--seed=4", "--live=never", "--timeline="+svg)
+		if code != exitOK {
+			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+		}
+		for _, want := range []string{"failover 1/2", "failover 2/2", "SUMMARY", "result: PASS", "timeline written to " + svg} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("stdout lacks %q", want)
+			}
+		}
+	})
+	f, err := os.Open(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := xml.NewDecoder(f)
+	for {
+		_, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("timeline: %v", err)
+		}
+	}
+}
