@@ -43,10 +43,9 @@
 //	baton_handover_seconds                     histogram, see ObserveHandover
 //	baton_term_ready_seconds                   histogram, see ObserveTermReady
 //
-// Per-subscriber bus counters belong to a subscription: a leader-only
-// component subscribes afresh every term, so its series restart from zero
-// with each term (a counter reset, which rate() handles), and disappear while
-// the replica follows. Subscriptions sharing a name are summed.
+// Per-subscriber bus counters come from the bus's Stats().Totals, which add
+// up every subscription of a name, live or ended: a leader-only component
+// subscribes afresh every term, and its series still never go down.
 //
 // # Concurrency properties
 //

@@ -248,10 +248,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(c.rejected, st.RejectedNil, "nil")
 		counter(c.rejected, st.RejectedStopped, "stopped")
-		// Subscriptions may share a name; a series must be unique.
+		// Totals add up every subscription of a name, live or ended, so the
+		// counters never go down as leader-only subscriptions come and go.
+		// Summing again keeps each series unique whatever the source does.
 		type key struct{ sub, typ string }
 		delivered, dropped, skipped := map[key]uint64{}, map[key]uint64{}, map[key]uint64{}
-		for _, s := range st.Subscribers {
+		for _, s := range st.Totals {
 			for typ, n := range s.Delivered {
 				delivered[key{s.Name, typ}] += n
 			}

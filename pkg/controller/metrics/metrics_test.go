@@ -108,9 +108,9 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 	bus := &fakeBus{st: busevents.Stats{
 		RejectedNil: 2, RejectedStopped: 3,
 		Replayed: map[string]uint64{events.EventTypeConfigValidated: 4},
-		Subscribers: []busevents.SubscriberStats{
+		Totals: []busevents.SubscriberStats{
 			{Name: "publisher", Delivered: map[string]uint64{"config.validated": 5}, Dropped: map[string]uint64{"pods.discovered": 1}, Skipped: map[string]uint64{"pods.discovered": 7}},
-			// Two subscriptions with one name are summed into one series.
+			// Two entries with one name are summed into one series.
 			{Name: "observer", Delivered: map[string]uint64{"config.validated": 1}},
 			{Name: "observer", Delivered: map[string]uint64{"config.validated": 2}},
 		},
@@ -244,6 +244,27 @@ func TestRealBus(t *testing.T) {
 		"baton_bus_dropped_total{subscriber=slow,type=config.validated}":   1,
 		"baton_replays_total{type=config.validated}":                       1,
 	})
+}
+
+// TestCountersSurviveTerms: a leader-only component subscribes anew each
+// term; its series keep counting across the subscriptions.
+func TestCountersSurviveTerms(t *testing.T) {
+	bus := busevents.NewEventBusWithLogger(16, discardLogger())
+	bus.Start()
+	defer bus.Stop()
+	m, err := metrics.New(metrics.Sources{Bus: bus}, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.NewConfigValidatedEvent(nil, "v1", "test")
+	for term := 1; term <= 3; term++ {
+		ch := bus.SubscribeLeaderOnly("publisher", 4, []string{events.EventTypeConfigValidated})
+		bus.Publish(ev)
+		bus.Unsubscribe(ch)
+		expect(t, gather(t, m.Registry()), map[string]float64{
+			"baton_bus_delivered_total{subscriber=publisher,type=config.validated}": float64(term),
+		})
+	}
 }
 
 func TestHandlerServesTextFormat(t *testing.T) {
