@@ -140,6 +140,9 @@ func TestRunFailover(t *testing.T) {
 	if second.PublishedBy == leader || procs[second.PublishedBy] == nil {
 		t.Fatalf("published by %q after %q was killed", second.PublishedBy, leader)
 	}
+	if cfg := second.Data[configpublisher.KeyRendered]; !strings.Contains(cfg, " 10.9.0.3:8080 ") || !strings.Contains(cfg, "maxconn 3000") {
+		t.Errorf("the published render lacks the new pod or the new maxconn:\n%s", cfg)
+	}
 	if second.Status != configpublisher.StatusValid {
 		t.Errorf("status %s %v", second.Status, second.Reasons)
 	}

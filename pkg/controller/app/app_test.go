@@ -296,6 +296,10 @@ func TestEmbeddedFailover(t *testing.T) {
 				p := published(t, w)
 				return p.Term == term && p.ConfigVersion == want
 			})
+			// What is published is the render.
+			if p := published(t, w); p.Data[configpublisher.KeyRendered] != r.Output || p.PodGeneration != r.PodGeneration {
+				t.Errorf("%s: published %q (generation %d), want the first render of the term", fault, p.Data, p.PodGeneration)
+			}
 			// The old term is fenced off.
 			_, err := configpublisher.Write(context.Background(), w.Published, configpublisher.Record{
 				Term: oldTerm, Identity: old.r.Identity(), Status: configpublisher.StatusValid,

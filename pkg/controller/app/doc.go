@@ -26,7 +26,10 @@
 //     election adapter, the ConfigChangeHandler, the Discovery, the
 //     Reconciler, then Options.AllReplica's;
 //  5. the leader-only components, which subscribe in Start, once per term:
-//     ConfigPublisher, DeploymentScheduler, Coordinator;
+//     ConfigPublisher (publishing the Coordinator's renders: it subscribes
+//     before the Coordinator can render, since every leader-only component
+//     has subscribed before the term hooks trigger the first render),
+//     DeploymentScheduler, Coordinator;
 //  6. the term hooks, in the order they run at the start of each term: the
 //     replayers ("config": the ConfigChangeHandler's, "pods": the
 //     Discovery's), then the Reconciler's TriggerNow ("reconcile"), so that

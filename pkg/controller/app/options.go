@@ -86,7 +86,8 @@ type Options struct {
 	// Published keeps the object the ConfigPublisher writes. Required.
 	Published store.Store
 	// PublisherContent chooses what is published; nil means
-	// configpublisher.RawContent.
+	// configpublisher.RenderedContent{}: the output of the term's newest
+	// valid render, under configpublisher.KeyRendered.
 	PublisherContent configpublisher.Content
 	// PublisherRetry is the publisher's retry interval; zero means
 	// configpublisher.DefaultRetryInterval. Negative is invalid.

@@ -135,10 +135,14 @@ func New(opts Options) (_ *Replica, err error) {
 	}
 
 	// 5. Leader-only components; each subscribes in Start, per term.
+	content := opts.PublisherContent
+	if content == nil {
+		content = configpublisher.RenderedContent{}
+	}
 	if r.publisher, err = configpublisher.New(r.bus, configpublisher.Options{
 		Store:         opts.Published,
 		Identity:      r.identity,
-		Content:       opts.PublisherContent,
+		Content:       content,
 		RetryInterval: opts.PublisherRetry,
 		OnWrite:       opts.Hooks.OnPublish,
 		Logger:        logger,

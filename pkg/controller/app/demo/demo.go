@@ -533,9 +533,13 @@ func (e *engine) failover(i int, fault Fault, invalid bool) (f Failover, abort s
 	f.To, f.NewTerm = nl.id, newTerm
 	f.ConfigVersion, f.PodGeneration = want.ConfigVersion, gen(nl)
 	e.view.setStep("failover %d/%d: %s leads term %d; checking", f.N, o.Failovers, nl.id, newTerm)
+	// The first render, and the object published from it (a term may first
+	// publish only a status, before its first render).
 	e.waitFor(func() bool {
 		t, ok := e.rec.term(newTerm, e.incarnations())
-		return ok && t.FirstRender != nil && t.FirstPublish != nil
+		p, err := e.published()
+		return ok && t.FirstRender != nil && err == nil && p.Term == newTerm &&
+			p.ConfigVersion == want.ConfigVersion && p.PodGeneration == f.PodGeneration
 	})
 	f.Checks = append(f.Checks, e.checkNewLeader(&f, old, nl, want)...)
 
@@ -643,6 +647,13 @@ func (e *engine) checkNewLeader(f *Failover, old, nl *node, want newest) []Check
 		}
 		if p.ConfigVersion != want.ConfigVersion || p.PodGeneration != gen {
 			bad = append(bad, fmt.Sprintf("content %s/g%d", short(p.ConfigVersion), p.PodGeneration))
+		}
+		// The content is the render of that state.
+		out, _ := want.readyIPs()
+		for _, ip := range out {
+			if !strings.Contains(p.Data[configpublisher.KeyRendered], " "+ip+":8080 ") {
+				bad = append(bad, "the published render has no server "+ip)
+			}
 		}
 		if want.Invalid {
 			if p.Status != configpublisher.StatusInvalid || p.InvalidVersion != want.InvalidVersion || !strings.Contains(strings.Join(p.Reasons, "\n"), "backends[0].port") {
