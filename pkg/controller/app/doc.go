@@ -37,7 +37,8 @@
 //  7. the metrics, reading all of the above at scrape time.
 //
 // Run starts the bus and runs the Manager; callers may subscribe to the bus
-// between New and Run, as all-replica observers.
+// between New and Run, as all-replica observers. A replica that will not be
+// run is released with Close, which stops its bus.
 //
 // # Health
 //

@@ -222,6 +222,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.Global = append(rep.Global, e.globalChecks(false)...)
 	e.view.setStep("done")
 	stopView()
+	rep.LostLogLines = e.view.lostLines()
 	rep.Terms = e.rec.snapshot(e.incarnations())
 	rep.Marks = e.rec.allMarks()
 	rep.Duration = time.Since(e.start)

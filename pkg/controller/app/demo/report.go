@@ -110,6 +110,8 @@ type Report struct {
 	// Terms and Marks are the timeline.
 	Terms []TermRecord
 	Marks []Mark
+	// LostLogLines counts log lines dropped because the output fell behind.
+	LostLogLines int
 }
 
 // Checks returns the number of checks passed and run.
@@ -185,6 +187,9 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	}
 	if r.Aborted != "" {
 		fmt.Fprintf(&b, "%s  run stopped early: %s\n", mark(false), r.Aborted)
+	}
+	if r.LostLogLines > 0 {
+		fmt.Fprintf(&b, "(%d log lines were dropped: the output fell behind)\n", r.LostLogLines)
 	}
 	passed, total := r.Checks()
 	verdict := "PASS"

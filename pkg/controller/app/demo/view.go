@@ -21,8 +21,11 @@ type view struct {
 	start time.Time
 	// lines carries the log lines of the plain mode to printLines.
 	lines chan string
+	// outMu serializes writes to out; it is never held by logf, so a slow
+	// terminal cannot hold up a replica that logs.
+	outMu sync.Mutex
 
-	// mu guards the fields below, and serializes writes to out.
+	// mu guards the fields below.
 	mu     sync.Mutex
 	recent []string
 	step   string
@@ -67,10 +70,17 @@ func (v *view) logf(format string, args ...any) {
 // printLines prints the plain mode's lines until closeLines.
 func (v *view) printLines() {
 	for line := range v.lines {
-		v.mu.Lock()
+		v.outMu.Lock()
 		fmt.Fprintln(v.out, line)
-		v.mu.Unlock()
+		v.outMu.Unlock()
 	}
+}
+
+// lostLines returns how many log lines were dropped.
+func (v *view) lostLines() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.lost
 }
 
 // closeLines ends printLines once it printed what is queued.
@@ -95,23 +105,27 @@ func (v *view) setStep(format string, args ...any) {
 // cleared.
 func (v *view) draw(frame []string) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	first := !v.drawn
+	v.drawn = true
+	step, recent := v.step, append([]string(nil), v.recent...)
+	v.mu.Unlock()
 	var b strings.Builder
 	b.WriteString("\x1b[H")
-	if !v.drawn {
+	if first {
 		b.WriteString("\x1b[2J\x1b[H")
-		v.drawn = true
 	}
 	for _, l := range frame {
 		b.WriteString(l)
 		b.WriteString("\x1b[K\n")
 	}
-	b.WriteString("\n" + bold("now") + "  " + v.step + "\x1b[K\n\n")
+	b.WriteString("\n" + bold("now") + "  " + step + "\x1b[K\n\n")
 	b.WriteString(bold("recent") + "\x1b[K\n")
-	for _, l := range v.recent {
+	for _, l := range recent {
 		b.WriteString("  " + l + "\x1b[K\n")
 	}
 	b.WriteString("\x1b[J")
+	v.outMu.Lock()
+	defer v.outMu.Unlock()
 	_, _ = io.WriteString(v.out, b.String())
 }
 
