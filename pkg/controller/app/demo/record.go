@@ -240,8 +240,8 @@ func (r *recorder) observe(inc *incarnation, ev busevents.Event) {
 		}
 		r.mu.Unlock()
 		if first {
-			r.log("%s first render of term %d: config %s, pods generation %d, %d server lines",
-				inc.replica, e.Term, short(e.ConfigVersion), e.PodGeneration, strings.Count(e.Output, "\n    server "))
+			r.log("%s first render of term %d, from config %s and pods generation %d: %s",
+				inc.replica, e.Term, short(e.ConfigVersion), e.PodGeneration, renderSummary(e.Output))
 		}
 	case *events.ValidationFailedEvent:
 		first := ""
@@ -337,6 +337,23 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// renderSummary picks out of a rendered configuration what the demo
+// changes: the global maxconn and the server lines.
+func renderSummary(out string) string {
+	var maxConn string
+	var servers []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "maxconn" && maxConn == "":
+			maxConn = f[1]
+		case len(f) >= 3 && f[0] == "server":
+			servers = append(servers, strings.TrimPrefix(f[1], podNamespace+".")+" "+f[2])
+		}
+	}
+	return fmt.Sprintf("maxconn %s; %d servers: %s", maxConn, len(servers), strings.Join(servers, ", "))
 }
 
 // short abbreviates a configuration version for display.
