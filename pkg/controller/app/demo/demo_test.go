@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -230,4 +231,10 @@ func TestMux(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("unknown replica: %d", resp.StatusCode)
 	}
+}
+
+func ExampleSchedule() {
+	fmt.Println(demo.Schedule(1, 6))
+	// Output:
+	// [pause release kill pause kill release]
 }
