@@ -31,7 +31,7 @@ import (
 // ns/op is the whole cycle (step-down, new campaign, term start).
 func BenchmarkTermReady(b *testing.B) {
 	prev := slog.Default()
-	slog.SetDefault(discard) // the replayers log through the default logger
+	slog.SetDefault(discard)
 	b.Cleanup(func() { slog.SetDefault(prev) })
 
 	b.Run("replica", func(b *testing.B) {

@@ -111,12 +111,13 @@ func New(bus *busevents.EventBus, opts Options) (*ConfigChangeHandler, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	logger = logger.With("component", Name)
 	return &ConfigChangeHandler{
 		bus:      bus,
 		source:   opts.Source,
-		logger:   logger.With("component", Name),
-		valid:    leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus),
-		invalid:  leadership.NewStateReplayer[*events.ConfigInvalidEvent](bus),
+		logger:   logger,
+		valid:    leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(logger),
+		invalid:  leadership.NewStateReplayer[*events.ConfigInvalidEvent](bus).WithLogger(logger),
 		requests: make(chan request),
 		done:     make(chan struct{}),
 	}, nil

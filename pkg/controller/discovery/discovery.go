@@ -123,10 +123,11 @@ func newDiscovery(bus *busevents.EventBus, opts Options) (*Discovery, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	logger = logger.With("component", Name)
 	return &Discovery{
 		bus:      bus,
-		logger:   logger.With("component", Name),
-		replayer: leadership.NewStateReplayer[*events.HAProxyPodsDiscoveredEvent](bus),
+		logger:   logger,
+		replayer: leadership.NewStateReplayer[*events.HAProxyPodsDiscoveredEvent](bus).WithLogger(logger),
 		changed:  make(chan struct{}, 1),
 	}, nil
 }
