@@ -32,7 +32,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	fs.StringVar(&c.Identity, "identity", os.Getenv("POD_NAME"), "lease holder identity, unique per replica (default $POD_NAME)")
-	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "default"), "namespace of the configuration ConfigMap, the pods and the published ConfigMap (default $POD_NAMESPACE, else default)")
+	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "default"), "namespace of the configuration ConfigMap, the pods and the published ConfigMap ($POD_NAMESPACE when set)")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", "", "namespace of the Lease (default: --namespace)")
 	fs.StringVar(&c.LeaseName, "lease-name", app.DefaultLeaseName, "name of the Lease")
 	fs.StringVar(&c.ConfigMap, "config-configmap", app.DefaultConfigName, "ConfigMap holding the controller's configuration")
