@@ -4,7 +4,8 @@ import "time"
 
 // limiter lets one action through per interval: the second of two actions
 // waits until interval has passed since the first. The zero value with an
-// interval set lets the first action through at once.
+// interval set lets the first action through at once; Start makes a fresh
+// one for every term.
 type limiter struct {
 	interval time.Duration
 	last     time.Time // when the last action was let through
@@ -24,6 +25,3 @@ func (l *limiter) wait(now time.Time) time.Duration {
 
 // take records an action at now.
 func (l *limiter) take(now time.Time) { l.last, l.used = now, true }
-
-// reset forgets every action, as at the start of a term.
-func (l *limiter) reset() { l.last, l.used = time.Time{}, false }
