@@ -122,10 +122,13 @@ func (t *termContext) markRenewed(sent time.Time) bool {
 
 // onTimer ends the term at the renew deadline, or re-arms for the new one after renews.
 func (t *termContext) onTimer() {
+	t.timerMu.Lock()
+	// Checked under timerMu: end cancels before it takes timerMu to stop the timer, so
+	// a term that ended is never re-armed after that Stop.
 	if t.Context.Err() != nil {
+		t.timerMu.Unlock()
 		return
 	}
-	t.timerMu.Lock()
 	left := t.remaining()
 	if left > 0 {
 		t.timer.Reset(left)
