@@ -66,10 +66,11 @@
 //
 // # Concurrency properties
 //
-// One election goroutine (the caller of Start) does all store calls and runs
-// OnStoppedLeading; each term's OnStartedLeading runs in a goroutine of its own, and
-// OnNewLeader calls come in order from one notifier goroutine. Start waits for all of
-// them before it returns. OnStoppedLeading runs exactly once per started term, after the
+// One election goroutine (the caller of Start) does all store reads and writes and runs
+// OnStoppedLeading; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
+// List cannot stall renews), each term's OnStartedLeading runs in a goroutine of its
+// own, and OnNewLeader calls come in order from one notifier goroutine. Start waits for
+// all of them before it returns. OnStoppedLeading runs exactly once per started term, after the
 // term context was cancelled, also when the election goroutine panics. Terms of one
 // elector never overlap. IsLeader, Term, GetLeader, Healthy and Identity are safe to call
 // from any goroutine. No lock is held while calling a callback or the store.

@@ -27,7 +27,7 @@ type Elector struct {
 	// current is the term being led, nil while following. Written by the election
 	// goroutine only.
 	current atomic.Pointer[termContext]
-	// wg counts the OnStartedLeading and OnNewLeader goroutines.
+	// wg counts the OnStartedLeading, OnNewLeader and watch-opening goroutines.
 	wg sync.WaitGroup
 
 	// leaderMu guards leader.
@@ -196,7 +196,8 @@ type campaign struct {
 	notify *notifier
 
 	// The watch. Opening one runs in a goroutine (a hung List must not stall renews),
-	// which reports on opening; it is abandoned if it takes RenewDeadline. events is nil
+	// which reports on opening; it is abandoned (its context cancelled, Start still
+	// waits for it) if it takes RenewDeadline. events is nil
 	// while no watch is open; when opening is nil too, watchAt is when to open one.
 	// stopWatch cancels the open or opening watch.
 	opening     chan watchOpen
@@ -641,10 +642,10 @@ func (c *campaign) openWatch() {
 	opening := make(chan watchOpen, 1) // never blocks the goroutine
 	c.opening, c.stopWatch = opening, cancel
 	c.watchOpened = time.Now()
-	go func() {
+	c.e.wg.Go(func() {
 		events, err := c.e.store.Watch(ctx)
 		opening <- watchOpen{events: events, err: err}
-	}()
+	})
 }
 
 // opened takes the outcome of openWatch; on failure it schedules another try.

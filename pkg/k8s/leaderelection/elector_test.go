@@ -606,3 +606,50 @@ func TestSilentWatch(t *testing.T) {
 		a.store.setMode(modePass)
 	})
 }
+
+// slowCancelStore is a MemoryStore whose first Watch hangs until its context ends and
+// then takes another hour to return, like a List stuck in a dead connection.
+type slowCancelStore struct {
+	*MemoryStore
+	calls    atomic.Int32
+	returned atomic.Bool // the first Watch returned
+}
+
+func (s *slowCancelStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	if s.calls.Add(1) > 1 {
+		return s.MemoryStore.Watch(ctx)
+	}
+	<-ctx.Done()
+	time.Sleep(time.Hour)
+	s.returned.Store(true)
+	return nil, ctx.Err()
+}
+
+// TestStartWaitsForAbandonedWatch: a watch open abandoned after RenewDeadline still has
+// its goroutine waited for by Start, so nothing of the elector outlives Start.
+func TestStartWaitsForAbandonedWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &slowCancelStore{MemoryStore: NewMemoryStore("lease")}
+		e, err := NewWithStore(testConfig("a"), store, Callbacks{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ctx) }()
+		time.Sleep(DefaultRenewDeadline + 2*DefaultRetryPeriod)
+		if store.calls.Load() < 2 {
+			t.Fatalf("%d watch calls, want the hung one abandoned and another opened", store.calls.Load())
+		}
+		if !e.IsLeader() {
+			t.Fatal("not leading through the second watch")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if !store.returned.Load() {
+			t.Fatal("Start returned while the abandoned watch open was still running")
+		}
+	})
+}
