@@ -280,16 +280,6 @@ func (h *ConfigChangeHandler) Synced() bool { return h.synced.Load() }
 // false before any.
 func (h *ConfigChangeHandler) Current() (*events.ConfigValidatedEvent, bool) { return h.valid.Get() }
 
-// ValidatedReplayer returns the replayer of the last ConfigValidatedEvent.
-func (h *ConfigChangeHandler) ValidatedReplayer() *leadership.StateReplayer[*events.ConfigValidatedEvent] {
-	return h.valid
-}
-
-// InvalidReplayer returns the replayer of the last ConfigInvalidEvent.
-func (h *ConfigChangeHandler) InvalidReplayer() *leadership.StateReplayer[*events.ConfigInvalidEvent] {
-	return h.invalid
-}
-
 // Replayer returns what a new leader's term replays: the last valid
 // configuration, then, if the last document processed was refused, the last
 // invalid one. Its Replay reports whether a valid configuration was replayed.
