@@ -22,9 +22,10 @@
 //  3. the lifecycle.Manager, before the bus starts (it subscribes to
 //     leadership at once), with TermContext set to the adapter's, so that a
 //     term's components see the term over by the elector's own clock;
-//  4. the all-replica components, each subscribing in its constructor: the
-//     election adapter, the ConfigChangeHandler, the Discovery, the
-//     Reconciler, then Options.AllReplica's;
+//  4. the all-replica components: the election adapter, the
+//     ConfigChangeHandler, the Discovery, the Reconciler, then
+//     Options.AllReplica's; those that consume events (the Reconciler)
+//     subscribe in their constructor, before the bus starts;
 //  5. the leader-only components, which subscribe in Start, once per term:
 //     ConfigPublisher (publishing the Coordinator's renders: it subscribes
 //     before the Coordinator can render, since every leader-only component

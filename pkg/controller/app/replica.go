@@ -116,7 +116,8 @@ func New(opts Options) (_ *Replica, err error) {
 		return nil, fmt.Errorf("app: runtime: %w", err)
 	}
 
-	// 4. All-replica components; each subscribes in its constructor.
+	// 4. All-replica components; those that consume events subscribe in
+	// their constructor.
 	if r.config, err = configchange.New(r.bus, configchange.Options{Source: opts.ConfigSource, Logger: logger}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
