@@ -253,14 +253,12 @@ func (r *recorder) observe(inc *incarnation, ev busevents.Event) {
 		r.mark(Mark{At: e.Timestamp(), Kind: MarkDeployed, Replica: inc.replica, Term: e.Term,
 			Text: fmt.Sprintf("deployment #%d", e.Sequence)})
 	case *events.ComponentFailedEvent:
-		if !inc.killed.Load() {
-			r.mark(Mark{At: e.Timestamp(), Kind: MarkFailed, Replica: inc.replica, Term: e.Term, Text: e.Component})
-		}
 		if inc.killed.Load() {
 			r.log("%s component %s failed, as expected of a killed replica: %v", inc.replica, e.Component, e.Err)
-		} else {
-			r.log("%s component %s failed (term %d): %v", inc.replica, e.Component, e.Term, e.Err)
+			return
 		}
+		r.mark(Mark{At: e.Timestamp(), Kind: MarkFailed, Replica: inc.replica, Term: e.Term, Text: e.Component})
+		r.log("%s component %s failed (term %d): %v", inc.replica, e.Component, e.Term, e.Err)
 	}
 }
 
