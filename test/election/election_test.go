@@ -546,8 +546,8 @@ func TestSharedLeaseWithClientGo(t *testing.T) {
 	})
 	d1 := term.started.sub(rel.Sent)
 	t.Logf("client-go -> Baton on release: %v", d1)
-	if d1 > time.Second {
-		t.Errorf("Baton took a lease released by client-go after %v, want < 1s", d1)
+	if d1 > 2*time.Second {
+		t.Errorf("Baton took a lease released by client-go after %v, want < 2s (watch-driven; the benchmark measures it)", d1)
 	}
 	hist.checkAcquisition(t, bt.who, term.term)
 
@@ -566,8 +566,10 @@ func TestSharedLeaseWithClientGo(t *testing.T) {
 	waitFor(t, 2*fast.lease, "client-go-2 to take the released lease", cg2.leading)
 	d2 := cg2.startedRuns()[0].started.sub(rel.Sent)
 	t.Logf("Baton -> client-go on release: %v", d2)
-	if limit := time.Duration(1.2*float64(fast.retry)) + time.Second; d2 > limit {
-		t.Errorf("client-go took a lease released by Baton after %v, want within one poll (%v)", d2, limit)
+	// client-go polls every RetryPeriod plus up to 1.2 RetryPeriods of
+	// jitter; the rest is headroom for a loaded 2-core machine.
+	if limit := time.Duration(2.2*float64(fast.retry)) + 4*time.Second; d2 > limit {
+		t.Errorf("client-go took a lease released by Baton after %v, want within one poll and headroom (%v)", d2, limit)
 	}
 
 	// client-go stops without releasing: Baton waits out the lease, then takes it.
