@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 
@@ -229,21 +228,11 @@ func sortedPods(pods []config.Pod) []config.Pod {
 	return out
 }
 
+// checkPods applies the Discovery's rules, so that a set the PodSet takes
+// is one the simulated Discovery takes too.
 func checkPods(pods []config.Pod) error {
-	seen := make(map[string]int, len(pods))
-	for i, p := range pods {
-		k := p.Namespace + "/" + p.Name
-		switch j, dup := seen[k]; {
-		case p.Namespace == "":
-			return fmt.Errorf("%w: pods[%d].namespace: must not be empty", ErrInvalidPod, i)
-		case p.Name == "":
-			return fmt.Errorf("%w: pods[%d].name: must not be empty", ErrInvalidPod, i)
-		case p.IP != "" && net.ParseIP(p.IP) == nil:
-			return fmt.Errorf("%w: pods[%d].ip: %q is not an IP address", ErrInvalidPod, i, p.IP)
-		case dup:
-			return fmt.Errorf("%w: pods[%d]: duplicate pod %s (also pods[%d])", ErrInvalidPod, i, k, j)
-		}
-		seen[k] = i
+	if err := discovery.CheckPods(pods); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPod, err)
 	}
 	return nil
 }

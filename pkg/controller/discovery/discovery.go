@@ -345,18 +345,30 @@ func (d *Discovery) change(fn func(map[string]config.Pod) error) error {
 
 func key(p config.Pod) string { return p.Namespace + "/" + p.Name }
 
-func podSet(pods []config.Pod) (map[string]config.Pod, error) {
-	set := make(map[string]config.Pod, len(pods))
+// CheckPods checks a pod set as NewSimulated and SetPods do: each pod needs
+// a namespace and a name, unique together, and an IP that parses if it has
+// one. The error wraps ErrInvalidPod and names the entry (pods[i]).
+func CheckPods(pods []config.Pod) error {
 	first := make(map[string]int, len(pods))
 	for i, p := range pods {
 		field := fmt.Sprintf("pods[%d]", i)
 		if err := checkPod(field, p); err != nil {
-			return nil, err
+			return err
 		}
 		if j, dup := first[key(p)]; dup {
-			return nil, fmt.Errorf("%w: %s: duplicate pod %s (also pods[%d])", ErrInvalidPod, field, key(p), j)
+			return fmt.Errorf("%w: %s: duplicate pod %s (also pods[%d])", ErrInvalidPod, field, key(p), j)
 		}
 		first[key(p)] = i
+	}
+	return nil
+}
+
+func podSet(pods []config.Pod) (map[string]config.Pod, error) {
+	if err := CheckPods(pods); err != nil {
+		return nil, err
+	}
+	set := make(map[string]config.Pod, len(pods))
+	for _, p := range pods {
 		set[key(p)] = p
 	}
 	return set, nil

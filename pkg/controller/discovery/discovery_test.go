@@ -233,6 +233,12 @@ func TestInputChecks(t *testing.T) {
 			_, err := discovery.NewSimulated(bus, []config.Pod{pod("a", "", false), pod("b", "", false), pod("a", "", true)}, discovery.Options{})
 			return err
 		}, "discovery: invalid pod: pods[2]: duplicate pod lb/a (also pods[0])"},
+		{"check pods", func() error {
+			if err := discovery.CheckPods([]config.Pod{pod("a", "10.0.0.1", true), pod("b", "", false)}); err != nil {
+				return fmt.Errorf("a good set refused: %w", err)
+			}
+			return discovery.CheckPods([]config.Pod{pod("a", "", false), pod("a", "", true)})
+		}, "discovery: invalid pod: pods[1]: duplicate pod lb/a (also pods[0])"},
 		{"clientset", func() error { _, err := discovery.NewCluster(bus, nil, "ns", "app=x", discovery.Options{}); return err }, "discovery: clientset is nil"},
 		{"cluster namespace", func() error { _, err := discovery.NewCluster(bus, cs, "", "app=x", discovery.Options{}); return err }, `discovery: namespace ""`},
 		{"empty selector", func() error { _, err := discovery.NewCluster(bus, cs, "ns", " ", discovery.Options{}); return err }, "discovery: label selector is empty"},
