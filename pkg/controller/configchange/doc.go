@@ -42,7 +42,7 @@
 // Start owns one goroutine for the source; documents from the source and
 // from Update are processed one at a time on Start's goroutine, so events
 // are cached and published in the order they were processed. Stats, Synced,
-// Current and the replayers are safe for concurrent use at any time. Update
+// Current and Replayer are safe for concurrent use at any time. Update
 // blocks until its document was processed; before Start it waits for Start.
 //
 // The package hands out no channels and subscribes to nothing on the bus.
