@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,13 +16,20 @@ import (
 )
 
 // ConfigMap is a Store backed by one Kubernetes ConfigMap. The API server
-// enforces the resourceVersion check of Update. Labels and annotations
+// enforces the resourceVersion check of Update. Labels, annotations and data
 // written are the whole set: ones other writers added to the ConfigMap are
-// kept only if the caller carries them over from Get.
+// kept only if the caller carries them over from Get. Everything the Object
+// does not carry (binaryData, owner references, finalizers, ...) is kept as
+// it is on the API server.
 type ConfigMap struct {
 	client    typedcorev1.ConfigMapInterface
 	namespace string
 	name      string
+
+	// mu guards last, the newest ConfigMap this store read or wrote, which
+	// Update starts from when the caller's resourceVersion matches it.
+	mu   sync.Mutex
+	last *corev1.ConfigMap
 }
 
 // NewConfigMap returns a store for the ConfigMap namespace/name. It checks
@@ -48,6 +56,7 @@ func (c *ConfigMap) Get(ctx context.Context) (Object, error) {
 	if err != nil {
 		return Object{}, c.mapErr("get", err)
 	}
+	c.remember(cm)
 	return fromConfigMap(cm), nil
 }
 
@@ -59,6 +68,7 @@ func (c *ConfigMap) Create(ctx context.Context, o Object) (Object, error) {
 	if err != nil {
 		return Object{}, c.mapErr("create", err)
 	}
+	c.remember(out)
 	return fromConfigMap(out), nil
 }
 
@@ -67,11 +77,45 @@ func (c *ConfigMap) Update(ctx context.Context, o Object) (Object, error) {
 	if o.ResourceVersion == "" {
 		return Object{}, fmt.Errorf("%w: configmap %s", ErrNoResourceVersion, c)
 	}
-	out, err := c.client.Update(ctx, c.toConfigMap(o), metav1.UpdateOptions{})
+	base, err := c.base(ctx, o.ResourceVersion)
+	if err != nil {
+		return Object{}, err
+	}
+	o = o.Clone()
+	base.Labels, base.Annotations, base.Data = o.Labels, o.Annotations, o.Data
+	out, err := c.client.Update(ctx, base, metav1.UpdateOptions{})
 	if err != nil {
 		return Object{}, c.mapErr("update", err)
 	}
+	c.remember(out)
 	return fromConfigMap(out), nil
+}
+
+// base returns a copy of the ConfigMap at resourceVersion rv, to update: the
+// one remembered, or a fresh read. A read at another version is a conflict,
+// as the API server would report.
+func (c *ConfigMap) base(ctx context.Context, rv string) (*corev1.ConfigMap, error) {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	if last != nil && last.ResourceVersion == rv {
+		return last.DeepCopy(), nil
+	}
+	cm, err := c.client.Get(ctx, c.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, c.mapErr("update", err)
+	}
+	c.remember(cm)
+	if cm.ResourceVersion != rv {
+		return nil, fmt.Errorf("%w: update configmap %s: resourceVersion %s is not the current %s", ErrConflict, c, rv, cm.ResourceVersion)
+	}
+	return cm.DeepCopy(), nil
+}
+
+func (c *ConfigMap) remember(cm *corev1.ConfigMap) {
+	c.mu.Lock()
+	c.last = cm.DeepCopy()
+	c.mu.Unlock()
 }
 
 func (c *ConfigMap) toConfigMap(o Object) *corev1.ConfigMap {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/baton-dev/baton/internal/testenv"
@@ -269,5 +271,52 @@ func BenchmarkMemoryGet(b *testing.B) {
 		if _, err := m.Get(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestConfigMapUpdateKeepsWhatObjectDoesNotCarry: binaryData and owner
+// references added by someone else survive a publish through the store.
+func TestConfigMapUpdateKeepsWhatObjectDoesNotCarry(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	cms := env.Clientset().CoreV1().ConfigMaps("default")
+	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "published", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
+		}}},
+		Data:       map[string]string{"config.yaml": "a: 1\n"},
+		BinaryData: map[string][]byte{"blob": {1, 2, 3}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.NewConfigMap(env.Clientset(), "default", "published")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // from a fresh read, then from the remembered write
+		o, err := s.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Data = map[string]string{"config.yaml": fmt.Sprintf("a: %d\n", i+2)}
+		if _, err := s.Update(ctx, o); err != nil {
+			t.Fatalf("Update %d: %v", i, err)
+		}
+	}
+	got, err := cms.Get(ctx, "published", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["config.yaml"] != "a: 3\n" || len(got.BinaryData["blob"]) != 3 || len(got.OwnerReferences) != 1 {
+		t.Fatalf("after updates: data %v, binaryData %v, owners %v", got.Data, got.BinaryData, got.OwnerReferences)
+	}
+	// A stale resourceVersion is still a conflict.
+	if _, err := s.Update(ctx, store.Object{ResourceVersion: owner.ResourceVersion, Data: map[string]string{}}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Update with a stale resourceVersion: %v, want ErrConflict", err)
 	}
 }
