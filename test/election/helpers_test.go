@@ -147,12 +147,6 @@ func (l *requestLog) lastWrite() (leaseWrite, bool) {
 	return l.writes[len(l.writes)-1], true
 }
 
-func (l *requestLog) allWrites() []leaseWrite {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.writes)
-}
-
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -198,12 +198,3 @@ func (h *leaseHistory) dump() string {
 	}
 	return out
 }
-
-// maxRV returns the largest resourceVersion in the history, 0 if none.
-func (h *leaseHistory) maxRV() uint64 {
-	states, _ := h.snapshot()
-	if len(states) == 0 {
-		return 0
-	}
-	return states[len(states)-1].rv
-}

@@ -101,29 +101,6 @@ func (m *monitor) snapshot() []span {
 	return out
 }
 
-// terms returns the Baton terms who was seen leading, in order.
-func (m *monitor) terms(who string) []uint64 {
-	var out []uint64
-	for _, s := range m.snapshot() {
-		if s.who == who && s.term != 0 {
-			out = append(out, s.term)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// open returns the spans with no end observed.
-func (m *monitor) open() []span {
-	var out []span
-	for _, s := range m.snapshot() {
-		if s.from != 0 && s.endAt == 0 {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // violations returns every proven violation so far.
 func (m *monitor) violations() []string {
 	m.mu.Lock()
