@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel and members
@@ -39,7 +39,7 @@ type member struct {
 }
 
 // startTerm begins term e.Term. It runs on Run's goroutine.
-func (m *Manager) startTerm(base context.Context, e *events.BecameLeaderEvent) {
+func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEvent) {
 	now := time.Now()
 	acquired := e.Timestamp()
 	if acquired.IsZero() {
@@ -115,7 +115,7 @@ func (m *Manager) endTerm(t *termState, reason string) {
 
 	over := m.waitStopped(waiting, t.term)
 	rep := TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over}
-	m.bus.Publish(events.NewTermStoppedEvent(t.term, reason, over))
+	m.bus.Publish(NewTermStoppedEvent(t.term, reason, over))
 	if m.opts.OnTermStopped != nil {
 		m.opts.OnTermStopped(rep)
 	}
@@ -178,7 +178,7 @@ func (m *Manager) step() time.Time {
 			waited := m.opts.SubscribeTimeout
 			m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
 				"component", mem.u.name, "term", t.term, "waited", waited)
-			m.bus.Publish(events.NewComponentOverstayedEvent(mem.u.name, t.term, events.OverstaySubscribe, waited))
+			m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
 		}
 		switch {
 		case runAll:
@@ -229,7 +229,7 @@ func (m *Manager) runHook(h hook, term uint64) {
 
 func (m *Manager) reportReady(r TermReport) {
 	m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
-	m.bus.Publish(events.NewTermReadyEvent(r.Term, r.Latency))
+	m.bus.Publish(NewTermReadyEvent(r.Term, r.Latency))
 	if m.opts.OnTermReady != nil {
 		m.opts.OnTermReady(r)
 	}
