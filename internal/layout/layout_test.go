@@ -24,6 +24,7 @@ var core = []string{
 	"pkg/controller/leaderelection",
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
+	"pkg/termctx",
 }
 
 // reference lists packages that must exist and must stay outside the core:
