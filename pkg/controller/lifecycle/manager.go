@@ -57,8 +57,11 @@ type Options struct {
 	// then also reports the term over (Err) as soon as that context does,
 	// even before its Done channel closes or a LostLeadershipEvent arrives:
 	// a replica resumed after a pause sees at once that it no longer leads.
-	// Contexts the components derive from it end once the Manager has
-	// cancelled it, which it does as soon as the source's Done closes.
+	// Contexts the components derive from it end once the term's context is
+	// cancelled, which happens as soon as the source's Done closes, or the
+	// first time the term's context's Err or Done is called after the
+	// source's Err turned non-nil; its Err is never non-nil while its Done
+	// is open.
 	TermContext func(term uint64) (context.Context, bool)
 }
 

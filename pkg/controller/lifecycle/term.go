@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel and members
@@ -45,12 +46,12 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	if acquired.IsZero() {
 		acquired = now
 	}
-	ctx, cancel := context.WithCancel(base)
+	ctx, cancel := context.WithCancel(termctx.NewContext(base, e.Term))
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
 			stop := context.AfterFunc(src, cancel)
-			ctx = &linkedContext{Context: ctx, src: src}
 			inner := cancel
+			ctx = &linkedContext{Context: ctx, src: src, cancel: inner}
 			cancel = func() { stop(); inner() }
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
@@ -281,19 +282,31 @@ func (m *Manager) holds(tok *runToken, eventType string) {
 }
 
 // linkedContext is a term context that also reports the term over as soon as
-// its source (the elector's term context) does. Done is the embedded
-// context's, which the Manager cancels when the source's Done closes.
+// its source (the elector's term context) does, even before the goroutine
+// that propagates the end of the source (context.AfterFunc in startTerm) has
+// run, or when the source's end shows in its Err before its Done closes.
+// Err and Done check the source first and, when it has ended, cancel the
+// embedded context at once, so Err is non-nil only once Done is closed (the
+// context.Context contract) and contexts derived from it end with it.
 type linkedContext struct {
 	context.Context
-	src context.Context
+	src    context.Context
+	cancel context.CancelFunc // the embedded context's
+}
+
+// sync cancels the embedded context if the source has ended.
+func (c *linkedContext) sync() {
+	if c.Context.Err() == nil && c.src.Err() != nil {
+		c.cancel()
+	}
+}
+
+func (c *linkedContext) Done() <-chan struct{} {
+	c.sync()
+	return c.Context.Done()
 }
 
 func (c *linkedContext) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if c.src.Err() != nil {
-		return context.Canceled
-	}
-	return nil
+	c.sync()
+	return c.Context.Err()
 }
