@@ -135,6 +135,14 @@ func (r *Report) OK() bool {
 	return r.Aborted == "" && passed == total && len(r.Failovers) == r.Options.Failovers
 }
 
+// verdict is PASS or FAIL.
+func (r *Report) verdict() string {
+	if r.OK() {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
 // WriteSummary writes the summary table and the verdict.
 func (r *Report) WriteSummary(w io.Writer) error {
 	var b strings.Builder
@@ -192,11 +200,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(&b, "(%d log lines were dropped: the output fell behind)\n", r.LostLogLines)
 	}
 	passed, total := r.Checks()
-	verdict := "PASS"
-	if !r.OK() {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(&b, "\nresult: %s (%d/%d checks passed)\n", verdict, passed, total)
+	fmt.Fprintf(&b, "\nresult: %s (%d/%d checks passed)\n", r.verdict(), passed, total)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
