@@ -74,6 +74,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // startReplicas starts the replicas and says what the run will do.
 func (e *engine) startReplicas(rep *Report) error {
 	o := e.opts
+	e.view.logf("starting %d replicas on one in-memory lease; %d failovers, faults in order: %s; the run takes about %v",
+		o.Replicas, o.Failovers, joinFaults(Schedule(o.Seed, o.Failovers)), o.Estimate().Round(time.Second))
+	e.view.logf("%s", TermExplained)
 	for i := range o.Replicas {
 		id := fmt.Sprintf("baton-%d", i)
 		n, err := e.startNode(id, 1)
@@ -86,9 +89,6 @@ func (e *engine) startReplicas(rep *Report) error {
 		e.mu.Unlock()
 		rep.Replicas = append(rep.Replicas, id)
 	}
-	e.view.logf("started %d replicas on one in-memory lease; %d failovers, faults in order: %s; the run takes about %v",
-		o.Replicas, o.Failovers, joinFaults(Schedule(o.Seed, o.Failovers)), o.Estimate().Round(time.Second))
-	e.view.logf("%s", TermExplained)
 	return nil
 }
 
