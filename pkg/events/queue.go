@@ -47,7 +47,7 @@ func (s eventSink) send(e Event, _ int32) (sendResult, eviction) {
 	}
 }
 
-func (s eventSink) close()                                    { close(s.ch) }
+func (s eventSink) close()                                     { close(s.ch) }
 func (eventSink) evictions() (lost, skipped map[string]uint64) { return nil, nil }
 
 // typedSink is the sink of a subscription on a chan T.
@@ -66,7 +66,7 @@ func (s typedSink[T]) send(e Event, _ int32) (sendResult, eviction) {
 	}
 }
 
-func (s typedSink[T]) close()                                    { close(s.ch) }
+func (s typedSink[T]) close()                                     { close(s.ch) }
 func (typedSink[T]) evictions() (lost, skipped map[string]uint64) { return nil, nil }
 
 // latestSink is the sink of a LatestValue subscription. The subscriber
