@@ -42,26 +42,27 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bus := eventstest.NewBus(t, 0)
+	// The watcher subscribes first, so it sees each "in" event before the
+	// doubler can answer it.
+	w := eventstest.NewWatcher(t, bus, eventstest.WithTimeout(10*time.Second))
 	in := busevents.Subscribe[*eventstest.Event](ctx, bus, "doubler", 8, busevents.Types("in"))
 	go doubler(bus, in)
 	bus.Start()
-	w := eventstest.NewWatcher(t, bus, eventstest.WithTimeout(10*time.Second))
 
 	if err := eventstest.Inject(bus, &eventstest.Event{Type: "in", Value: 21}); err != nil {
 		fmt.Println(err)
 	}
-	err := eventstest.Expect(w, eventstest.Match(func(e *eventstest.Event) bool {
-		return e.Type == "out" && e.Value == 42
-	}))
-	fmt.Println("doubled:", err == nil)
+	err := eventstest.ExpectExactly(w,
+		eventstest.EventType("in"),
+		func(e *eventstest.Event) bool { return e.Type == "out" && e.Value == 42 })
+	fmt.Println("doubled:", err)
 
-	err = eventstest.ExpectNone(w, 10*time.Millisecond)
-	fmt.Println("nothing more:", err == nil)
+	fmt.Println("nothing more:", eventstest.ExpectNone(w, 10*time.Millisecond))
 
 	bus.Stop()
 	fmt.Println("inject after stop:", eventstest.Inject(bus, &eventstest.Event{Type: "in"}))
 	// Output:
-	// doubled: true
-	// nothing more: true
+	// doubled: <nil>
+	// nothing more: <nil>
 	// inject after stop: eventstest: inject: event 0 (in): events: bus stopped
 }

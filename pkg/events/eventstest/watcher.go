@@ -211,9 +211,12 @@ func toMatcher(x any) (Matcher, error) {
 	if m, ok := x.(Matcher); ok {
 		return m, nil
 	}
+	if x == nil {
+		return Matcher{}, fmt.Errorf("%w: nil", ErrBadWant)
+	}
 	fv := reflect.ValueOf(x)
 	ft := fv.Type()
-	if x == nil || ft.Kind() != reflect.Func || ft.NumIn() != 1 || !ft.In(0).Implements(eventIface) || ft.NumOut() > 1 ||
+	if ft.Kind() != reflect.Func || ft.NumIn() != 1 || !ft.In(0).Implements(eventIface) || ft.NumOut() > 1 ||
 		ft.NumOut() == 1 && ft.Out(0) != boolType && ft.Out(0) != errorType {
 		return Matcher{}, fmt.Errorf("%w: %T is not a Matcher, func(T) bool, func(T) error or func(T)", ErrBadWant, x)
 	}
