@@ -449,6 +449,11 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 		u.runTerm = t.term
 	}
 	m.goroutines++
+	if u.leaderOnly {
+		// Every subscription the component makes under its context is
+		// leader-only, whether or not its author remembered to say so.
+		parent = busevents.WithLeaderOnly(parent)
+	}
 	return launch{u: u, ctx: context.WithValue(parent, ctxKey{}, tok), tok: tok}
 }
 
