@@ -15,7 +15,7 @@ import (
 // ended, and with election disabled (a replica leading alone has nobody to
 // hand over to). Safe from any goroutine; it never blocks.
 func (e *Elector) Resign(term uint64) bool {
-	if !e.config.Enabled {
+	if e.config.SingleReplica {
 		return false
 	}
 	t := e.current.Load()
