@@ -27,12 +27,12 @@ const busCapacity = 1024
 // the leader-only work of each term, and campaigns again when the term ends. Its
 // methods are safe for concurrent use.
 type Runtime struct {
-	mgr     manager.Manager
-	logger  logr.Logger
-	bus     *busevents.EventBus
-	life    *lifecycle.Manager
-	elector *leaderelection.Component
-	metrics *collector
+	mgr      manager.Manager
+	logger   logr.Logger
+	bus      *busevents.EventBus
+	life     *lifecycle.Manager
+	elector  *leaderelection.Component
+	metrics  *collector
 	identity string
 
 	started atomic.Bool
