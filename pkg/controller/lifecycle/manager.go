@@ -155,7 +155,7 @@ type Manager struct {
 
 type counters struct {
 	terms, readyTerms, failures, overstays, subscribeTimeouts, hookFailures uint64
-	panics, missingTerms, stepDowns                                          uint64
+	panics, missingTerms, stepDowns                                         uint64
 }
 
 // unit is a registered component. Its mutable fields are guarded by
