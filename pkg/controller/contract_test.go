@@ -2,9 +2,8 @@ package controller_test
 
 // The test in this file keeps LEADER_ONLY_COMPONENTS.md in step with the
 // code: every leadership.NewStateReplayer[...] call site and every package
-// that subscribes with SubscribeLeaderOnly must be listed in it (examples/
-// aside: they are user code), and
-// everything it lists must exist.
+// that subscribes with SubscribeLeaderOnly must be listed in it, and
+// everything it lists must exist. examples/ is user code, not the inventory.
 
 import (
 	"bufio"
