@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -344,4 +347,42 @@ func ExampleSchedule() {
 	fmt.Println(demo.Schedule(1, 6))
 	// Output:
 	// [pause release kill pause kill release]
+}
+
+// TestInterruptedAtRandomMoments: wherever Ctrl-C falls, the run reports
+// INTERRUPTED and no failed check (or, if it came after the end, PASS). The moments are drawn from a seed
+// (BATON_DEMO_SEED replays one).
+func TestInterruptedAtRandomMoments(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BATON_DEMO_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("BATON_DEMO_SEED: %v", err)
+		}
+		seed = v
+	}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	o := demo.DefaultOptions()
+	total := o.Estimate()
+	for range 12 {
+		runSeed := rng.Uint64N(1000)
+		after := time.Duration(rng.Int64N(int64(total)))
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), after)
+			defer cancel()
+			rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Seed = runSeed }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s bytes.Buffer
+			if err := rep.WriteSummary(&s); err != nil {
+				t.Fatal(err)
+			}
+			// A run that ended before the moment passed; one cut short
+			// says so and reports no failure.
+			if rep.Interrupted == rep.OK() || strings.Contains(s.String(), "FAIL") {
+				t.Errorf("BATON_DEMO_SEED=%d: run seed %d interrupted after %v: Interrupted=%v OK=%v\n%s", seed, runSeed, after, rep.Interrupted, rep.OK(), s.String())
+			}
+		})
+	}
 }
