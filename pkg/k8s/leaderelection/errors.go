@@ -30,6 +30,8 @@ var (
 	// ErrInvalidHandOver is returned by Elector.HandOver for an empty identity or the
 	// elector's own.
 	ErrInvalidHandOver = errors.New("leaderelection: invalid hand-over target")
+	// ErrHistoryRestored is the watch error of MemoryStore.Restore.
+	ErrHistoryRestored = errors.New("leaderelection: store history restored")
 	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a
 	// decimal number above every term this elector held before; the elector then
 	// releases the lease instead of leading under it.

@@ -18,6 +18,9 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
+// MarkerAnnotation is the Lease annotation that keeps LeaseRecord.Marker.
+const MarkerAnnotation = "leaderelection.baton.dev/marker"
+
 // kubernetesStore is the LeaseStore of one coordination.k8s.io/v1 Lease.
 type kubernetesStore struct {
 	leases    coordinationv1client.LeaseInterface
@@ -201,6 +204,11 @@ func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) 
 					s.remember(l)
 				}
 			case watch.Error:
+				ev = LeaseEvent{Err: fmt.Errorf("leaderelection: watch lease %s: %w", s, apierrors.FromObject(we.Object))}
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+				}
 				return
 			default: // bookmarks
 				continue
@@ -233,11 +241,19 @@ func recordOf(l *coordinationv1.Lease) LeaseRecord {
 	if p := l.Spec.LeaseTransitions; p != nil {
 		r.LeaseTransitions = *p
 	}
+	if p := l.Spec.Strategy; p != nil {
+		r.Strategy = string(*p)
+	}
+	if p := l.Spec.PreferredHolder; p != nil {
+		r.PreferredHolder = *p
+	}
+	r.Marker = l.Annotations[MarkerAnnotation]
 	return r
 }
 
-// setSpec writes r into l's spec as client-go's LeaseLock does; the duration is rounded
-// up to whole seconds, so followers never wait less than the holder promised.
+// setSpec writes r into l's spec as client-go's LeaseLock does, and its Marker into
+// MarkerAnnotation; the duration is rounded up to whole seconds, so followers never
+// wait less than the holder promised. Other metadata of l is kept.
 func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	holder := r.HolderIdentity
 	seconds := leaseSeconds(r.LeaseDuration)
@@ -247,6 +263,24 @@ func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	l.Spec.AcquireTime = microTime(r.AcquireTime)
 	l.Spec.RenewTime = microTime(r.RenewTime)
 	l.Spec.LeaseTransitions = &transitions
+	l.Spec.Strategy, l.Spec.PreferredHolder = nil, nil
+	if r.Strategy != "" {
+		strategy := coordinationv1.CoordinatedLeaseStrategy(r.Strategy)
+		l.Spec.Strategy = &strategy
+	}
+	if r.PreferredHolder != "" {
+		preferred := r.PreferredHolder
+		l.Spec.PreferredHolder = &preferred
+	}
+	switch {
+	case r.Marker != "":
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[MarkerAnnotation] = r.Marker
+	case l.Annotations != nil:
+		delete(l.Annotations, MarkerAnnotation)
+	}
 }
 
 // leaseSeconds is d in whole seconds, rounded up, at least 1 for a positive d, and

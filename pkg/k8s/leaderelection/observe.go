@@ -197,6 +197,8 @@ func (c *campaign) takeAt() time.Time {
 		}
 		// Handed over to another candidate: give it a LeaseDuration to take it.
 		return c.observedAt.Add(max(c.e.config.LeaseDuration, c.heldLease))
+	case r.HolderIdentity == "" && c.clearedFromUs(r):
+		return time.Time{} // we were its last holder, and our term is over
 	case r.HolderIdentity == "":
 		// Cleared, but not by a Baton release (client-go's release, a person): the last
 		// holder may not know yet, and may lead until its term ends.
@@ -206,6 +208,14 @@ func (c *campaign) takeAt() time.Time {
 	default:
 		return c.observedAt.Add(c.expiryWait(r))
 	}
+}
+
+// clearedFromUs reports whether r is our last confirmed write with its holder cleared
+// by someone else: it still carries our holder marker and our transitions (an
+// acquisition in between would have counted one more).
+func (c *campaign) clearedFromUs(r LeaseRecord) bool {
+	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
+		r.LeaseTransitions == c.wrote.LeaseTransitions
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not

@@ -2,7 +2,8 @@ package leaderelection
 
 import (
 	"context"
-	"strconv"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -63,19 +64,6 @@ func TestLostRenewReply(t *testing.T) {
 	})
 }
 
-// rewind moves the store back to an earlier state and resourceVersion, as an etcd
-// restore from a backup does, and ends every watch (the API server restarts).
-func rewind(s *MemoryStore, to LeaseRecord) {
-	v, _ := parseVersion(to.ResourceVersion)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.version, s.record, s.exists = v, to, true
-	for ch := range s.watchers {
-		delete(s.watchers, ch)
-		close(ch)
-	}
-}
-
 // TestVersionGoesBackwards (defect 4): after the store's history is rewound below the
 // versions every candidate has seen, the candidates must not wedge: one leads again,
 // under a term above each of its earlier terms, and never two at once.
@@ -102,7 +90,8 @@ func TestVersionGoesBackwards(t *testing.T) {
 		if v, _ := parseVersion(snapshot.ResourceVersion); v >= bTerm {
 			t.Fatalf("snapshot version %d not below b's term %d", v, bTerm)
 		}
-		rewind(cl.mem, snapshot)
+		v, _ := parseVersion(snapshot.ResourceVersion)
+		cl.mem.Restore(v, snapshot, true)
 		restoredAt := time.Now()
 		time.Sleep(time.Second)
 		if l := cl.leader(); l != nil {
@@ -119,11 +108,18 @@ func TestVersionGoesBackwards(t *testing.T) {
 			}
 		}
 		rec, _ := cl.mem.Get(context.Background())
-		if rec.HolderIdentity != nl.id || rec.ResourceVersion == "" {
+		if rec.HolderIdentity != nl.id {
 			t.Fatalf("lease %+v, want held by %s", rec, nl.id)
 		}
-		if _, err := strconv.ParseUint(rec.ResourceVersion, 10, 64); err != nil {
-			t.Fatal(err)
+		if term := nl.e.Term(); term <= bTerm {
+			t.Errorf("term %d after the rewind, want above every term before (%d)", term, bTerm)
+		}
+		var resets uint64
+		for _, c := range []*candidate{a, b} {
+			resets += c.e.Stats().VersionResets
+		}
+		if resets < 2 {
+			t.Errorf("%d version resets counted, want one per candidate", resets)
 		}
 	})
 }
@@ -147,4 +143,81 @@ func TestDerivedContextSeesLazyExpiry(t *testing.T) {
 	if grandchild.Err() == nil || child.Err() == nil {
 		t.Fatalf("derived contexts live past the renew deadline: child %v, grandchild %v", child.Err(), grandchild.Err())
 	}
+}
+
+// lingeringStore is a MemoryStore whose first Watch hangs until its context ends, then
+// returns a channel anyway, which its producer closes only an hour later, like a watch
+// stream whose connection dies slowly.
+type lingeringStore struct {
+	*MemoryStore
+	calls  atomic.Int32
+	closed atomic.Bool // the lingering channel was closed
+}
+
+func (s *lingeringStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	if s.calls.Add(1) > 1 {
+		return s.MemoryStore.Watch(ctx)
+	}
+	<-ctx.Done()
+	out := make(chan LeaseEvent)
+	go func() {
+		time.Sleep(time.Hour)
+		s.closed.Store(true)
+		close(out)
+	}()
+	return out, nil
+}
+
+// TestStartWaitsForAbandonedWatchStream (defect 7): a watch whose open was abandoned but
+// which returned a channel is drained until the store closes it, and Start waits for
+// that: nothing of the store's watch outlives Start.
+func TestStartWaitsForAbandonedWatchStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lingeringStore{MemoryStore: NewMemoryStore("lease")}
+		e, err := NewWithStore(testConfig("a"), store, Callbacks{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ctx) }()
+		time.Sleep(DefaultRenewDeadline + 2*DefaultRetryPeriod)
+		if !e.IsLeader() {
+			t.Fatal("not leading through the second watch")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if !store.closed.Load() {
+			t.Fatal("Start returned while the abandoned watch's stream was still open")
+		}
+	})
+}
+
+// TestWatchErrorRelists (defect 7): a watch error is counted and followed by a new watch
+// (a re-list); the follower keeps following.
+func TestWatchErrorRelists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		time.Sleep(time.Second)
+		gone := errors.New("too old resource version (410)")
+		for range 3 {
+			cl.mem.FailWatches(gone)
+			time.Sleep(10 * time.Second)
+		}
+		for _, c := range []*candidate{a, b} {
+			st := c.e.Stats()
+			if st.WatchErrors != 3 || st.Watches != 4 {
+				t.Errorf("%s: stats %+v, want 3 watch errors and 4 watches", c.id, st)
+			}
+		}
+		if cl.leader() != a || b.e.GetLeader() != "a" {
+			t.Fatal("leadership changed over watch errors")
+		}
+	})
 }
