@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -240,5 +242,29 @@ func TestLeaseSeconds(t *testing.T) {
 		if got := leaseSeconds(tc.d); got != tc.want {
 			t.Errorf("leaseSeconds(%v) = %d, want %d", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestKubernetesStoreWatchError: a watch.Error event (410 Gone) is delivered as an
+// event with Err, after which the channel closes.
+func TestKubernetesStoreWatchError(t *testing.T) {
+	cs := versionedClientset()
+	fw := watch.NewFake()
+	cs.PrependWatchReactor("leases", k8stesting.DefaultWatchReactor(fw, nil))
+	s, _ := NewKubernetesStore(cs, "ns", "lease")
+	events, err := s.Watch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; !ev.Deleted || ev.Err != nil {
+		t.Fatalf("first event %+v", ev)
+	}
+	go fw.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus)
+	ev := <-events
+	if ev.Err == nil || !apierrors.IsResourceExpired(ev.Err) || !strings.Contains(ev.Err.Error(), "watch lease ns/lease") {
+		t.Fatalf("error event %+v", ev)
+	}
+	if _, ok := <-events; ok {
+		t.Fatal("channel open after the error")
 	}
 }
