@@ -27,7 +27,8 @@ type campaign struct {
 	// meanwhile (after RenewDeadline, or at shutdown). events is nil while no watch is
 	// open; when opening is nil too, watchAt is when to open one. stopWatch cancels the
 	// open or opening watch. fresh is set while the next event is a watch's first: the
-	// state as listed, authoritative for the resourceVersion check.
+	// state as listed, current as of listSeen, the highest resourceVersion seen when
+	// the open started (our writes may pass it while the list is under way).
 	opening     chan watchOpen
 	events      <-chan LeaseEvent
 	stopWatch   context.CancelFunc
@@ -35,6 +36,7 @@ type campaign struct {
 	watchAt     time.Time
 	watchRetry  backoff
 	fresh       bool
+	listSeen    uint64
 
 	// The observed lease. record is the latest state seen; after a delete it is the last
 	// state before the delete if the delete told it (lastKnown), zero otherwise.
@@ -209,10 +211,17 @@ func (c *campaign) receive(ev LeaseEvent, ok bool) {
 		c.e.logger.Warn("lease watch reported an error, watching again", "error", ev.Err)
 		c.watchBroke()
 	default:
-		fresh := c.fresh
-		c.fresh = false
-		c.observe(ev, fresh)
+		c.observeWatched(ev)
 	}
+}
+
+// observeWatched observes an event of the watch: its first is the listed state.
+func (c *campaign) observeWatched(ev LeaseEvent) {
+	var current uint64
+	if c.fresh {
+		current, c.fresh = c.listSeen, false
+	}
+	c.observe(ev, current)
 }
 
 // watchOpen is the outcome of LeaseStore.Watch.
@@ -228,7 +237,7 @@ func (c *campaign) openWatch() {
 	ctx, cancel := context.WithCancel(c.ctx)
 	opening := make(chan watchOpen) // unbuffered: handed over only to a loop that waits
 	c.opening, c.stopWatch = opening, cancel
-	c.watchOpened = time.Now()
+	c.watchOpened, c.listSeen = time.Now(), c.seen
 	c.e.watches.Add(1)
 	c.e.wg.Go(func() {
 		events, err := c.e.store.Watch(ctx)
@@ -297,9 +306,7 @@ func (c *campaign) shutdown() error {
 	if c.events != nil {
 		for ev := range c.events { // until the store closed it: its goroutine is done
 			if ev.Err == nil {
-				fresh := c.fresh
-				c.fresh = false
-				c.observe(ev, fresh)
+				c.observeWatched(ev)
 			}
 		}
 		c.events = nil

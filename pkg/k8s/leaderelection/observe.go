@@ -6,13 +6,14 @@ import (
 )
 
 // observe takes in a state of the lease: from the watch, a read or our own write.
-// fresh marks a state read as current (a watch's first event, a Get, a write's
-// answer): one below the highest resourceVersion seen means the history went back.
-// Older watch events are skipped (e.g. the late echo of our own write).
-func (c *campaign) observe(ev LeaseEvent, fresh bool) {
+// current is the highest resourceVersion seen when the state was read as current (a
+// watch's list, a Get, a write's answer), 0 for a watch event: a state below it means
+// the store's history went back. Other states below the highest seen are skipped (the
+// late echo of our own write, a list taken before our write).
+func (c *campaign) observe(ev LeaseEvent, current uint64) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
 		if v < c.seen {
-			if !fresh {
+			if v >= current {
 				return
 			}
 			c.versionReset(v)

@@ -22,9 +22,9 @@ func (c *campaign) refresh(ctx context.Context) error {
 	r, err := c.e.store.Get(ctx)
 	switch {
 	case err == nil:
-		c.observe(LeaseEvent{Record: r}, true)
+		c.observe(LeaseEvent{Record: r}, c.seen)
 	case errors.Is(err, ErrLeaseNotFound):
-		c.observe(LeaseEvent{Deleted: true}, true)
+		c.observe(LeaseEvent{Deleted: true}, c.seen)
 	default:
 		return err
 	}
@@ -39,7 +39,7 @@ func (c *campaign) markStale() {
 // written records r, the answer to our write sent at at, and observes it.
 func (c *campaign) written(r LeaseRecord, at time.Time) {
 	c.confirm(r, at)
-	c.observe(LeaseEvent{Record: r}, true)
+	c.observe(LeaseEvent{Record: r}, c.seen)
 }
 
 // acquire tries to take the lease with a compare-and-swap on the observed version.
@@ -167,7 +167,7 @@ func (c *campaign) renew() {
 			c.renewAt = time.Now()
 		}
 	case errors.Is(err, ErrLeaseNotFound):
-		c.observe(LeaseEvent{Deleted: true}, true)
+		c.observe(LeaseEvent{Deleted: true}, c.seen)
 	default:
 		if c.term.Err() == nil {
 			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.term)
