@@ -18,8 +18,14 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
-// MarkerAnnotation is the Lease annotation that keeps LeaseRecord.Marker.
-const MarkerAnnotation = "leaderelection.baton.dev/marker"
+// Annotations of the Lease that keep Baton's fields. PreferredHolderAnnotation keeps
+// LeaseRecord.PreferredHolder as well as spec.preferredHolder, since an API server
+// without the CoordinatedLeaderElection feature drops that field, and one with it
+// refuses it without spec.strategy.
+const (
+	MarkerAnnotation          = "leaderelection.baton.dev/marker"
+	PreferredHolderAnnotation = "leaderelection.baton.dev/preferred-holder"
+)
 
 // kubernetesStore is the LeaseStore of one coordination.k8s.io/v1 Lease.
 type kubernetesStore struct {
@@ -244,7 +250,8 @@ func recordOf(l *coordinationv1.Lease) LeaseRecord {
 	if p := l.Spec.Strategy; p != nil {
 		r.Strategy = string(*p)
 	}
-	if p := l.Spec.PreferredHolder; p != nil {
+	r.PreferredHolder = l.Annotations[PreferredHolderAnnotation]
+	if p := l.Spec.PreferredHolder; p != nil && *p != "" {
 		r.PreferredHolder = *p
 	}
 	r.Marker = l.Annotations[MarkerAnnotation]
@@ -267,19 +274,25 @@ func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	if r.Strategy != "" {
 		strategy := coordinationv1.CoordinatedLeaseStrategy(r.Strategy)
 		l.Spec.Strategy = &strategy
+		if r.PreferredHolder != "" { // the API server refuses it without a strategy
+			preferred := r.PreferredHolder
+			l.Spec.PreferredHolder = &preferred
+		}
 	}
-	if r.PreferredHolder != "" {
-		preferred := r.PreferredHolder
-		l.Spec.PreferredHolder = &preferred
-	}
+	setAnnotation(l, MarkerAnnotation, r.Marker)
+	setAnnotation(l, PreferredHolderAnnotation, r.PreferredHolder)
+}
+
+// setAnnotation sets l's annotation key to value, or removes it for "".
+func setAnnotation(l *coordinationv1.Lease, key, value string) {
 	switch {
-	case r.Marker != "":
+	case value != "":
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		l.Annotations[MarkerAnnotation] = r.Marker
+		l.Annotations[key] = value
 	case l.Annotations != nil:
-		delete(l.Annotations, MarkerAnnotation)
+		delete(l.Annotations, key)
 	}
 }
 

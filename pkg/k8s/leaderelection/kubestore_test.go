@@ -123,6 +123,7 @@ func TestKubernetesStoreMapping(t *testing.T) {
 	}
 	l3, _ := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
 	if l3.Labels["team"] != "x" || l3.Annotations["note"] != "kept" || l3.Annotations[MarkerAnnotation] != holderMarker("b") ||
+		l3.Annotations[PreferredHolderAnnotation] != "c" ||
 		ptrDeref(l3.Spec.PreferredHolder) != "c" || l3.Spec.Strategy == nil || *l3.Spec.Strategy != "OldestEmulationVersion" {
 		t.Fatalf("Update dropped metadata or spec fields: %+v", l3)
 	}
@@ -138,6 +139,20 @@ func TestKubernetesStoreMapping(t *testing.T) {
 	if _, ok := l3.Annotations[MarkerAnnotation]; ok || l3.Spec.PreferredHolder != nil || l3.Spec.Strategy != nil || l3.Annotations["note"] != "kept" {
 		t.Fatalf("Update without marker, strategy and preferred holder: %+v", l3)
 	}
+	if _, ok := l3.Annotations[PreferredHolderAnnotation]; ok {
+		t.Fatalf("preferred holder annotation kept: %+v", l3.Annotations)
+	}
+	// Without a strategy the preferred holder goes to the annotation only (the API
+	// server refuses spec.preferredHolder without spec.strategy).
+	r4, err := s.Update(ctx, LeaseRecord{HolderIdentity: "", PreferredHolder: "d", ResourceVersion: r3.ResourceVersion})
+	if err != nil || r4.PreferredHolder != "d" {
+		t.Fatalf("Update = %+v, %v", r4, err)
+	}
+	if l4, _ := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{}); l4.Spec.PreferredHolder != nil ||
+		l4.Annotations[PreferredHolderAnnotation] != "d" {
+		t.Fatalf("preferred holder without strategy: %+v", l4)
+	}
+	r3 = r4
 	if _, err := s.Update(ctx, LeaseRecord{HolderIdentity: "c"}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("Update without version: %v", err)
 	}
