@@ -46,8 +46,8 @@ type campaign struct {
 	lastKnown  bool
 	record     LeaseRecord
 	observedAt time.Time
-	// heldLease is the longest leaseDuration of a held record seen, the wait basis for
-	// a holder that is not known.
+	// heldLease is the leaseDuration of the last held record seen, a wait basis for a
+	// holder that is not known.
 	heldLease time.Duration
 	// holdUntil is the earliest acquisition after a sign of a holder that cannot be
 	// judged: an absence whose last state is unknown, a resourceVersion gone back.

@@ -50,8 +50,8 @@
 // Any other holder (client-go's elector, a hand-written holder) is given twice its
 // leaseDurationSeconds, since client-go's leader keeps leading for up to RetryPeriod +
 // RenewDeadline after its last renew, which its validation keeps below 1.84 ×
-// LeaseDuration. The wait for an unknown holder is twice the longest lease duration
-// seen or configured.
+// LeaseDuration. The wait for an unknown holder is twice the longer of the last
+// holder's lease duration and the configured one.
 //
 // # Releases, deletes and cold starts
 //

@@ -30,7 +30,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64) {
 		}
 		c.record, c.exists, c.lastKnown = ev.Record, true, true
 		if ev.Record.HolderIdentity != "" {
-			c.heldLease = max(c.heldLease, c.leaseDuration(ev.Record))
+			c.heldLease = c.leaseDuration(ev.Record)
 		}
 	}
 	c.known = true
@@ -180,8 +180,9 @@ func (c *campaign) expiryWait(r LeaseRecord) time.Duration {
 	return 2 * c.leaseDuration(r)
 }
 
-// unknownWait is the wait for a holder that cannot be judged: twice the longest lease
-// duration seen or configured, as for a holder that is not Baton's.
+// unknownWait is the wait for a holder that cannot be judged: twice the lease duration
+// of the last holder seen or the configured one, the longer, as for a holder that is
+// not Baton's.
 func (c *campaign) unknownWait() time.Duration {
 	return 2 * max(c.e.config.LeaseDuration, c.heldLease)
 }
