@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/baton-dev/baton/pkg/controller/configchange"
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/deploymentscheduler"
@@ -17,6 +19,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/metrics"
+	refmetrics "github.com/baton-dev/baton/pkg/controller/metrics/reference"
 	"github.com/baton-dev/baton/pkg/controller/reconciler"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
@@ -192,9 +195,11 @@ func New(opts Options) (_ *Replica, err error) {
 	}
 
 	// 7. Metrics, read at scrape time.
+	// The core's (bus, election, runtime) and the reference controller's own.
+	own := refmetrics.NewCollector(refmetrics.Sources{Config: r.config, Publisher: r.publisher})
 	if r.metrics, err = metrics.New(metrics.Sources{
-		Bus: r.bus, Runtime: r.manager, Election: r.elector, Config: r.config, Publisher: r.publisher,
-	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics}); err != nil {
+		Bus: r.bus, Runtime: r.manager, Election: r.elector,
+	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics, Collectors: []prometheus.Collector{own}}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	return r, nil

@@ -34,6 +34,15 @@
 // and a subscriber that existed when Replay was called ends up holding state
 // at least as new as the state cached at that moment.
 //
+// # Leadership events
+//
+// The events that carry leadership over the bus are defined here, in the
+// core: LeaderElectionStartedEvent, BecameLeaderEvent, LostLeadershipEvent
+// and NewLeaderObservedEvent. The election adapter (pkg/controller/leaderelection)
+// publishes them and the controller runtime (pkg/controller/lifecycle)
+// consumes them. The reference controller's catalog, pkg/controller/events,
+// re-exports them as type aliases.
+//
 // # Concurrency properties
 //
 // All methods are safe for concurrent use and never block. The slot is an

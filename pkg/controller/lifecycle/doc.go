@@ -44,13 +44,13 @@
 //  4. declares the term ready once every StateDependent component reported
 //     HoldsState for each type in its RequiredState: it records the latency
 //     from the BecameLeaderEvent's timestamp (the lease acquisition), logs
-//     "term ready", publishes events.TermReadyEvent and calls
+//     "term ready", publishes TermReadyEvent and calls
 //     Options.OnTermReady.
 //
 // The term ends on a LostLeadershipEvent for it (or for a later or unknown
 // term), on a BecameLeaderEvent with a newer term, and when Run's context
 // ends: the Manager cancels the term's context, waits up to StopTimeout for
-// its components to return, publishes events.TermStoppedEvent and calls
+// its components to return, publishes TermStoppedEvent and calls
 // Options.OnTermStopped. BecameLeaderEvents repeating the current term, or
 // for a term not newer than the last one started, are ignored; so are
 // LostLeadershipEvents for an earlier term.
@@ -70,7 +70,7 @@
 // Only a return after the context ended, with nil or a context error, is a
 // clean stop. Any other return, and a panic (recovered, logged with its
 // stack), marks the component failed: it is logged with slog at error level,
-// counted in Status and published as events.ComponentFailedEvent.
+// counted in Status and published as ComponentFailedEvent.
 //
 //   - A failed leader-only component is not restarted within its term; it is
 //     started again in the next term. Meanwhile its term may never become
@@ -81,7 +81,7 @@
 //     supervisor.
 //
 // A component still running StopTimeout after its context was cancelled is
-// logged, counted, published as events.ComponentOverstayedEvent (phase
+// logged, counted, published as ComponentOverstayedEvent (phase
 // "stop") and shown as StateOverstaying. The Manager stops waiting for it but
 // never runs two Starts of one component at once: an overstaying leader-only
 // component is started in a later term only once its earlier Start returned

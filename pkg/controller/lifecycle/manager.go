@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
@@ -57,8 +57,11 @@ type Options struct {
 	// then also reports the term over (Err) as soon as that context does,
 	// even before its Done channel closes or a LostLeadershipEvent arrives:
 	// a replica resumed after a pause sees at once that it no longer leads.
-	// Contexts the components derive from it end once the Manager has
-	// cancelled it, which it does as soon as the source's Done closes.
+	// Contexts the components derive from it end once the term's context is
+	// cancelled, which happens as soon as the source's Done closes, or the
+	// first time the term's context's Err or Done is called after the
+	// source's Err turned non-nil; its Err is never non-nil while its Done
+	// is open.
 	TermContext func(term uint64) (context.Context, bool)
 }
 
@@ -175,7 +178,7 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 		hookNames: map[string]bool{},
 	}
 	m.leaderCh = bus.SubscribeTypes("lifecycle-manager", LeadershipBuffer,
-		[]string{events.EventTypeBecameLeader, events.EventTypeLostLeadership},
+		[]string{leadership.EventTypeBecameLeader, leadership.EventTypeLostLeadership},
 		busevents.Critical(func(busevents.Drop) { m.leadershipDropped.Add(1) }))
 	return m, nil
 }
@@ -394,7 +397,7 @@ loop:
 func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 	cur := m.term
 	switch e := ev.(type) {
-	case *events.BecameLeaderEvent:
+	case *leadership.BecameLeaderEvent:
 		switch {
 		case e.Term == 0:
 			m.logger.Warn("ignoring BecameLeaderEvent without a term", "identity", e.Identity)
@@ -411,7 +414,7 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			m.endTerm(cur, fmt.Sprintf("superseded by term %d", e.Term))
 		}
 		m.startTerm(base, e)
-	case *events.LostLeadershipEvent:
+	case *leadership.LostLeadershipEvent:
 		if cur == nil {
 			m.logger.Debug("ignoring LostLeadershipEvent while not leading", "term", e.Term)
 			return
@@ -523,7 +526,7 @@ func (m *Manager) exited(l launch, err error) {
 	switch {
 	case !clean:
 		m.logger.Error("component failed", "component", u.name, "leader_only", u.leaderOnly, "term", term, "error", err)
-		m.bus.Publish(events.NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
+		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
 	default:
@@ -584,7 +587,7 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		for _, n := range names {
 			m.logger.Warn("component did not stop in time; it will not be started again until it returns",
 				"component", n, "term", term, "waited", waited)
-			m.bus.Publish(events.NewComponentOverstayedEvent(n, term, events.OverstayStop, waited))
+			m.bus.Publish(NewComponentOverstayedEvent(n, term, OverstayStop, waited))
 		}
 		return names
 	}

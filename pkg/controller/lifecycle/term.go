@@ -6,7 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel and members
@@ -39,18 +40,18 @@ type member struct {
 }
 
 // startTerm begins term e.Term. It runs on Run's goroutine.
-func (m *Manager) startTerm(base context.Context, e *events.BecameLeaderEvent) {
+func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEvent) {
 	now := time.Now()
 	acquired := e.Timestamp()
 	if acquired.IsZero() {
 		acquired = now
 	}
-	ctx, cancel := context.WithCancel(base)
+	ctx, cancel := context.WithCancel(termctx.NewContext(base, e.Term))
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
 			stop := context.AfterFunc(src, cancel)
-			ctx = &linkedContext{Context: ctx, src: src}
 			inner := cancel
+			ctx = &linkedContext{Context: ctx, src: src, cancel: inner}
 			cancel = func() { stop(); inner() }
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
@@ -115,7 +116,7 @@ func (m *Manager) endTerm(t *termState, reason string) {
 
 	over := m.waitStopped(waiting, t.term)
 	rep := TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over}
-	m.bus.Publish(events.NewTermStoppedEvent(t.term, reason, over))
+	m.bus.Publish(NewTermStoppedEvent(t.term, reason, over))
 	if m.opts.OnTermStopped != nil {
 		m.opts.OnTermStopped(rep)
 	}
@@ -178,7 +179,7 @@ func (m *Manager) step() time.Time {
 			waited := m.opts.SubscribeTimeout
 			m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
 				"component", mem.u.name, "term", t.term, "waited", waited)
-			m.bus.Publish(events.NewComponentOverstayedEvent(mem.u.name, t.term, events.OverstaySubscribe, waited))
+			m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
 		}
 		switch {
 		case runAll:
@@ -229,7 +230,7 @@ func (m *Manager) runHook(h hook, term uint64) {
 
 func (m *Manager) reportReady(r TermReport) {
 	m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
-	m.bus.Publish(events.NewTermReadyEvent(r.Term, r.Latency))
+	m.bus.Publish(NewTermReadyEvent(r.Term, r.Latency))
 	if m.opts.OnTermReady != nil {
 		m.opts.OnTermReady(r)
 	}
@@ -281,19 +282,31 @@ func (m *Manager) holds(tok *runToken, eventType string) {
 }
 
 // linkedContext is a term context that also reports the term over as soon as
-// its source (the elector's term context) does. Done is the embedded
-// context's, which the Manager cancels when the source's Done closes.
+// its source (the elector's term context) does, even before the goroutine
+// that propagates the end of the source (context.AfterFunc in startTerm) has
+// run, or when the source's end shows in its Err before its Done closes.
+// Err and Done check the source first and, when it has ended, cancel the
+// embedded context at once, so Err is non-nil only once Done is closed (the
+// context.Context contract) and contexts derived from it end with it.
 type linkedContext struct {
 	context.Context
-	src context.Context
+	src    context.Context
+	cancel context.CancelFunc // the embedded context's
+}
+
+// sync cancels the embedded context if the source has ended.
+func (c *linkedContext) sync() {
+	if c.Context.Err() == nil && c.src.Err() != nil {
+		c.cancel()
+	}
+}
+
+func (c *linkedContext) Done() <-chan struct{} {
+	c.sync()
+	return c.Context.Done()
 }
 
 func (c *linkedContext) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
-	}
-	if c.src.Err() != nil {
-		return context.Canceled
-	}
-	return nil
+	c.sync()
+	return c.Context.Err()
 }
