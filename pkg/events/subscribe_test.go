@@ -199,3 +199,36 @@ func TestWithLeaderOnlyContext(t *testing.T) {
 		t.Fatal("channel open after the term's context ended")
 	}
 }
+
+// Events from one goroutine reach a subscriber in the order published,
+// across types, whether they go straight to its channel or wait in a
+// LatestValue subscription's overflow.
+func TestOneGoroutinesEventsArriveInOrder(t *testing.T) {
+	eventstest.Bubble(t, func(t *testing.T, b *busevents.EventBus) {
+		w := eventstest.NewWatcher(t, b)
+		slow := b.SubscribeTypes("slow", 2, []string{"a", "b"}, busevents.LatestValue("b"))
+		for i, typ := range []string{"a", "b", "a", "b", "a"} {
+			b.Publish(newEv(typ, i))
+		}
+		want := []any{eventstest.EventType("a"), eventstest.EventType("b"), eventstest.EventType("a"),
+			eventstest.EventType("b"), eventstest.EventType("a")}
+		if err := eventstest.ExpectExactly(w, want...); err != nil {
+			t.Fatal(err)
+		}
+		// slow, not reading, holds two; the rest wait in its overflow,
+		// where a can be dropped but the newest b is kept, in order.
+		got := drainSettled(slow)
+		lastB := -1
+		for i, e := range got {
+			if i > 0 && e.(*ev).Value <= got[i-1].(*ev).Value {
+				t.Fatalf("slow subscriber got %v: out of order", values(got))
+			}
+			if e.EventType() == "b" {
+				lastB = e.(*ev).Value
+			}
+		}
+		if lastB != 3 {
+			t.Fatalf("slow subscriber got %v: newest b lost", values(got))
+		}
+	})
+}
