@@ -207,7 +207,7 @@ func (b *EventBus) Stop() {
 	old := b.routes.Load()
 	b.routes.Store(&routeTable{topics: map[string]*topic{}})
 	for _, s := range b.subs {
-		s.closed.Store(true)
+		s.closeRoutesLocked()
 	}
 	for _, t := range old.topics {
 		t.mu.Lock() // wait for deliveries in progress

@@ -134,11 +134,12 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	n := 0
 	t.mu.Lock()
 	for _, r := range t.routes {
-		queued, d, report := r.offerLocked(e, seq, replay)
+		queued, report := r.offerLocked(e, seq, replay)
 		if queued {
 			n++
 		}
 		if report {
+			d := r.lastDrop
 			// Never call out under a lock. Routes are offered one at a
 			// time, each under the lock, so letting go of it here changes
 			// nothing for the others.

@@ -262,8 +262,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	state := b.state.Load()
 	if state == stateStopped {
 		b.mu.Unlock()
-		s.closed.Store(true)
-		s.sink.close()
+		s.sink.close() // never routed
 		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
 			"subscriber", s.name, "caller", caller())
 		return false
@@ -363,9 +362,10 @@ func (b *EventBus) remove(key any) {
 	}
 	b.routes.Store(rt)
 	// Publishers that loaded an older table may still be about to offer
-	// to s: they check closed under their topic's lock, so once each of
-	// those locks has been taken after closed was set, none is left.
-	s.closed.Store(true)
+	// to s: they check its routes' closed flags under their topic's lock,
+	// so once each of those locks has been taken after the flags were set,
+	// none is left.
+	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.mu.Lock()
 		r.topic.mu.Unlock() //nolint:staticcheck // a barrier, not an empty critical section by mistake
