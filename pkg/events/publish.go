@@ -134,6 +134,18 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	n := 0
 	t.mu.Lock()
 	for _, r := range t.routes {
+		if r.ch != nil && !replay && !r.closed.Load() {
+			// The common case, inline: a published event for a plain
+			// subscription on chan Event.
+			select {
+			case r.ch <- e:
+				r.delivered++
+				r.lastSeq = max(r.lastSeq, seq)
+				n++
+				continue
+			default:
+			}
+		}
 		queued, report := r.offerLocked(e, seq, replay)
 		if queued {
 			n++
