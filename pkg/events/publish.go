@@ -93,7 +93,16 @@ func (b *EventBus) publishSlow(e Event, seq uint64, replay bool) int {
 func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 	typ := p.event.EventType()
 	class := int32(0)
-	if t := b.routes.Load().topics[typ]; t != nil && t.latest {
+	rt := b.routes.Load()
+	t := rt.topics[typ]
+	if t == nil && len(rt.universal) > 0 {
+		// A subscriber of every type may declare this one LatestValue.
+		rt = rt.clone()
+		t = b.newTopicLocked(typ, rt.universal)
+		rt.topics[typ] = t
+		b.routes.Store(rt)
+	}
+	if t != nil && t.latest {
 		class = int32(t.index) + 1
 		b.pending.grow(int(class) + 1)
 	}
