@@ -112,6 +112,9 @@ func New(opts Options) (_ *Replica, err error) {
 		StopTimeout:      opts.StopTimeout,
 		SubscribeTimeout: opts.SubscribeTimeout,
 		TermContext:      r.elector.TermContext,
+		StepDownGrace:    opts.StepDownGrace,
+		NoStepDown:       opts.NoStepDown,
+		StepDown:         r.elector.Resign,
 		OnTermReady:      r.termReady,
 		OnTermStopped:    opts.Hooks.OnTermStopped,
 	})
@@ -294,9 +297,10 @@ func (r *Replica) Healthy() error {
 }
 
 // Ready returns nil once the all-replica side has synced: the runtime runs,
-// a valid configuration is in force and the first pod set was published.
-// Otherwise the error wraps ErrNotReady and says what is missing. It backs
-// /readyz.
+// a valid configuration is in force and the first pod set was published;
+// and, while this replica leads, as long as its term misses no leader-only
+// component (lifecycle.Status.Missing). Otherwise the error wraps
+// ErrNotReady and says what is missing. It backs /readyz.
 func (r *Replica) Ready() error {
 	var missing []string
 	if !r.manager.Status().Running {
@@ -311,6 +315,9 @@ func (r *Replica) Ready() error {
 	}
 	if !r.discovery.Synced() {
 		missing = append(missing, "pods not discovered yet")
+	}
+	if s := r.manager.Status(); s.Leading && len(s.Missing) > 0 {
+		missing = append(missing, fmt.Sprintf("leading term %d without leader-only %s", s.Term, strings.Join(s.Missing, ", ")))
 	}
 	if len(missing) == 0 {
 		return nil

@@ -29,6 +29,9 @@ const (
 	// ReasonLeaseCleared: the lease was deleted or its holder cleared by
 	// someone else.
 	ReasonLeaseCleared = "lease deleted or cleared"
+	// ReasonResigned: this replica resigned the term (Component.Resign),
+	// typically because the runtime found a leader-only component missing.
+	ReasonResigned = "resigned"
 	// ReasonLeaseTakenPrefix starts the reason when another candidate holds
 	// the lease; the holder's identity follows.
 	ReasonLeaseTakenPrefix = "lease taken by "
@@ -221,6 +224,8 @@ func (c *Component) reason(ctx context.Context) string {
 		return "term ended"
 	case errors.Is(cause, k8sle.ErrRenewDeadlineMissed):
 		return ReasonRenewDeadlineMissed
+	case errors.Is(cause, k8sle.ErrResigned):
+		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):
 		if h := c.elector.GetLeader(); h != "" && h != c.config.Identity {
 			return ReasonLeaseTakenPrefix + h

@@ -88,13 +88,31 @@
 // (late in that term if it returns during it, followed by the replays as for
 // any late subscriber).
 //
+// # A leader missing a component steps down
+//
+// A term misses a leader-only component when that component is still
+// running from an earlier term (it overstayed that term's end, so it cannot
+// be started in this one) or failed in this term (an error, an early return
+// or a panic, recovered by the Manager or reported by the component as
+// ErrPanicked). A leader missing a component is not doing its job: the
+// moment the term starts to miss one, Status.Missing names it,
+// Status.Healthy fails, the Manager logs it at error level and counts the
+// term (Status.MissingTerms). If the component comes back within
+// Options.StepDownGrace (an overstayer that returns is started late in the
+// term), that is logged and the term is healthy again. Otherwise, once the
+// grace passed, the Manager calls Options.StepDown (wired to the elector's
+// resignation, leaderelection.Component.Resign) once for the term, so that
+// another replica leads; it logs and counts that too (Status.StepDowns).
+// Options.NoStepDown keeps the reports and drops the step-down.
+//
 // # Status
 //
 // Status returns a snapshot for health endpoints and metrics: whether Run
 // runs, whether this replica leads and in which term, whether the term is
 // ready, the last term-ready report (with its latency), counters of terms,
-// ready terms, failures, overstays, subscribe timeouts and dropped leadership
-// events, and per component its state, term, last error, subscription and
+// ready terms, failures, panics, overstays, subscribe timeouts, terms that
+// missed a component, step-downs and dropped leadership events, the
+// components the current term misses, and per component its state, term, last error, subscription and
 // held state in the current term and its own counters.
 //
 // # Concurrency properties

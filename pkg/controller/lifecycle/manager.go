@@ -20,6 +20,7 @@ import (
 const (
 	DefaultStopTimeout      = 5 * time.Second
 	DefaultSubscribeTimeout = 2 * time.Second
+	DefaultStepDownGrace    = 10 * time.Second
 	// LeadershipBuffer is the buffer of the Manager's leadership
 	// subscription: leadership events published while Run is busy (starting
 	// or stopping a term) wait there.
@@ -51,6 +52,26 @@ type Options struct {
 	// the Manager's goroutine, after TermStoppedEvent was published. It must
 	// not block.
 	OnTermStopped func(TermStopReport)
+	// StepDownGrace bounds how long this replica keeps leading a term that
+	// misses a leader-only component: one still running from an earlier term
+	// (it overstayed that term's end, so it cannot be started in this one),
+	// or one that failed or panicked in this term (it is not restarted in
+	// it). Such a term is unhealthy at once (Status.Healthy, Status.Missing);
+	// once it has missed a component for StepDownGrace the Manager calls
+	// StepDown, once per term, so that another replica leads. Zero means
+	// DefaultStepDownGrace (10s). Negative is invalid.
+	StepDownGrace time.Duration
+	// NoStepDown keeps this replica leading a term that misses a component:
+	// it is reported (unhealthy, logged, counted) but StepDown is never
+	// called. The default is to step down.
+	NoStepDown bool
+	// StepDown, if set, is asked to end term, so that another replica
+	// leads, when the term missed a leader-only component for
+	// StepDownGrace; reason says which and why. It is typically
+	// leaderelection.Component.Resign. It runs on the Manager's goroutine
+	// and must not block; it reports whether it ended the term. Nil means
+	// the Manager can only report (it logs that it cannot step down).
+	StepDown func(term uint64, reason error) bool
 	// TermContext, if set, is asked at the start of each term for a context
 	// that ends with the term at its source, typically the elector's term
 	// context (leaderelection.Component.TermContext). The term's context
@@ -71,6 +92,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SubscribeTimeout < 0 {
 		return o, fmt.Errorf("%w: subscribeTimeout %s is negative", ErrInvalidOptions, o.SubscribeTimeout)
+	}
+	if o.StepDownGrace < 0 {
+		return o, fmt.Errorf("%w: stepDownGrace %s is negative", ErrInvalidOptions, o.StepDownGrace)
+	}
+	if o.StepDownGrace == 0 {
+		o.StepDownGrace = DefaultStepDownGrace
 	}
 	if o.StopTimeout == 0 {
 		o.StopTimeout = DefaultStopTimeout
@@ -128,6 +155,7 @@ type Manager struct {
 
 type counters struct {
 	terms, readyTerms, failures, overstays, subscribeTimeouts, hookFailures uint64
+	panics, missingTerms, stepDowns                                         uint64
 }
 
 // unit is a registered component. Its mutable fields are guarded by
@@ -143,6 +171,7 @@ type unit struct {
 	runTerm                                        uint64 // term of the run in flight or of the last run
 	lastErr                                        error
 	starts, failures, overstays, subscribeTimeouts uint64
+	panics                                         uint64
 }
 
 // hook is work run once per term.
@@ -508,6 +537,10 @@ func (m *Manager) exited(l launch, err error) {
 		u.lastErr = err
 		u.failures++
 		m.counters.failures++
+		if errors.Is(err, ErrPanicked) {
+			u.panics++
+			m.counters.panics++
+		}
 	}
 	if tok.mem != nil {
 		tok.mem.exited = true
@@ -608,6 +641,9 @@ func (m *Manager) Status() Status {
 		Overstays:         m.counters.overstays,
 		SubscribeTimeouts: m.counters.subscribeTimeouts,
 		HookFailures:      m.counters.hookFailures,
+		Panics:            m.counters.panics,
+		MissingTerms:      m.counters.missingTerms,
+		StepDowns:         m.counters.stepDowns,
 		LeadershipDropped: m.leadershipDropped.Load(),
 		Components:        make([]ComponentStatus, 0, len(m.allReplica)+len(m.leaderOnly)),
 	}
@@ -616,6 +652,8 @@ func (m *Manager) Status() Status {
 		s.Term = t.term
 		s.TermAcquired = t.acquired
 		s.TermReady = !t.readyAt.IsZero()
+		s.MissingSince = t.missingSince
+		s.SteppingDown = t.steppedDown
 	}
 	for _, u := range m.allReplica {
 		s.Components = append(s.Components, u.statusLocked())
@@ -624,6 +662,10 @@ func (m *Manager) Status() Status {
 		cs := u.statusLocked()
 		if t != nil {
 			mem := t.members[i]
+			if missingLocked(t, mem) {
+				cs.Missing = true
+				s.Missing = append(s.Missing, u.name)
+			}
 			cs.Subscribed = mem.subscribed
 			for _, typ := range u.required {
 				if mem.held[typ] {
@@ -648,5 +690,6 @@ func (u *unit) statusLocked() ComponentStatus {
 		Failures:          u.failures,
 		Overstays:         u.overstays,
 		SubscribeTimeouts: u.subscribeTimeouts,
+		Panics:            u.panics,
 	}
 }
