@@ -187,6 +187,9 @@ func (b *EventBus) Start() {
 // Started reports whether Start has completed and Stop has not been called.
 func (b *EventBus) Started() bool { return b.state.Load() == stateStarted }
 
+// Stopped reports whether Stop has been called.
+func (b *EventBus) Stopped() bool { return b.state.Load() == stateStopped }
+
 // Stop closes every subscription channel and makes the bus refuse further
 // use: Publish and Republish return 0 and count the event in
 // Stats().RejectedStopped, new subscriptions get a closed channel, Request
