@@ -232,3 +232,31 @@ func TestOneGoroutinesEventsArriveInOrder(t *testing.T) {
 		}
 	})
 }
+
+// A critical LatestValue subscriber is told about an event of another type
+// removed to make room for state, with the type of the event it lost.
+func TestCriticalLatestValueReportsEvictedEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := eventstest.NewBus(t, 0)
+		var drops []busevents.Drop
+		ch := b.SubscribeTypes("critical", 2, []string{"noise", "state"}, busevents.LatestValue("state"),
+			busevents.Critical(func(d busevents.Drop) { drops = append(drops, d) }))
+		b.Start()
+		// Two in the channel, one held by the goroutine that moves them,
+		// two waiting.
+		for i := range 5 {
+			b.Publish(newEv("noise", i))
+			synctest.Wait()
+		}
+		if len(drops) != 0 {
+			t.Fatalf("drops before the buffer was full: %+v", drops)
+		}
+		b.Publish(newEv("state", 10))
+		if want := (busevents.Drop{Subscriber: "critical", EventType: "noise", Total: 1}); len(drops) != 1 || drops[0] != want {
+			t.Fatalf("drops %+v, want %+v", drops, want)
+		}
+		if got := values(drainSettled(ch)); got[len(got)-1] != 10 {
+			t.Fatalf("got %v, want the state last", got)
+		}
+	})
+}
