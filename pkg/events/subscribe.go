@@ -67,7 +67,11 @@ func Critical(onDrop func(Drop)) SubscribeOption {
 // While the subscriber keeps up, delivery costs about what a plain
 // subscription's does; events that find its buffer full wait inside the
 // bus, where superseded state can be removed, and a goroutine owned by the
-// subscription hands them over in order as the subscriber reads.
+// subscription hands them over in order as the subscriber reads. Events
+// already in the channel's buffer are delivered as they are, so a
+// subscriber that falls behind may read up to the buffer's size of older
+// versions before the newest: a small buffer keeps less stale state in
+// front of it, a large one absorbs bursts of other types.
 func LatestValue(eventTypes ...string) SubscribeOption {
 	return func(c *subscribeConfig) {
 		if len(eventTypes) == 0 {
