@@ -117,6 +117,11 @@ type Options struct {
 	// and returns more all-replica components, started with them (the
 	// embedded PodSet's feed, observers).
 	AllReplica func(r *Replica) ([]lifecycle.Component, error)
+	// LeaderOnly, if set, is called once the reference components exist
+	// and returns more leader-only components, started in every term after
+	// the reference ones (a component of one's own, a fault injected by the
+	// demo). A term misses each like any other (StepDownGrace).
+	LeaderOnly func(r *Replica) ([]lifecycle.Component, error)
 	// ProcessMetrics adds the Go and process collectors to /metrics; set it
 	// when the process serves one replica.
 	ProcessMetrics bool

@@ -193,6 +193,15 @@ func New(opts Options) (_ *Replica, err error) {
 			adds = append(adds, r.manager.AddAllReplica(c))
 		}
 	}
+	if opts.LeaderOnly != nil {
+		extra, err := opts.LeaderOnly(r)
+		if err != nil {
+			return nil, fmt.Errorf("app: leader-only components: %w", err)
+		}
+		for _, c := range extra {
+			adds = append(adds, r.manager.AddLeaderOnly(c))
+		}
+	}
 	if err := errors.Join(adds...); err != nil {
 		return nil, fmt.Errorf("app: register: %w", err)
 	}

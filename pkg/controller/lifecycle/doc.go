@@ -41,8 +41,10 @@
 //     that calls Subscribed after this point gets the replayers run once more
 //     (the bus's sequence check keeps anyone holding newer state from seeing
 //     them twice);
-//  4. declares the term ready once every StateDependent component reported
-//     HoldsState for each type in its RequiredState: it records the latency
+//  4. declares the term ready once every leader-only component started in
+//     it (none is still running from an earlier term) and every
+//     StateDependent one reported HoldsState for each type in its
+//     RequiredState: it records the latency
 //     from the BecameLeaderEvent's timestamp (the lease acquisition), logs
 //     "term ready", publishes TermReadyEvent and calls
 //     Options.OnTermReady.

@@ -142,6 +142,9 @@ func (m *Manager) step() time.Time {
 		now := time.Now()
 		m.mu.Lock()
 		starts, _ := m.startPendingLocked(t, now)
+		if len(starts) > 0 {
+			m.checkReadyLocked(t, now) // a late start may be the last one missing
+		}
 		var timedOut []*member
 		settled := true
 		var next time.Time
@@ -255,6 +258,9 @@ func (m *Manager) checkReadyLocked(t *termState, now time.Time) bool {
 		return false
 	}
 	for _, mem := range t.members {
+		if !mem.started {
+			return false // still running from an earlier term
+		}
 		for _, typ := range mem.u.required {
 			if !mem.held[typ] {
 				return false
