@@ -110,6 +110,12 @@ type Options struct {
 	// never does.
 	StepDownGrace time.Duration
 	NoStepDown    bool
+	// CampaignUnsynced lets the elector campaign at once. By default it
+	// starts only once the ConfigChangeHandler has read a configuration and
+	// the Discovery has published its first pod set (lifecycle's
+	// AddCampaigner), so that a replica without the state a leader needs
+	// never takes the lease.
+	CampaignUnsynced bool
 	// BusCapacity is the number of events the bus holds before it starts;
 	// zero means DefaultBusCapacity, negative is invalid.
 	BusCapacity int

@@ -114,6 +114,7 @@ func New(opts Options) (_ *Replica, err error) {
 		TermContext:      r.elector.TermContext,
 		StepDownGrace:    opts.StepDownGrace,
 		NoStepDown:       opts.NoStepDown,
+		CampaignUnsynced: opts.CampaignUnsynced,
 		StepDown:         r.elector.Resign,
 		OnTermReady:      r.termReady,
 		OnTermStopped:    opts.Hooks.OnTermStopped,
@@ -172,7 +173,7 @@ func New(opts Options) (_ *Replica, err error) {
 	}
 
 	adds := []error{
-		r.manager.AddAllReplica(r.elector),
+		r.manager.AddCampaigner(r.elector), // campaigns once config and pods were read
 		r.manager.AddAllReplica(r.config),
 		r.manager.AddAllReplica(r.discovery),
 		r.manager.AddAllReplica(r.reconciler),

@@ -52,6 +52,11 @@ type Options struct {
 	// the Manager's goroutine, after TermStoppedEvent was published. It must
 	// not block.
 	OnTermStopped func(TermStopReport)
+	// CampaignUnsynced starts the campaigners (AddCampaigner) at once with
+	// the other all-replica components. By default the Manager holds them
+	// back until every all-replica Syncer reports Synced, so that a replica
+	// without the state a leader needs does not campaign.
+	CampaignUnsynced bool
 	// StepDownGrace bounds how long this replica keeps leading a term that
 	// misses a leader-only component: one still running from an earlier term
 	// (it overstayed that term's end, so it cannot be started in this one),
@@ -151,6 +156,8 @@ type Manager struct {
 	lastTerm   uint64 // highest term started
 	lastReady  TermReport
 	counters   counters
+	// campaignWaiting is true while campaigners wait for the Syncers.
+	campaignWaiting bool
 }
 
 type counters struct {
@@ -164,6 +171,7 @@ type unit struct {
 	c          Component
 	name       string
 	leaderOnly bool
+	campaigner bool     // all-replica, started once the syncers synced (AddCampaigner)
 	required   []string // deduplicated RequiredState, fixed at registration
 
 	state                                          ComponentState
@@ -214,15 +222,15 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 
 // AddAllReplica registers a component that runs on every replica for the
 // life of Run. It must be called before Run.
-func (m *Manager) AddAllReplica(c Component) error { return m.add(c, false) }
+func (m *Manager) AddAllReplica(c Component) error { return m.add(c, false, false) }
 
 // AddLeaderOnly registers a component that runs once per term, while this
 // replica leads; the same instance is started again in every term. If it
 // implements StateDependent, the term is ready only once it reported
 // HoldsState for each type it requires. It must be called before Run.
-func (m *Manager) AddLeaderOnly(c Component) error { return m.add(c, true) }
+func (m *Manager) AddLeaderOnly(c Component) error { return m.add(c, true, false) }
 
-func (m *Manager) add(c Component, leaderOnly bool) error {
+func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 	if isNil(c) {
 		return fmt.Errorf("%w: component is nil", ErrInvalidRegistration)
 	}
@@ -230,7 +238,7 @@ func (m *Manager) add(c Component, leaderOnly bool) error {
 	if name == "" {
 		return fmt.Errorf("%w: component name is empty (%T)", ErrInvalidRegistration, c)
 	}
-	u := &unit{c: c, name: name, leaderOnly: leaderOnly}
+	u := &unit{c: c, name: name, leaderOnly: leaderOnly, campaigner: campaigner}
 	if sd, ok := c.(StateDependent); ok {
 		if !leaderOnly {
 			return fmt.Errorf("%w: %s: only leader-only components can be StateDependent", ErrInvalidRegistration, name)
@@ -356,34 +364,34 @@ func (m *Manager) Run(ctx context.Context) error {
 	procCtx, procCancel := context.WithCancel(base)
 	defer procCancel()
 
-	m.mu.Lock()
-	starts := make([]launch, 0, len(m.allReplica))
-	for _, u := range m.allReplica {
-		starts = append(starts, m.prepareLocked(u, procCtx, nil, nil))
-	}
-	m.mu.Unlock()
-	m.logger.Info("controller runtime started", "all_replica", len(m.allReplica), "leader_only", len(m.leaderOnly), "term_hooks", len(m.hooks))
-	m.launchAll(starts)
+	gate := m.startAllReplica(procCtx)
+	err := m.loop(ctx, base, procCtx, gate)
+	gate.stop()
+	m.shutdown(err, procCancel)
+	return err
+}
 
+// loop handles leadership events, wake-ups and the campaign gate until ctx
+// ends or the bus stops. It runs on Run's goroutine.
+func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var timerC <-chan time.Time
-	err := error(nil)
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
 		case ev, ok := <-m.leaderCh:
 			if !ok {
 				m.logger.Error("event bus stopped under the controller runtime; stopping")
-				err = ErrBusStopped
-				break loop
+				return ErrBusStopped
 			}
 			m.handleLeadership(base, ev)
 		case <-m.kick:
 		case <-timerC:
+		case <-gate.tick():
+			gate.check(m, procCtx)
 		}
 		if next := m.step(); next.IsZero() {
 			timer.Stop()
@@ -393,7 +401,11 @@ loop:
 			timerC = timer.C
 		}
 	}
+}
 
+// shutdown ends the term, then stops the all-replica components. It runs
+// on Run's goroutine.
+func (m *Manager) shutdown(err error, procCancel context.CancelFunc) {
 	reason := "manager stopping"
 	if err != nil {
 		reason = "event bus stopped"
@@ -419,7 +431,6 @@ loop:
 	}
 	m.mu.Unlock()
 	m.logger.Info("controller runtime stopped")
-	return err
 }
 
 // handleLeadership starts or ends a term. It runs on Run's goroutine.
@@ -644,6 +655,7 @@ func (m *Manager) Status() Status {
 		Panics:            m.counters.panics,
 		MissingTerms:      m.counters.missingTerms,
 		StepDowns:         m.counters.stepDowns,
+		CampaignWaiting:   m.campaignWaiting,
 		LeadershipDropped: m.leadershipDropped.Load(),
 		Components:        make([]ComponentStatus, 0, len(m.allReplica)+len(m.leaderOnly)),
 	}
