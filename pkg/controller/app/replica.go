@@ -222,7 +222,7 @@ func (r *Replica) register(opts Options) error {
 	if opts.LeaderOnly != nil {
 		extra, err := opts.LeaderOnly(r)
 		if err != nil {
-			return nil, fmt.Errorf("app: leader-only components: %w", err)
+			return fmt.Errorf("app: leader-only components: %w", err)
 		}
 		for _, c := range extra {
 			adds = append(adds, r.manager.AddLeaderOnly(c))
