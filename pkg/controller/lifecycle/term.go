@@ -145,25 +145,7 @@ func (m *Manager) step() time.Time {
 		if len(starts) > 0 {
 			m.checkReadyLocked(t, now) // a late start may be the last one missing
 		}
-		var timedOut []*member
-		settled := true
-		var next time.Time
-		for _, mem := range t.members {
-			if !mem.started || mem.subscribed || mem.exited || mem.timedOut {
-				continue
-			}
-			if !now.Before(mem.deadline) {
-				mem.timedOut = true
-				mem.u.subscribeTimeouts++
-				m.counters.subscribeTimeouts++
-				timedOut = append(timedOut, mem)
-				continue
-			}
-			settled = false
-			if next.IsZero() || mem.deadline.Before(next) {
-				next = mem.deadline
-			}
-		}
+		timedOut, settled, next := m.scanSubscribedLocked(t, now)
 		runAll := !t.hooksRan && settled
 		runReplays := false
 		if t.hooksRan || runAll {
@@ -189,12 +171,7 @@ func (m *Manager) step() time.Time {
 		m.mu.Unlock()
 
 		m.launchAll(starts)
-		for _, mem := range timedOut {
-			waited := m.opts.SubscribeTimeout
-			m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
-				"component", mem.u.name, "term", t.term, "waited", waited)
-			m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
-		}
+		m.reportTimedOut(t, timedOut)
 		switch {
 		case runAll:
 			m.runHooks(t, false)
@@ -212,6 +189,41 @@ func (m *Manager) step() time.Time {
 		if len(starts) == 0 && len(timedOut) == 0 && !runAll && !runReplays && report == nil && !miss.stepDown {
 			return next
 		}
+	}
+}
+
+// scanSubscribedLocked marks the members whose subscribe deadline passed
+// and returns them, whether every started member is settled (subscribed,
+// exited or timed out), and the next deadline. m.mu must be held.
+func (m *Manager) scanSubscribedLocked(t *termState, now time.Time) (timedOut []*member, settled bool, next time.Time) {
+	settled = true
+	for _, mem := range t.members {
+		if !mem.started || mem.subscribed || mem.exited || mem.timedOut {
+			continue
+		}
+		if !now.Before(mem.deadline) {
+			mem.timedOut = true
+			mem.u.subscribeTimeouts++
+			m.counters.subscribeTimeouts++
+			timedOut = append(timedOut, mem)
+			continue
+		}
+		settled = false
+		if next.IsZero() || mem.deadline.Before(next) {
+			next = mem.deadline
+		}
+	}
+	return timedOut, settled, next
+}
+
+// reportTimedOut logs and publishes the members that missed their
+// subscribe deadline. It runs on Run's goroutine.
+func (m *Manager) reportTimedOut(t *termState, timedOut []*member) {
+	for _, mem := range timedOut {
+		waited := m.opts.SubscribeTimeout
+		m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
+			"component", mem.u.name, "term", t.term, "waited", waited)
+		m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
 	}
 }
 
