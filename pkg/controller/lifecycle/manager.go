@@ -116,6 +116,10 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// maxRequired is the most state types one component may require: a term
+// keeps what each member holds in a 64-bit set.
+const maxRequired = 64
+
 // Run states, in the only order they change.
 const (
 	runNew = iota
@@ -136,6 +140,9 @@ type Manager struct {
 	// kick wakes Run's loop after a component's goroutine or a signal
 	// changed state; capacity 1, sent to without blocking.
 	kick chan struct{}
+	// waitTimer is waitStopped's timer, made on first use; only Run's
+	// goroutine touches it.
+	waitTimer *time.Timer
 	// done is closed once Run returned and every component goroutine ended.
 	done              chan struct{}
 	leadershipDropped atomic.Uint64
@@ -250,6 +257,9 @@ func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 			if !slices.Contains(u.required, t) {
 				u.required = append(u.required, t)
 			}
+		}
+		if len(u.required) > maxRequired {
+			return fmt.Errorf("%w: %s: %d required state types, at most %d", ErrInvalidRegistration, name, len(u.required), maxRequired)
 		}
 	}
 	m.mu.Lock()
@@ -480,8 +490,18 @@ type launch struct {
 
 // prepareLocked marks u as running in term t (nil for all-replica) and
 // returns what launchAll starts. m.mu must be held.
+// A leader-only member's run context lives in the member and its parent is
+// the term's runParent (marked leader-only for the bus); an all-replica
+// unit's is allocated here, once per process.
 func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
-	tok := &runToken{m: m, u: u, t: t, mem: mem}
+	var rc *runCtx
+	if mem != nil {
+		rc = &mem.run
+		parent = t.runParent
+	} else {
+		rc = new(runCtx)
+	}
+	*rc = runCtx{Context: parent, tok: runToken{m: m, u: u, t: t, mem: mem}}
 	u.running = true
 	u.state = StateRunning
 	u.starts++
@@ -489,12 +509,7 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 		u.runTerm = t.term
 	}
 	m.goroutines++
-	if u.leaderOnly {
-		// Every subscription the component makes under its context is
-		// leader-only, whether or not its author remembered to say so.
-		parent = busevents.WithLeaderOnly(parent)
-	}
-	return launch{u: u, ctx: context.WithValue(parent, ctxKey{}, tok), tok: tok}
+	return launch{u: u, ctx: rc, tok: &rc.tok}
 }
 
 func (m *Manager) launchAll(ls []launch) {
@@ -573,7 +588,7 @@ func (m *Manager) exited(l launch, err error) {
 		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
-	default:
+	case m.logger.Enabled(context.Background(), slog.LevelDebug):
 		m.logger.Debug("component stopped", "component", u.name, "term", term)
 	}
 }
@@ -593,22 +608,10 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		return nil
 	}
 	start := time.Now()
-	timer := time.NewTimer(m.opts.StopTimeout)
+	timer := m.stopTimer(m.opts.StopTimeout)
 	defer timer.Stop()
-	still := func() []*unit {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		var out []*unit
-		for _, u := range us {
-			if u.running && u.runTerm == term {
-				out = append(out, u)
-			}
-		}
-		return out
-	}
 	for {
-		left := still()
-		if len(left) == 0 {
+		if !m.anyRunning(us, term) {
 			return nil
 		}
 		select {
@@ -618,7 +621,7 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		}
 		var names []string
 		m.mu.Lock()
-		for _, u := range left {
+		for _, u := range us {
 			if u.running && u.runTerm == term {
 				u.state = StateOverstaying
 				u.overstays++
@@ -635,6 +638,30 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		}
 		return names
 	}
+}
+
+// anyRunning reports whether one of us still runs in term.
+func (m *Manager) anyRunning(us []*unit, term uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, u := range us {
+		if u.running && u.runTerm == term {
+			return true
+		}
+	}
+	return false
+}
+
+// stopTimer returns the Manager's timer for waitStopped, reset to d. Only
+// Run's goroutine waits for stops, one at a time, so one timer serves
+// them all; the caller stops it when done.
+func (m *Manager) stopTimer(d time.Duration) *time.Timer {
+	if m.waitTimer == nil {
+		m.waitTimer = time.NewTimer(d)
+	} else {
+		m.waitTimer.Reset(d)
+	}
+	return m.waitTimer
 }
 
 // Status returns a snapshot of the Manager; it is safe to call at any time
@@ -679,8 +706,8 @@ func (m *Manager) Status() Status {
 				s.Missing = append(s.Missing, u.name)
 			}
 			cs.Subscribed = mem.subscribed
-			for _, typ := range u.required {
-				if mem.held[typ] {
+			for i, typ := range u.required {
+				if mem.held&(1<<i) != 0 {
 					cs.HeldState = append(cs.HeldState, typ)
 				}
 			}
