@@ -77,7 +77,7 @@ type Options struct {
 	// this replica (required) and must be unique among the replicas.
 	// Zero durations take k8sle's defaults.
 	Election k8sle.Config
-	// LeaseStore keeps the lease. Required when Election.Enabled.
+	// LeaseStore keeps the lease. Required unless Election.SingleReplica.
 	LeaseStore k8sle.LeaseStore
 	// ConfigSource supplies the configuration documents. Required.
 	ConfigSource configchange.Source
@@ -103,6 +103,13 @@ type Options struct {
 	// zero means lifecycle's defaults, negative is invalid.
 	StopTimeout      time.Duration
 	SubscribeTimeout time.Duration
+	// StepDownGrace and NoStepDown are the runtime's (lifecycle.Options):
+	// how long a leader keeps a term that misses a leader-only component
+	// before it resigns so that another replica leads (zero means
+	// lifecycle.DefaultStepDownGrace, negative is invalid), and whether it
+	// never does.
+	StepDownGrace time.Duration
+	NoStepDown    bool
 	// BusCapacity is the number of events the bus holds before it starts;
 	// zero means DefaultBusCapacity, negative is invalid.
 	BusCapacity int
@@ -129,7 +136,7 @@ func (o Options) check() error {
 	if o.Election.Identity == "" {
 		bad("election.identity is empty")
 	}
-	if o.Election.Enabled && o.LeaseStore == nil {
+	if !o.Election.SingleReplica && o.LeaseStore == nil {
 		bad("leaseStore is nil")
 	}
 	if o.ConfigSource == nil {
@@ -149,6 +156,9 @@ func (o Options) check() error {
 	}
 	if o.SubscribeTimeout < 0 {
 		bad("subscribeTimeout %v is negative", o.SubscribeTimeout)
+	}
+	if o.StepDownGrace < 0 {
+		bad("stepDownGrace %v is negative", o.StepDownGrace)
 	}
 	if o.BusCapacity < 0 {
 		bad("busCapacity %d is negative", o.BusCapacity)
