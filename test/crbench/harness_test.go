@@ -341,7 +341,7 @@ func newBare(b *testing.B, env *testenv.Env, id, lease string, tm timings, relea
 	if err != nil {
 		b.Fatal(err)
 	}
-	c.el, err = k8sle.New(k8sle.Config{Enabled: true, Identity: id, LeaseName: lease, LeaseNamespace: "default",
+	c.el, err = k8sle.New(k8sle.Config{Identity: id, LeaseName: lease, LeaseNamespace: "default",
 		LeaseDuration: tm.lease, RenewDeadline: tm.renew, RetryPeriod: tm.retry, ReleaseOnCancel: release},
 		cs, k8sle.Callbacks{OnStartedLeading: func(ctx context.Context) { c.markElected(); <-ctx.Done() }}, nil)
 	if err != nil {

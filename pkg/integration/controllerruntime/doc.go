@@ -33,6 +33,9 @@
 //     adapter) and pkg/controller/lifecycle's Manager, which starts every leader-only
 //     component when a term starts and cancels it when the term ends. The elector
 //     campaigns again in place, so losing the lease costs one term, never the process.
+//     A term missing a leader-only controller (its build failed, or it is still
+//     stopping from the last term) is resigned after the runtime's StepDownGrace, so
+//     that another replica leads.
 //   - Each term builds its controllers anew with controller.NewUnmanaged (name
 //     validation skipped: every term reuses the name) and starts them under the term's
 //     context; the term's end cancels that context and Start returns once the workers
@@ -52,7 +55,7 @@
 // # Term in Reconcile
 //
 // Reconcile's context derives from the term's, so TermFromContext (the core's
-// lifecycle.TermFromContext) gives the term, and the context ends with it.
+// termctx.FromContext) gives the term, and the context ends with it.
 //
 // # Fencing
 //

@@ -78,6 +78,9 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		Logger:      slogger,
 		StopTimeout: s.stop,
 		TermContext: r.elector.TermContext,
+		// A term missing a leader-only controller (failed, or stuck from the last term)
+		// is resigned after the runtime's grace, so that another replica leads.
+		StepDown:    r.elector.Resign,
 		OnTermReady: func(rep lifecycle.TermReport) { r.metrics.termReady.Observe(rep.Latency.Seconds()) },
 	})
 	if err != nil {
