@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,13 +21,14 @@ const (
 	envSeed      = "BATON_CHAOS_SEED"
 	envHistories = "BATON_CHAOS_HISTORIES"
 	envFirst     = "BATON_CHAOS_FIRST"
+	envRepeat    = "BATON_CHAOS_REPEAT"
 )
 
 // defaultHistories is how many seeded histories TestChaos runs in CI.
 const defaultHistories = 500
 
-// seeds returns the seeds to run: BATON_CHAOS_SEED alone, or BATON_CHAOS_HISTORIES
-// seeds from BATON_CHAOS_FIRST (default 1).
+// seeds returns the seeds to run: BATON_CHAOS_SEED, BATON_CHAOS_REPEAT times (default
+// 20), or BATON_CHAOS_HISTORIES seeds from BATON_CHAOS_FIRST (default 1).
 func seeds(t *testing.T) []int64 {
 	num := func(name string, def int64) int64 {
 		s := os.Getenv(name)
@@ -40,7 +42,11 @@ func seeds(t *testing.T) []int64 {
 		return v
 	}
 	if s := num(envSeed, 0); s != 0 {
-		return []int64{s}
+		out := make([]int64, num(envRepeat, 20))
+		for i := range out {
+			out[i] = s
+		}
+		return out
 	}
 	n, first := num(envHistories, defaultHistories), num(envFirst, 1)
 	out := make([]int64, n)
@@ -60,13 +66,14 @@ type summary struct {
 	refused    int
 	late       int
 	violations map[string][]int64 // kind -> seeds
+	defects    map[string][]int64 // issue 9 defect pattern -> seeds
 	notes      int
 	maxRecover time.Duration
 	minGap     time.Duration
 }
 
 func newSummary() *summary {
-	return &summary{faults: newCounters(), violations: make(map[string][]int64), minGap: -1}
+	return &summary{faults: newCounters(), violations: make(map[string][]int64), defects: make(map[string][]int64), minGap: -1}
 }
 
 func (s *summary) add(h *history, r *result) {
@@ -84,6 +91,10 @@ func (s *summary) add(h *history, r *result) {
 		if !seen[v.kind] {
 			seen[v.kind] = true
 			s.violations[v.kind] = append(s.violations[v.kind], h.seed)
+		}
+		if d := "defect " + v.defect; v.defect != "" && !seen[d] {
+			seen[d] = true
+			s.defects[d] = append(s.defects[d], h.seed)
 		}
 	}
 	s.maxRecover = max(s.maxRecover, r.recovery)
@@ -108,12 +119,23 @@ func (s *summary) String() string {
 	sort.Strings(kinds)
 	total := 0
 	for _, k := range kinds {
-		seeds := s.violations[k]
+		seeds := slices.Clone(s.violations[k])
+		slices.Sort(seeds)
 		total += len(seeds)
 		shown := seeds[:min(len(seeds), 20)]
 		fmt.Fprintf(&b, "  violation %q in %d histories, seeds %v\n", k, len(seeds), shown)
 	}
 	fmt.Fprintf(&b, "histories with violations (by kind): %d\n", total)
+	ds := make([]string, 0, len(s.defects))
+	for d := range s.defects {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	for _, d := range ds {
+		seeds := slices.Clone(s.defects[d])
+		slices.Sort(seeds)
+		fmt.Fprintf(&b, "  issue 9 %s pattern in %d histories, seeds %v\n", d, len(seeds), seeds[:min(len(seeds), 30)])
+	}
 	return b.String()
 }
 
@@ -123,15 +145,19 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	sum := newSummary()
 	t.Run("history", func(t *testing.T) {
-		for _, seed := range seeds(t) {
-			t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
+		for i, seed := range seeds(t) {
+			name := strconv.FormatInt(seed, 10)
+			if os.Getenv(envSeed) != "" {
+				name += "/" + strconv.Itoa(i)
+			}
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				h := runMemory(t, seed)
 				res := check(h)
 				sum.add(h, res)
 				if len(res.violations) > 0 {
 					t.Error(report(h, res))
-				} else if os.Getenv(envSeed) != "" {
+				} else if os.Getenv(envSeed) != "" && i == 0 {
 					t.Log(report(h, res))
 				}
 			})

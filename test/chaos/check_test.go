@@ -27,8 +27,9 @@ const (
 
 // violation is one property a history broke.
 type violation struct {
-	kind string
-	text string
+	kind   string
+	text   string
+	defect string // the issue 9 defect whose pattern it shows, "" if none is known
 }
 
 // result is the checker's verdict on one history, with its figures.
@@ -44,7 +45,11 @@ type result struct {
 }
 
 func (r *result) fail(kind, format string, args ...any) {
-	r.violations = append(r.violations, violation{kind: kind, text: fmt.Sprintf(format, args...)})
+	r.failDefect(kind, "", format, args...)
+}
+
+func (r *result) failDefect(kind, defect, format string, args ...any) {
+	r.violations = append(r.violations, violation{kind: kind, text: fmt.Sprintf(format, args...), defect: defect})
 }
 
 // check judges a history.
@@ -96,9 +101,10 @@ func checkOverlaps(h *history, terms []termRec, faults []logEntry, res *result) 
 				}
 				continue
 			}
-			res.fail(vOverlap, "%s term %d [%s, %s) overlaps %s term %d [%s, %s) by %v%s",
+			hint, defect := overlapHint(h, a, b, faults)
+			res.failDefect(vOverlap, defect, "%s term %d [%s, %s) overlaps %s term %d [%s, %s) by %v%s",
 				a.who, a.term, h.rel(a.start), h.rel(a.end), b.who, b.term, h.rel(b.start), h.rel(b.end),
-				earliest(endOf(a), endOf(b)).Sub(b.start), overlapHint(h, a, b, faults))
+				earliest(endOf(a), endOf(b)).Sub(b.start), hint)
 		}
 	}
 }
@@ -111,28 +117,36 @@ func earliest(a, b time.Time) time.Time {
 	return b
 }
 
-// overlapHint names the defect pattern of an overlap, from the faults before it.
-func overlapHint(h *history, a, b termRec, faults []logEntry) string {
+// overlapHint names the defect pattern of an overlap of a by b, from the faults
+// between their starts: a lease re-created by a candidate that had seen it (defect 1)
+// or never had (defect 2), or a restore (defect 4).
+func overlapHint(h *history, a, b termRec, faults []logEntry) (string, string) {
 	var hints []string
+	defect := ""
 	for _, f := range faults {
 		if f.at.Before(a.start) || f.at.After(b.start) {
 			continue
 		}
 		switch f.kind {
 		case fLeaseDeleted:
-			if b.incStart.After(f.at) {
-				hints = append(hints, fmt.Sprintf("lease deleted at %s; %s started after it and never saw the lease (issue 9 defect 2)", h.rel(f.at), b.who))
+			if b.firstSaw.IsZero() || !b.firstSaw.Before(b.start) {
+				hints = append(hints, fmt.Sprintf("lease deleted at %s; %s never saw the lease before it took it (issue 9 defect 2)", h.rel(f.at), b.who))
+				defect = "2"
 			} else {
-				hints = append(hints, fmt.Sprintf("lease deleted at %s; %s had seen the lease before (issue 9 defect 1)", h.rel(f.at), b.who))
+				hints = append(hints, fmt.Sprintf("lease deleted at %s; %s had seen the lease (at %s) (issue 9 defect 1)", h.rel(f.at), b.who, h.rel(b.firstSaw)))
+				defect = "1"
 			}
 		case fRestore:
 			hints = append(hints, fmt.Sprintf("snapshot restored at %s (issue 9 defect 4)", h.rel(f.at)))
+			if defect == "" {
+				defect = "4"
+			}
 		}
 	}
 	if len(hints) == 0 {
-		return ""
+		return "", ""
 	}
-	return ": " + strings.Join(hints, "; ")
+	return ": " + strings.Join(hints, "; "), defect
 }
 
 // restoredBetween reports whether a snapshot restore happened in [from, to].
@@ -172,7 +186,7 @@ func checkTermOrder(h *history, terms []termRec, faults []logEntry, res *result)
 func checkOwnLease(h *history, terms []termRec, res *result) {
 	for _, t := range terms {
 		if t.ownLeaseAtEnd {
-			res.fail(vOwnLease, "%s term %d ended at %s as lost, but the lease still held its own write (%s)",
+			res.failDefect(vOwnLease, "3", "%s term %d ended at %s as lost, but the lease still held its own write (%s)",
 				t.who, t.term, h.rel(t.end), t.ownLeaseState)
 		}
 	}
@@ -259,8 +273,12 @@ func checkSettled(h *history, terms []termRec, ops []regOp, probes []probe, faul
 		return
 	}
 	first, last := probes[0], probes[1]
+	defect := ""
+	if restoredBetween(faults, h.begin, h.checkAt) {
+		defect = "4"
+	}
 	if len(first.leaders) != 1 {
-		res.fail(vNoLeader, "at %s (faults over at %s, bound %v) leaders %v, views %v, down %v",
+		res.failDefect(vNoLeader, defect, "at %s (faults over at %s, bound %v) leaders %v, views %v, down %v",
 			h.rel(first.at), h.rel(h.healAt), h.bound, first.leaders, first.views, first.down)
 		return
 	}
@@ -268,7 +286,7 @@ func checkSettled(h *history, terms []termRec, ops []regOp, probes []probe, faul
 	id, _, _ := strings.Cut(leader, "#")
 	for cand, view := range first.views {
 		if view != id {
-			res.fail(vWedged, "at %s %s sees leader %q, the leader is %s", h.rel(first.at), cand, view, leader)
+			res.failDefect(vWedged, defect, "at %s %s sees leader %q, the leader is %s", h.rel(first.at), cand, view, leader)
 		}
 	}
 	if len(last.leaders) != 1 || last.leaders[0] != leader || last.terms[leader] != first.terms[leader] {
@@ -319,7 +337,11 @@ func report(h *history, res *result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d: %d violations\n", h.seed, len(res.violations))
 	for _, v := range res.violations {
-		fmt.Fprintf(&b, "  VIOLATION %s: %s\n", v.kind, v.text)
+		d := ""
+		if v.defect != "" {
+			d = " [issue 9 defect " + v.defect + " pattern]"
+		}
+		fmt.Fprintf(&b, "  VIOLATION %s%s: %s\n", v.kind, d, v.text)
 	}
 	for _, n := range res.notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)

@@ -109,6 +109,9 @@ type faultStore struct {
 	paused      chan struct{} // non-nil while paused; closed on resume
 	lag         time.Duration // added to each watch delivery
 	relays      map[*relay]struct{}
+	// firstSaw is when the current incarnation first saw the lease or its last holder
+	// (a read, a write, or an event with a holder), zero if never.
+	firstSaw time.Time
 }
 
 var _ leaderelection.LeaseStore = (*faultStore)(nil)
@@ -124,8 +127,23 @@ func newFaultStore(seed uint64, count *counters) *faultStore {
 // setInner points the store at the store of a new incarnation.
 func (f *faultStore) setInner(s leaderelection.LeaseStore) {
 	f.mu.Lock()
-	f.inner = s
+	f.inner, f.firstSaw = s, time.Time{}
 	f.mu.Unlock()
+}
+
+// saw notes that the incarnation saw the lease (or its last holder).
+func (f *faultStore) saw() {
+	f.mu.Lock()
+	if f.firstSaw.IsZero() {
+		f.firstSaw = time.Now()
+	}
+	f.mu.Unlock()
+}
+
+func (f *faultStore) sawAt() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.firstSaw
 }
 
 // plan is what happens to one call.
@@ -225,6 +243,9 @@ func (f *faultStore) Get(ctx context.Context) (leaderelection.LeaseRecord, error
 		out, err = s.Get(ctx)
 		return err
 	})
+	if err == nil {
+		f.saw()
+	}
 	return out, err
 }
 
@@ -237,6 +258,7 @@ func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (
 	if err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
+	f.saw()
 	return out, nil
 }
 
@@ -249,6 +271,7 @@ func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (
 	if err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
+	f.saw()
 	return out, nil
 }
 
@@ -339,6 +362,9 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 		}
 		select {
 		case out <- ev:
+			if !ev.Deleted || ev.Record.HolderIdentity != "" {
+				f.saw()
+			}
 		case <-r.kill:
 			return
 		case <-ctx.Done():

@@ -20,6 +20,7 @@ type termRec struct {
 	id       string // identity
 	who      string // incarnation: identity#n
 	incStart time.Time
+	firstSaw time.Time // when the incarnation first saw the lease or its holder
 	term     uint64
 	start    time.Time
 	end      time.Time // zero while the term runs
@@ -248,7 +249,7 @@ func (c *candidate) lead(ctx context.Context, who string, incStart time.Time) {
 	if ctx.Err() != nil {
 		return // ended before it began: never believed
 	}
-	rec := &termRec{cand: c.idx, id: c.id, who: who, incStart: incStart, term: term, start: time.Now()}
+	rec := &termRec{cand: c.idx, id: c.id, who: who, incStart: incStart, firstSaw: c.store.sawAt(), term: term, start: time.Now()}
 	c.h.mu.Lock()
 	c.h.terms = append(c.h.terms, rec)
 	c.h.mu.Unlock()
