@@ -171,10 +171,10 @@ func runMemory(t *testing.T, seed int64) *history {
 	var h *history
 	synctest.Test(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0xba70))
-		sched := newSchedule(rng)
+		sched := newSchedule(rng, memoryOpts)
 		srv := newMemServer("chaos")
 		h = runHistory(seed, sched, world{
-			srv: srv, mem: srv, lease: "chaos",
+			srv: srv, mem: srv, lease: "chaos", test: "TestChaos",
 			view: func(who string) leaderelection.LeaseStore { return srv.as(who) },
 		})
 	})

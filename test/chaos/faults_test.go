@@ -101,7 +101,7 @@ type faultStore struct {
 	// mu guards the fields below.
 	mu          sync.Mutex
 	inner       leaderelection.LeaseStore
-	rng         *rand.Rand
+	rngs        map[string]*rand.Rand // per operation, so one op's faults do not depend on the others' order
 	flaky       flakiness
 	flakyOn     bool
 	partitioned bool
@@ -119,7 +119,11 @@ var _ leaderelection.LeaseStore = (*faultStore)(nil)
 func newFaultStore(seed uint64, count *counters) *faultStore {
 	return &faultStore{
 		count:  count,
-		rng:    rand.New(rand.NewPCG(seed, 0x5eed)),
+		rngs: map[string]*rand.Rand{
+			"get": rand.New(rand.NewPCG(seed, 1)), "create": rand.New(rand.NewPCG(seed, 2)),
+			"update": rand.New(rand.NewPCG(seed, 3)), "watch": rand.New(rand.NewPCG(seed, 4)),
+			"misc": rand.New(rand.NewPCG(seed, 5)),
+		},
 		relays: make(map[*relay]struct{}),
 	}
 }
@@ -154,19 +158,20 @@ type plan struct {
 	reqDelay, replyDelay       time.Duration
 }
 
-func (f *faultStore) plan() plan {
+func (f *faultStore) plan(op string) plan {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	rng := f.rngs[op]
 	p := plan{inner: f.inner, partitioned: f.partitioned, hang: f.hang}
 	if !f.flakyOn || p.partitioned {
 		return p
 	}
 	fl := f.flaky
-	d := func() time.Duration { return time.Duration(f.rng.Int64N(int64(fl.maxDelay) + 1)) }
-	p.drop = f.rng.Float64() < fl.dropRequest
-	p.delayReq = f.rng.Float64() < fl.delayRequest
-	p.lose = f.rng.Float64() < fl.loseReply
-	p.slow = f.rng.Float64() < fl.delayReply
+	d := func() time.Duration { return time.Duration(rng.Int64N(int64(fl.maxDelay) + 1)) }
+	p.drop = rng.Float64() < fl.dropRequest
+	p.delayReq = rng.Float64() < fl.delayRequest
+	p.lose = rng.Float64() < fl.loseReply
+	p.slow = rng.Float64() < fl.delayReply
 	p.reqDelay, p.replyDelay = d(), d()
 	return p
 }
@@ -200,9 +205,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // call runs op under the candidate's faults. write marks ops whose reply may be lost
 // after they were applied.
-func (f *faultStore) call(ctx context.Context, write bool, op func(leaderelection.LeaseStore) error) error {
+func (f *faultStore) call(ctx context.Context, name string, write bool, op func(leaderelection.LeaseStore) error) error {
 	f.pausePoint()
-	p := f.plan()
+	p := f.plan(name)
 	switch {
 	case p.partitioned && p.hang:
 		<-ctx.Done()
@@ -239,7 +244,7 @@ func (f *faultStore) call(ctx context.Context, write bool, op func(leaderelectio
 
 func (f *faultStore) Get(ctx context.Context) (leaderelection.LeaseRecord, error) {
 	var out leaderelection.LeaseRecord
-	err := f.call(ctx, false, func(s leaderelection.LeaseStore) (err error) {
+	err := f.call(ctx, "get", false, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Get(ctx)
 		return err
 	})
@@ -251,7 +256,7 @@ func (f *faultStore) Get(ctx context.Context) (leaderelection.LeaseRecord, error
 
 func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
 	var out leaderelection.LeaseRecord
-	err := f.call(ctx, true, func(s leaderelection.LeaseStore) (err error) {
+	err := f.call(ctx, "create", true, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Create(ctx, r)
 		return err
 	})
@@ -264,7 +269,7 @@ func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (
 
 func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
 	var out leaderelection.LeaseRecord
-	err := f.call(ctx, true, func(s leaderelection.LeaseStore) (err error) {
+	err := f.call(ctx, "update", true, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Update(ctx, r)
 		return err
 	})
@@ -293,7 +298,7 @@ func (r *relay) close() { r.once.Do(func() { close(r.kill) }) }
 func (f *faultStore) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
 	var in <-chan leaderelection.LeaseEvent
 	wctx, cancel := context.WithCancel(ctx)
-	err := f.call(wctx, false, func(s leaderelection.LeaseStore) (err error) {
+	err := f.call(wctx, "watch", false, func(s leaderelection.LeaseStore) (err error) {
 		in, err = s.Watch(wctx)
 		return err
 	})
@@ -428,5 +433,5 @@ func (f *faultStore) pause(on bool) {
 func (f *faultStore) randN(n int64) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rng.Int64N(n)
+	return f.rngs["misc"].Int64N(n)
 }

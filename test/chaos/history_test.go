@@ -52,6 +52,7 @@ type probe struct {
 // history is everything recorded in one run.
 type history struct {
 	seed    int64
+	test    string
 	cfg     leaderelection.Config
 	n       int
 	begin   time.Time

@@ -26,6 +26,7 @@ type world struct {
 	srv    apiServer
 	mem    *memServer // the in-memory server, for the own-lease check; nil otherwise
 	view   func(who string) leaderelection.LeaseStore
+	test   string        // the test that runs it, for the replay command
 	lease  string        // lease name
 	sample time.Duration // 0 in synctest (exact); the belief sampling period otherwise
 	slack  time.Duration // added to the recovery bound (scheduling on a real clock)
@@ -55,7 +56,7 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	cfg.Enabled = true
 	cfg.LeaseName, cfg.LeaseNamespace = w.lease, "default"
 	h := &history{
-		seed: seed, cfg: cfg, n: sched.n, begin: time.Now(), count: newCounters(),
+		seed: seed, test: w.test, cfg: cfg, n: sched.n, begin: time.Now(), count: newCounters(),
 		srv: w.mem, reg: &register{}, logs: &syncBuffer{}, exact: w.sample == 0,
 		sched: sched.lines(),
 	}
@@ -218,6 +219,13 @@ func (r *runner) point(f fault, c *candidate) {
 		h.logFault(f.kind, "closed %d watches of %s", n, c.id)
 	case fGone:
 		n := r.w.srv.breakWatches()
+		if r.w.mem == nil {
+			// A client cannot make the real server send 410 Gone: close every
+			// candidate's watch as a 410 does (the store closes its channel on it).
+			for _, c := range r.cands {
+				n += c.store.closeWatches()
+			}
+		}
 		h.count.add(fGone, 1)
 		h.logFault(f.kind, "410 Gone: %d watches closed", n)
 	case fLeaseDeleted:

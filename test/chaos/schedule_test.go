@@ -64,11 +64,14 @@ func (f fault) String() string {
 	}
 }
 
-// weights are the relative frequencies of the fault kinds.
-var weights = []struct {
+// weight is the relative frequency of a fault kind.
+type weight struct {
 	kind   string
 	weight int
-}{
+}
+
+// memoryWeights are the frequencies of the fault kinds on the in-memory server: all.
+var memoryWeights = []weight{
 	{flakyKind, 4}, {fPartition, 4}, {fPause, 2}, {fWatchClosed, 2}, {fWatchLagged, 1},
 	{fGone, 1}, {fLeaseDeleted, 3}, {fRestore, 1}, {fAPIRestart, 1}, {fCandRestart, 2},
 }
@@ -82,11 +85,28 @@ type schedule struct {
 	heal    time.Duration // every fault is over
 }
 
-// newSchedule draws a plan from rng: 3 to 5 candidates, 4 to 15 faults over 3 to 8
-// lease durations, half of the candidate faults aimed at the leader of the moment.
-func newSchedule(rng *rand.Rand) schedule {
-	cfg := configs[rng.IntN(len(configs))]
+// scheduleOpts shape the schedules of one world.
+type scheduleOpts struct {
+	configs  []leaderelection.Config
+	weights  []weight
+	phaseMin int // the faults start within phaseMin to phaseMax lease durations
+	phaseMax int
+	faultMin int // faultMin to faultMax faults
+	faultMax int
+	cands    int // 0: 3 to 5
+}
+
+// memoryOpts are the schedules of the in-memory histories.
+var memoryOpts = scheduleOpts{configs: configs, weights: memoryWeights, phaseMin: 3, phaseMax: 8, faultMin: 4, faultMax: 15}
+
+// newSchedule draws a plan from rng: 3 to 5 candidates, faults of o's kinds spread
+// over o's phase, half of the candidate faults aimed at the leader of the moment.
+func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
+	cfg := o.configs[rng.IntN(len(o.configs))]
 	s := schedule{cfg: cfg, n: 3 + rng.IntN(3)}
+	if o.cands > 0 {
+		s.n = o.cands
+	}
 	for range s.n {
 		s.release = append(s.release, rng.IntN(2) == 0)
 	}
@@ -94,18 +114,18 @@ func newSchedule(rng *rand.Rand) schedule {
 	span := func(lo, hi float64) time.Duration {
 		return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(ld))
 	}
-	phase := time.Duration(3+rng.IntN(6)) * ld
+	phase := time.Duration(o.phaseMin+rng.IntN(o.phaseMax-o.phaseMin+1)) * ld
 	total := 0
-	for _, w := range weights {
+	for _, w := range o.weights {
 		total += w.weight
 	}
-	for range 4 + rng.IntN(12) {
+	for range o.faultMin + rng.IntN(o.faultMax-o.faultMin+1) {
 		f := fault{at: time.Duration(rng.Int64N(int64(phase))), target: rng.IntN(s.n)}
 		if rng.IntN(2) == 0 {
 			f.target = leaderTarget
 		}
 		pick := rng.IntN(total)
-		for _, w := range weights {
+		for _, w := range o.weights {
 			if pick -= w.weight; pick < 0 {
 				f.kind = w.kind
 				break
