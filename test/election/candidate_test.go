@@ -226,7 +226,6 @@ func batonSubprocess(cfg candidateConfig, cs kubernetes.Interface, out *reporter
 	)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	el, err := leaderelection.New(leaderelection.Config{
-		Enabled:         true,
 		Identity:        cfg.Identity,
 		LeaseName:       cfg.Lease,
 		LeaseNamespace:  cfg.Namespace,

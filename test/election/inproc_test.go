@@ -107,7 +107,6 @@ func (h *harness) baton(who, lease string, o candidateOptions) *batonCandidate {
 	}
 	c := &batonCandidate{who: who, log: o.log, m: h.m, done: make(chan struct{})}
 	el, err := leaderelection.New(leaderelection.Config{
-		Enabled:         true,
 		Identity:        who,
 		LeaseName:       lease,
 		LeaseNamespace:  namespace,

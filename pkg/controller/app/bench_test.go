@@ -61,7 +61,7 @@ func BenchmarkTermReady(b *testing.B) {
 		leases := k8sle.NewMemoryStore("bench")
 		bus := busevents.NewEventBusWithLogger(0, discard)
 		le, err := leaderelection.NewWithStore(k8sle.Config{
-			Enabled: true, Identity: "bench", LeaseName: "bench", LeaseNamespace: "embedded", ReleaseOnCancel: true,
+			Identity: "bench", LeaseName: "bench", LeaseNamespace: "embedded", ReleaseOnCancel: true,
 		}, leases, bus, leaderelection.Callbacks{}, discard)
 		if err != nil {
 			b.Fatal(err)

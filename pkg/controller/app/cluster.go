@@ -95,7 +95,6 @@ func Cluster(c ClusterConfig) (Options, error) {
 	cs, ns, selector := c.Clientset, c.Namespace, c.PodSelector
 	return Options{
 		Election: k8sle.Config{
-			Enabled:         true,
 			Identity:        c.Identity,
 			LeaseName:       leaseName,
 			LeaseNamespace:  leaseNS,

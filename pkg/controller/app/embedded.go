@@ -91,7 +91,6 @@ func NewEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 func (e *Embedded) Options(identity string) Options {
 	return Options{
 		Election: k8sle.Config{
-			Enabled:         true,
 			Identity:        identity,
 			LeaseName:       e.leaseName,
 			LeaseNamespace:  EmbeddedNamespace,

@@ -182,7 +182,7 @@ func TestMetricsEndpoint(t *testing.T) {
 }
 
 func TestNewNamesBadOptions(t *testing.T) {
-	_, err := app.New(app.Options{Election: k8sle.Config{Enabled: true}, StopTimeout: -1, BusCapacity: -1})
+	_, err := app.New(app.Options{Election: k8sle.Config{}, StopTimeout: -1, BusCapacity: -1})
 	if !errors.Is(err, app.ErrInvalidOptions) {
 		t.Fatalf("New = %v, want ErrInvalidOptions", err)
 	}

@@ -77,7 +77,7 @@ type Options struct {
 	// this replica (required) and must be unique among the replicas.
 	// Zero durations take k8sle's defaults.
 	Election k8sle.Config
-	// LeaseStore keeps the lease. Required when Election.Enabled.
+	// LeaseStore keeps the lease. Required unless Election.SingleReplica.
 	LeaseStore k8sle.LeaseStore
 	// ConfigSource supplies the configuration documents. Required.
 	ConfigSource configchange.Source
@@ -129,7 +129,7 @@ func (o Options) check() error {
 	if o.Election.Identity == "" {
 		bad("election.identity is empty")
 	}
-	if o.Election.Enabled && o.LeaseStore == nil {
+	if !o.Election.SingleReplica && o.LeaseStore == nil {
 		bad("leaseStore is nil")
 	}
 	if o.ConfigSource == nil {

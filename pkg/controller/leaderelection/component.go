@@ -141,7 +141,7 @@ func (c *Component) Run(ctx context.Context) error {
 		return k8sle.ErrAlreadyStarted
 	}
 	c.logger.Info("leader election started", "identity", c.config.Identity,
-		"lease", c.config.LeaseNamespace+"/"+c.config.LeaseName, "enabled", c.config.Enabled)
+		"lease", c.config.LeaseNamespace+"/"+c.config.LeaseName, "single_replica", c.config.SingleReplica)
 	c.bus.Publish(events.NewLeaderElectionStartedEvent(c.config.Identity, c.config.LeaseNamespace, c.config.LeaseName))
 	return c.elector.Start(ctx)
 }

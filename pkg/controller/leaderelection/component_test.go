@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func config(id string) k8sle.Config {
-	return k8sle.Config{Enabled: true, Identity: id, LeaseName: "baton", LeaseNamespace: "default", ReleaseOnCancel: true}
+	return k8sle.Config{Identity: id, LeaseName: "baton", LeaseNamespace: "default", ReleaseOnCancel: true}
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
@@ -567,7 +567,7 @@ func (w workerComponent) Start(ctx context.Context) error {
 func TestLostNeverPrecedesBecame(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		for i := range 200 {
-			r := newReplica(t, "solo", nil, func(c *k8sle.Config) { c.Enabled = false })
+			r := newReplica(t, "solo", nil, func(c *k8sle.Config) { *c = k8sle.Config{SingleReplica: true, Identity: c.Identity} })
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			if err := r.c.Run(ctx); err != nil {

@@ -21,7 +21,7 @@ func Example() {
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := leaderelection.NewWithStore(k8sle.Config{
-		Enabled: true, Identity: "replica-0", LeaseName: "baton", LeaseNamespace: "default", ReleaseOnCancel: true,
+		Identity: "replica-0", LeaseName: "baton", LeaseNamespace: "default", ReleaseOnCancel: true,
 	}, k8sle.NewMemoryStore("baton"), bus, leaderelection.Callbacks{
 		OnStartedLeading: func(ctx context.Context) {
 			cancel() // shut down at once: the term ends with Run's context

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -19,13 +20,26 @@ const (
 // renew failed gets at least one retry before its term ends.
 const retryJitterFactor = 0.2
 
+// Bounds of the durations of Config. LeaseDuration is stored in the Lease in whole
+// seconds (leaseDurationSeconds, an int32), so it must be whole seconds and is capped
+// well below the int32 range; RetryPeriod has a floor so that no loop spins.
+const (
+	MinLeaseDuration = time.Second
+	MaxLeaseDuration = time.Hour
+	MinRetryPeriod   = 100 * time.Millisecond
+)
+
 // Config configures an Elector. Zero durations take the defaults written on each field.
+// The zero Config (with Identity, the lease fields and a store) runs an election: the
+// mode without one must be asked for with SingleReplica.
 type Config struct {
-	// Enabled false runs no election: no lease is read or written, and the process leads
-	// alone from Start (term 1) until the context given to Start ends. Use it for single
-	// replica runs. Identity is still required; the lease fields, the clientset and the
-	// store are then not checked and may be empty or nil.
-	Enabled bool
+	// SingleReplica runs no election: no lease is read or written, and the process leads
+	// alone from Start (term 1) until the context given to Start ends. Use it only when a
+	// single replica runs. Identity is still required; the lease fields, the durations,
+	// ReleaseOnCancel, the clientset and the store must then be left empty, and each one
+	// set is reported as an error, so that a half-configured election is never silently
+	// turned off.
+	SingleReplica bool
 	// Identity names this candidate in the lease's holderIdentity. Required; it must be
 	// unique among the candidates (a pod name is the usual choice). Two candidates with
 	// the same identity defeat mutual exclusion.
@@ -37,9 +51,10 @@ type Config struct {
 	LeaseNamespace string
 	// LeaseDuration is how long followers wait, by their own clock from when they last saw
 	// the lease change, before they take a lease that was not renewed. Default 15s. Written
-	// to the Lease as leaseDurationSeconds, rounded up to whole seconds. Must be greater
-	// than RenewDeadline; the difference is the margin for clock rate skew and for a
-	// leader that is slow to notice its term ended.
+	// to the Lease as leaseDurationSeconds, so it must be whole seconds, from
+	// MinLeaseDuration (1s) to MaxLeaseDuration (1h). Must be greater than RenewDeadline;
+	// the difference is the margin for clock rate skew and for a leader that is slow to
+	// notice its term ended.
 	LeaseDuration time.Duration
 	// RenewDeadline is how long after its last successful renew a leader keeps believing
 	// it leads. Default 10s. When it passes, the term ends: its context is cancelled and
@@ -47,7 +62,8 @@ type Config struct {
 	// 1.2 × RetryPeriod.
 	RenewDeadline time.Duration
 	// RetryPeriod is the interval between a leader's renews, and the cap of the backoff
-	// between failed attempts to acquire, renew or re-watch. Default 2s.
+	// between failed attempts to acquire, renew or re-watch. Default 2s; at least
+	// MinRetryPeriod (100ms).
 	RetryPeriod time.Duration
 	// ReleaseOnCancel makes Start release the lease when its context ends, after the
 	// leader's OnStartedLeading returned: the holder is cleared with a compare-and-swap,
@@ -86,9 +102,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validate checks a config with defaults applied. missing names a nil lease source
-// (clientset or store), "" when present. It returns all problems joined.
-func (c Config) validate(missing string) error {
+// validate checks a config as given (before defaults). source names the lease source
+// argument ("clientset" or "store") and present tells whether it is non-nil. It returns
+// all problems joined, each a *ConfigError naming its field.
+func (c Config) validate(source string, present bool) error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
@@ -96,40 +113,71 @@ func (c Config) validate(missing string) error {
 	if c.Identity == "" {
 		bad("Identity", "identity is empty")
 	}
-	if c.Enabled {
-		if c.LeaseName == "" {
-			bad("LeaseName", "lease name is empty")
-		}
-		if c.LeaseNamespace == "" {
-			bad("LeaseNamespace", "lease namespace is empty")
-		}
-		if missing != "" {
-			bad(missing, "%s is nil", missing)
-		}
+	if c.SingleReplica {
+		c.validateSingle(source, present, bad)
+		return errors.Join(errs...)
 	}
-	durations := true
-	for _, d := range []struct {
-		field, name string
-		value       time.Duration
-	}{
-		{"LeaseDuration", "lease duration", c.LeaseDuration},
-		{"RenewDeadline", "renew deadline", c.RenewDeadline},
-		{"RetryPeriod", "retry period", c.RetryPeriod},
-	} {
-		if d.value < 0 {
-			bad(d.field, "%s is negative: %v", d.name, d.value)
-			durations = false
-		}
+	if c.LeaseName == "" {
+		bad("LeaseName", "lease name is empty")
 	}
-	if durations {
-		if c.LeaseDuration <= c.RenewDeadline {
-			bad("LeaseDuration", "lease duration %v must be greater than renew deadline %v",
-				c.LeaseDuration, c.RenewDeadline)
-		}
-		if limit := time.Duration((1 + retryJitterFactor) * float64(c.RetryPeriod)); c.RenewDeadline <= limit {
-			bad("RenewDeadline", "renew deadline %v must be greater than 1.2 × retry period %v (%v)",
-				c.RenewDeadline, c.RetryPeriod, limit)
-		}
+	if c.LeaseNamespace == "" {
+		bad("LeaseNamespace", "lease namespace is empty")
 	}
+	if !present {
+		bad(source, "%s is nil", source)
+	}
+	c.withDefaults().validateDurations(bad)
 	return errors.Join(errs...)
+}
+
+// validateSingle reports every election field set although SingleReplica runs none.
+// c is the config before defaults.
+func (c Config) validateSingle(source string, present bool, bad func(field, format string, args ...any)) {
+	set := func(field string, isSet bool) {
+		if isSet {
+			bad(field, "%s is set, but SingleReplica runs no election", strings.ToLower(field[:1])+field[1:])
+		}
+	}
+	set("LeaseName", c.LeaseName != "")
+	set("LeaseNamespace", c.LeaseNamespace != "")
+	set("LeaseDuration", c.LeaseDuration != 0)
+	set("RenewDeadline", c.RenewDeadline != 0)
+	set("RetryPeriod", c.RetryPeriod != 0)
+	set("ReleaseOnCancel", c.ReleaseOnCancel)
+	set(source, present)
+}
+
+// validateDurations checks the durations of a config with defaults applied.
+func (c Config) validateDurations(bad func(field, format string, args ...any)) {
+	ok := true
+	switch ld := c.LeaseDuration; {
+	case ld < MinLeaseDuration:
+		bad("LeaseDuration", "lease duration %v is below the minimum %v", ld, MinLeaseDuration)
+		ok = false
+	case ld > MaxLeaseDuration:
+		bad("LeaseDuration", "lease duration %v is above the maximum %v", ld, MaxLeaseDuration)
+		ok = false
+	case ld%time.Second != 0:
+		bad("LeaseDuration", "lease duration %v is not whole seconds (the lease stores seconds)", ld)
+		ok = false
+	}
+	if c.RetryPeriod < MinRetryPeriod {
+		bad("RetryPeriod", "retry period %v is below the minimum %v", c.RetryPeriod, MinRetryPeriod)
+		ok = false
+	}
+	if c.RenewDeadline <= 0 {
+		bad("RenewDeadline", "renew deadline %v is not positive", c.RenewDeadline)
+		ok = false
+	}
+	if !ok {
+		return
+	}
+	if c.LeaseDuration <= c.RenewDeadline {
+		bad("LeaseDuration", "lease duration %v must be greater than renew deadline %v",
+			c.LeaseDuration, c.RenewDeadline)
+	}
+	if limit := time.Duration((1 + retryJitterFactor) * float64(c.RetryPeriod)); c.RenewDeadline <= limit {
+		bad("RenewDeadline", "renew deadline %v must be greater than 1.2 × retry period %v (%v)",
+			c.RenewDeadline, c.RetryPeriod, limit)
+	}
 }

@@ -40,16 +40,12 @@ type Elector struct {
 // client (see NewKubernetesStore). It returns an error wrapping ErrInvalidConfig, naming
 // each bad field, when config is invalid or clientset is nil. A nil logger discards logs.
 func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, logger *slog.Logger) (*Elector, error) {
-	config = config.withDefaults()
-	missing := ""
-	if clientset == nil {
-		missing = "clientset"
-	}
-	if err := config.validate(missing); err != nil {
+	if err := config.validate("clientset", clientset != nil); err != nil {
 		return nil, err
 	}
 	var store LeaseStore
-	if config.Enabled {
+	if !config.SingleReplica {
+		config = config.withDefaults()
 		var err error
 		if store, err = NewKubernetesStore(clientset, config.LeaseNamespace, config.LeaseName); err != nil {
 			return nil, err
@@ -62,13 +58,11 @@ func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, log
 // single process. It returns an error wrapping ErrInvalidConfig, naming each bad field,
 // when config is invalid or store is nil. A nil logger discards logs.
 func NewWithStore(config Config, store LeaseStore, callbacks Callbacks, logger *slog.Logger) (*Elector, error) {
-	config = config.withDefaults()
-	missing := ""
-	if store == nil {
-		missing = "store"
-	}
-	if err := config.validate(missing); err != nil {
+	if err := config.validate("store", store != nil); err != nil {
 		return nil, err
+	}
+	if !config.SingleReplica {
+		config = config.withDefaults()
 	}
 	return newElector(config, store, callbacks, logger), nil
 }
@@ -152,7 +146,7 @@ func (e *Elector) Start(ctx context.Context) error {
 		e.wg.Go(n.run)
 		defer n.close()
 	}
-	if !e.config.Enabled {
+	if e.config.SingleReplica {
 		e.leadAlone(ctx, n)
 		return nil
 	}
@@ -167,7 +161,7 @@ func (e *Elector) Start(ctx context.Context) error {
 	return c.run()
 }
 
-// leadAlone is Start with Enabled false: one term, numbered 1, until ctx ends.
+// leadAlone is Start with SingleReplica: one term, numbered 1, until ctx ends.
 func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
 	t := newTermContext(ctx, 1, time.Now(), 0)
 	e.current.Store(t)

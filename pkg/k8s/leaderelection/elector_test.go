@@ -476,7 +476,7 @@ func TestDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var stopped, newLeader atomic.Int32
 		started := make(chan uint64, 1)
-		e, err := NewWithStore(Config{Identity: "solo"}, nil, Callbacks{
+		e, err := NewWithStore(Config{SingleReplica: true, Identity: "solo"}, nil, Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				term, _ := TermFromContext(ctx)
 				started <- term

@@ -13,7 +13,7 @@ func Example() {
 	store := leaderelection.NewMemoryStore("baton")
 	ctx, cancel := context.WithCancel(context.Background())
 	elector, err := leaderelection.NewWithStore(leaderelection.Config{
-		Enabled:         true,
+
 		Identity:        "replica-0",
 		LeaseName:       "baton",
 		LeaseNamespace:  "default",
@@ -44,7 +44,7 @@ func Example() {
 
 // Config problems are reported per field.
 func ExampleNewWithStore_invalidConfig() {
-	_, err := leaderelection.NewWithStore(leaderelection.Config{Enabled: true, Identity: "a"},
+	_, err := leaderelection.NewWithStore(leaderelection.Config{Identity: "a"},
 		leaderelection.NewMemoryStore("baton"), leaderelection.Callbacks{}, nil)
 	fmt.Println(err)
 	// Output:

@@ -262,7 +262,7 @@ type candidate struct {
 
 // testConfig is the configuration of cluster candidates: the defaults.
 func testConfig(id string) Config {
-	return Config{Enabled: true, Identity: id, LeaseName: "lease", LeaseNamespace: "default"}
+	return Config{Identity: id, LeaseName: "lease", LeaseNamespace: "default"}
 }
 
 func newCluster(t *testing.T) *cluster {

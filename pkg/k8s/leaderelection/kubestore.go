@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -239,16 +240,30 @@ func recordOf(l *coordinationv1.Lease) LeaseRecord {
 // up to whole seconds, so followers never wait less than the holder promised.
 func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	holder := r.HolderIdentity
-	seconds := int32((r.LeaseDuration + time.Second - 1) / time.Second)
-	if r.LeaseDuration > 0 && seconds < 1 {
-		seconds = 1
-	}
+	seconds := leaseSeconds(r.LeaseDuration)
 	transitions := r.LeaseTransitions
 	l.Spec.HolderIdentity = &holder
 	l.Spec.LeaseDurationSeconds = &seconds
 	l.Spec.AcquireTime = microTime(r.AcquireTime)
 	l.Spec.RenewTime = microTime(r.RenewTime)
 	l.Spec.LeaseTransitions = &transitions
+}
+
+// leaseSeconds is d in whole seconds, rounded up, at least 1 for a positive d, and
+// saturated at the int32 maximum instead of wrapping (Config caps LeaseDuration at an
+// hour; this guards records written by other means).
+func leaseSeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	s := d / time.Second
+	if d%time.Second != 0 {
+		s++
+	}
+	if s > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(s)
 }
 
 func microTime(t time.Time) *metav1.MicroTime {

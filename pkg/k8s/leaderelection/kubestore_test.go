@@ -197,3 +197,19 @@ func TestKubernetesStoreWatch(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestLeaseSeconds: durations round up to whole seconds and saturate instead of
+// wrapping (2^31 s once became 1 s, defect 5).
+func TestLeaseSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int32
+	}{
+		{0, 0}, {-time.Second, 0}, {time.Nanosecond, 1}, {time.Second, 1}, {1500 * time.Millisecond, 2},
+		{time.Hour, 3600}, {(1 << 31) * time.Second, 1<<31 - 1}, {1<<63 - 1, 1<<31 - 1},
+	} {
+		if got := leaseSeconds(tc.d); got != tc.want {
+			t.Errorf("leaseSeconds(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
