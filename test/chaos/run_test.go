@@ -53,7 +53,6 @@ type runner struct {
 // after every candidate stopped.
 func runHistory(seed int64, sched schedule, w world) *history {
 	cfg := sched.cfg
-	cfg.Enabled = true
 	cfg.LeaseName, cfg.LeaseNamespace = w.lease, "default"
 	h := &history{
 		seed: seed, test: w.test, cfg: cfg, n: sched.n, begin: time.Now(), count: newCounters(),
