@@ -118,13 +118,19 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // overlapHint names the defect pattern of an overlap of a by b, from the faults
-// between their starts: a lease re-created by a candidate that had seen it (defect 1)
-// or never had (defect 2), or a restore (defect 4).
+// between their starts (restores from two lease durations before a's): a lease
+// re-created by a candidate that had seen it (defect 1) or never had (defect 2), or a
+// restore (defect 4).
 func overlapHint(h *history, a, b termRec, faults []logEntry) (string, string) {
 	var hints []string
 	defect := ""
 	for _, f := range faults {
-		if f.at.Before(a.start) || f.at.After(b.start) {
+		if f.at.After(b.start) {
+			continue
+		}
+		// A restore also matters before a's term: a candidate that missed it may
+		// compare-and-swap with a version from before it, which a later write reuses.
+		if f.at.Before(a.start) && (f.kind != fRestore || f.at.Before(a.start.Add(-2*h.cfg.LeaseDuration))) {
 			continue
 		}
 		switch f.kind {
