@@ -295,7 +295,9 @@ func (c *campaign) step() {
 	}
 	if c.term != nil {
 		if c.term.Err() != nil {
-			c.stepDown(context.Cause(c.term))
+			cause := context.Cause(c.term)
+			c.stepDown(cause)
+			c.resigned(cause)
 		} else {
 			if !now.Before(c.renewAt) {
 				c.renew()

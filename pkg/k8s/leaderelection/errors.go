@@ -21,6 +21,8 @@ var (
 	// ErrLeaseLost is the cause of a term that ended because the lease was taken,
 	// overwritten or deleted by someone else.
 	ErrLeaseLost = errors.New("leaderelection: lease lost")
+	// ErrResigned is the cause of a term ended by Elector.Resign.
+	ErrResigned = errors.New("leaderelection: resigned")
 	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a
 	// decimal number above every term this elector held before; the elector then
 	// releases the lease instead of leading under it.

@@ -6,16 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// termKey is the context key of the term.
-type termKey struct{}
-
 // TermFromContext returns the term of the leadership ctx belongs to: ctx is the context
-// given to OnStartedLeading or one derived from it. ok is false for other contexts.
+// given to OnStartedLeading or one derived from it. ok is false for other contexts. It
+// is termctx.FromContext, the one term accessor of the core.
 func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	term, ok = ctx.Value(termKey{}).(uint64)
-	return term, ok
+	return termctx.FromContext(ctx)
 }
 
 // termContext is the context of one term. It ends when the elector steps down or when
@@ -53,7 +52,7 @@ func newTermContext(parent context.Context, term uint64, start time.Time, renewD
 // newTermContextClock is newTermContext with the clock read by the Err/Done check
 // injected (the timer stays on the runtime clock), for tests of the lazy check.
 func newTermContextClock(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, now func() time.Time) *termContext {
-	inner, cancel := context.WithCancelCause(context.WithValue(parent, termKey{}, term))
+	inner, cancel := context.WithCancelCause(termctx.NewContext(parent, term))
 	t := &termContext{
 		Context:       inner,
 		cancel:        cancel,
