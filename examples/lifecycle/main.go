@@ -192,7 +192,7 @@ func main() {
 		os.Exit(1)
 	}
 	clients := kubernetes.NewForConfigOrDie(cfg)
-	r, err := Setup(clients, clients, *namespace, k8sle.Config{Enabled: true, Identity: *identity,
+	r, err := Setup(clients, clients, *namespace, k8sle.Config{Identity: *identity,
 		LeaseName: "inventory", LeaseNamespace: *namespace, ReleaseOnCancel: true})
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

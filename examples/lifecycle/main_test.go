@@ -54,7 +54,7 @@ func start(t *testing.T, env *testenv.Env, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Replica, err = Setup(env.Clientset(), leaseClients, "default", k8sle.Config{Enabled: true, Identity: name,
+	r.Replica, err = Setup(env.Clientset(), leaseClients, "default", k8sle.Config{Identity: name,
 		LeaseName: "inventory", LeaseNamespace: "default", ReleaseOnCancel: true,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond})
 	if err == nil {

@@ -75,7 +75,6 @@ type settings struct {
 func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 	s := settings{
 		election: k8sle.Config{
-			Enabled:         true,
 			Identity:        o.Identity,
 			LeaseName:       o.LeaderElectionID,
 			LeaseNamespace:  o.LeaderElectionNamespace,
