@@ -56,9 +56,11 @@
 // of the candidate faults hit whoever leads when the fault starts.
 //
 // On the real API server the faults are those a client-side wrapper can inject: lost
-// and late replies, dropped requests, closed watches, 410 (all watches closed at once:
-// a client cannot make the server send one), deletion of the Lease through the API,
-// partitions and candidate restarts.
+// and late replies, dropped requests, closed and lagging watches, 410 (all watches
+// closed at once: a client cannot make the server send one), deletion of the Lease
+// through the API, partitions, pauses and candidate restarts. Restores and API server
+// restarts run on the in-memory server only (a real restart takes seconds, which the
+// CI budget of this package does not have).
 //
 // Not injected: clock skew. The elector reads time.Now directly and has no injectable
 // clock, and in a synctest bubble all goroutines share one clock, so a candidate's

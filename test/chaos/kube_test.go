@@ -21,13 +21,15 @@ import (
 const envAPIHistories = "BATON_CHAOS_API_HISTORIES"
 
 // apiOpts are the schedules on the real API server: the faults a client-side wrapper
-// can inject there (lost and late replies, dropped requests, closed watches, 410 as
-// all watches closing, lease deletion, partitions, restarts of candidates), 3
+// can inject there (lost and late replies, dropped requests, closed and lagging
+// watches, 410 as all watches closing, lease deletion, partitions, pauses, restarts of
+// candidates), 3
 // candidates, a few seconds of faults.
 var apiOpts = scheduleOpts{
 	configs: []leaderelection.Config{{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}},
 	weights: []weight{
-		{flakyKind, 4}, {fWatchClosed, 2}, {fGone, 1}, {fLeaseDeleted, 3}, {fPartition, 2}, {fCandRestart, 1},
+		{flakyKind, 4}, {fWatchClosed, 2}, {fWatchLagged, 1}, {fGone, 1}, {fLeaseDeleted, 3}, {fPartition, 2},
+		{fPause, 1}, {fCandRestart, 1},
 	},
 	phaseMin: 2, phaseMax: 2, faultMin: 6, faultMax: 10, cands: 3,
 }
