@@ -70,6 +70,8 @@ type summary struct {
 	notes      int
 	maxRecover time.Duration
 	minGap     time.Duration
+	windows    int
+	window     time.Duration
 }
 
 func newSummary() *summary {
@@ -98,6 +100,8 @@ func (s *summary) add(h *history, r *result) {
 		}
 	}
 	s.maxRecover = max(s.maxRecover, r.recovery)
+	s.windows += r.windows
+	s.window = max(s.window, r.window)
 	if r.minGap >= 0 && (s.minGap < 0 || r.minGap < s.minGap) {
 		s.minGap = r.minGap
 	}
@@ -112,6 +116,8 @@ func (s *summary) String() string {
 	fmt.Fprintf(&b, "faults injected: %d\n%s", s.faults.total(), s.faults)
 	fmt.Fprintf(&b, "slowest recovery after the faults stopped: %v; smallest gap between two leaders' terms: %v; notes: %d\n",
 		s.maxRecover, s.minGap, s.notes)
+	fmt.Fprintf(&b, "cold-start fenced windows (a deleted lease re-created by a candidate that never saw it): %d, longest %v\n",
+		s.windows, s.window)
 	kinds := make([]string, 0, len(s.violations))
 	for k := range s.violations {
 		kinds = append(kinds, k)

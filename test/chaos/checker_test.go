@@ -47,8 +47,8 @@ func kinds(r *result) []string {
 // TestCheckerFindsViolations feeds the checker histories with one known fault each and
 // a clean one: it must name exactly the broken properties.
 func TestCheckerFindsViolations(t *testing.T) {
-	term := func(who string, n uint64, from, to float64) *termRec {
-		return &termRec{who: who, id: who[:2], term: n, start: sec(from), end: sec(to)}
+	term := func(who string, n uint64, from, to float64) *termRec { // a candidate that saw the lease at 0
+		return &termRec{who: who, id: who[:2], term: n, start: sec(from), end: sec(to), firstSaw: sec(0)}
 	}
 	write := func(who string, n uint64, at float64, ok bool) regOp {
 		return regOp{who: who, term: n, call: sec(at), ret: sec(at + 0.01), accepted: ok}
@@ -64,6 +64,10 @@ func TestCheckerFindsViolations(t *testing.T) {
 			[]regOp{write("c1#0", 2, 5, true), write("c1#0", 3, 15, true), write("c1#0", 2, 16, false), write("c0#0", 5, 120, true)}, nil},
 		{"back to back is no overlap", []*termRec{term("c1#0", 2, 0, 10), term("c2#0", 3, 10, 20), settled}, nil, nil},
 		{"overlap", []*termRec{term("c1#0", 2, 0, 10), term("c2#0", 3, 9.999, 20), settled}, nil, []string{vOverlap}},
+		{"cold start inside an old term is the fenced window", []*termRec{term("c1#0", 2, 0, 10),
+			{who: "c2#0", id: "c2", term: 3, start: sec(5), end: sec(20)}, settled}, nil, nil},
+		{"cold start under a lower term", []*termRec{term("c1#0", 3, 0, 10),
+			{who: "c2#0", id: "c2", term: 2, start: sec(5), end: sec(20)}, settled}, nil, []string{vTermOrder, vOverlap}},
 		{"same identity, two incarnations", []*termRec{term("c1#0", 2, 0, 10), term("c1#1", 3, 5, 20), settled}, nil, []string{vOverlap}},
 		{"term order", []*termRec{term("c1#0", 4, 0, 10), term("c2#0", 3, 20, 30), settled}, nil, []string{vTermOrder}},
 		{"one term, two writers", []*termRec{term("c1#0", 3, 0, 10), term("c2#0", 4, 20, 30), settled},
@@ -73,7 +77,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 		{"settled leader refused", []*termRec{settled}, []regOp{write("c9#0", 7, 1, true), write("c0#0", 5, 125, false)},
 			[]string{vFinalRefused}},
 		{"unstable", []*termRec{settled, term("c1#0", 6, 125, 127)}, nil, []string{vUnstable, vOverlap}},
-		{"own lease", []*termRec{{who: "c1#0", term: 2, start: sec(0), end: sec(10), ownLeaseAtEnd: true}, settled}, nil,
+		{"own lease", []*termRec{{who: "c1#0", term: 2, start: sec(0), end: sec(10), firstSaw: sec(0), ownLeaseAtEnd: true}, settled}, nil,
 			[]string{vOwnLease}},
 	}
 	for _, tt := range tests {

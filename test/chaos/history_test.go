@@ -330,7 +330,8 @@ func (c *candidate) stopped(who string) {
 	if exists && writer == who && r.HolderIdentity == c.id {
 		c.h.mu.Lock()
 		cur.rec.ownLeaseAtEnd = true
-		cur.rec.ownLeaseState = fmt.Sprintf("rv %s holder %s renewed %s", r.ResourceVersion, r.HolderIdentity, c.h.rel(r.RenewTime))
+		cur.rec.ownLeaseState = fmt.Sprintf("rv %s holder %s renewed %s; cause %q", r.ResourceVersion, r.HolderIdentity,
+			c.h.rel(r.RenewTime), context.Cause(cur.ctx))
 		c.h.mu.Unlock()
 	}
 }
