@@ -86,7 +86,12 @@
 // Each history is checked for:
 //
 //   - two leaders: no two incarnations inside overlapping terms (a term that ends at
-//     the instant another starts does not overlap it);
+//     the instant another starts does not overlap it). One overlap is counted as a
+//     note instead: the elector's documented cold-start window, where a candidate that
+//     never saw the lease re-creates one that was deleted while its holder was cut off
+//     (it cannot tell that from a first start). It is tolerated only when the new term
+//     is above the old one, so that the fenced register refuses the old term's writes
+//     once the new term wrote; the summary reports how many and the longest;
 //   - term order: each term is above every term that started before it (terms are
 //     fencing tokens);
 //   - the fenced register's history, with porcupine, against a model in which a write
