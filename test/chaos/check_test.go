@@ -92,12 +92,15 @@ func endOf(t termRec) time.Time {
 // the start and open at the end: a term that ends at the instant another starts does
 // not overlap it. One overlap is allowed, counted and noted: a candidate that had never
 // seen the lease (a cold start, to it) creates a lease that was deleted while its
-// holder was cut off, under a higher term (issue 9 defect 2, the fenced window). With exact (fake time) recording both ends are the instants the
+// holder was cut off, under a higher term (issue 9 defect 2, the fenced window), and
+// later terms of that candidate inside the same old term (it may re-create a lease it
+// held itself at once). With exact (fake time) recording both ends are the instants the
 // candidates' beliefs changed; with sampled recording the intervals are the parts
 // known for certain, so an overlap is never a scheduling artefact.
 func checkOverlaps(h *history, terms []termRec, faults []logEntry, res *result) {
 	slices.SortStableFunc(terms, func(a, b termRec) int { return a.start.Compare(b.start) })
 	for i, a := range terms {
+		windowed := false // an earlier term of b's incarnation opened the cold-start window over a
 		for _, b := range terms[i+1:] {
 			if a.who == b.who {
 				continue
@@ -110,14 +113,15 @@ func checkOverlaps(h *history, terms []termRec, faults []logEntry, res *result) 
 				continue
 			}
 			hint, defect := overlapHint(h, a, b, faults)
-			if coldStart(b) && b.term > a.term {
+			if (coldStart(b) || windowed) && b.term > a.term {
+				windowed = true
 				// The window the elector documents: a candidate that never saw the lease
 				// cannot tell a deleted one from none and creates it at once. Fencing makes
 				// it harmless (the register refuses a's term once b's wrote, which the
 				// register check verifies); count it and its length.
 				res.windows++
 				res.window = max(res.window, earliest(endOf(a), endOf(b)).Sub(b.start))
-				res.notes = append(res.notes, fmt.Sprintf("fenced window: %s term %d (never saw the lease before) started %v inside %s term %d%s",
+				res.notes = append(res.notes, fmt.Sprintf("fenced window: %s term %d (cold start, or after one) started %v inside %s term %d%s",
 					b.who, b.term, earliest(endOf(a), endOf(b)).Sub(b.start), a.who, a.term, hint))
 				continue
 			}
