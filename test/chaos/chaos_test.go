@@ -68,7 +68,7 @@ type summary struct {
 	violations map[string][]int64 // kind -> seeds
 	defects    map[string][]int64 // issue 9 defect pattern -> seeds
 	notes      int
-	maxRecover time.Duration
+	maxRecover [2]time.Duration // slowest recovery: [0] plain histories, [1] with a delete or restore
 	minGap     time.Duration
 	windows    int
 	window     time.Duration
@@ -99,7 +99,11 @@ func (s *summary) add(h *history, r *result) {
 			s.defects[d] = append(s.defects[d], h.seed)
 		}
 	}
-	s.maxRecover = max(s.maxRecover, r.recovery)
+	class := 0
+	if r.unknown {
+		class = 1
+	}
+	s.maxRecover[class] = max(s.maxRecover[class], r.recovery)
 	s.windows += r.windows
 	s.window = max(s.window, r.window)
 	if r.minGap >= 0 && (s.minGap < 0 || r.minGap < s.minGap) {
@@ -114,8 +118,8 @@ func (s *summary) String() string {
 	fmt.Fprintf(&b, "%d histories, %d terms, %d fenced writes (%d refused, %d accepted after their term ended)\n",
 		s.histories, s.terms, s.writes, s.refused, s.late)
 	fmt.Fprintf(&b, "faults injected: %d\n%s", s.faults.total(), s.faults)
-	fmt.Fprintf(&b, "slowest recovery after the faults stopped: %v; smallest gap between two leaders' terms: %v; notes: %d\n",
-		s.maxRecover, s.minGap, s.notes)
+	fmt.Fprintf(&b, "slowest recovery after the faults stopped: %v (%v in histories with a delete or restore); smallest gap between two leaders' terms: %v; notes: %d\n",
+		s.maxRecover[0], s.maxRecover[1], s.minGap, s.notes)
 	fmt.Fprintf(&b, "cold-start fenced windows (a deleted lease re-created by a candidate that never saw it): %d, longest %v\n",
 		s.windows, s.window)
 	kinds := make([]string, 0, len(s.violations))

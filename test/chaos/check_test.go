@@ -41,6 +41,7 @@ type result struct {
 	refused    int
 	late       int           // writes accepted from a term that had ended by then
 	recovery   time.Duration // heal to the settled leader's term start, 0 if it held through
+	unknown    bool          // the lease was deleted or restored: the longer bound applies
 	windows    int           // overlaps inside the documented cold-start window (notes)
 	window     time.Duration // the longest of them
 	minGap     time.Duration // smallest gap between terms of different incarnations, -1 if none
@@ -56,7 +57,7 @@ func (r *result) failDefect(kind, defect, format string, args ...any) {
 
 // check judges a history.
 func check(h *history) *result {
-	res := &result{minGap: -1}
+	res := &result{minGap: -1, unknown: h.count.get(fLeaseDeleted)+h.count.get(fRestore) > 0}
 	terms := h.snapshotTerms()
 	ops := h.reg.snapshot()
 	res.terms, res.writes = len(terms), len(ops)

@@ -59,7 +59,6 @@ func runHistory(seed int64, sched schedule, w world) *history {
 		srv: w.mem, reg: &register{}, logs: &syncBuffer{}, exact: w.sample == 0,
 		sched: sched.lines(),
 	}
-	h.bound = cfg.LeaseDuration + 2*cfg.RetryPeriod + w.slack
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: h.relTime}))
 	r := &runner{h: h, w: w, depth: make(map[string]int)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,6 +74,7 @@ func runHistory(seed int64, sched schedule, w world) *history {
 		wg.Go(func() { c.run(ctx) })
 	}
 	r.play(sched)
+	h.bound = recoveryBound(cfg, h.count) + w.slack
 	h.healAt = h.begin.Add(sched.heal)
 	h.checkAt = h.healAt.Add(h.bound)
 	time.Sleep(time.Until(h.checkAt))
@@ -84,6 +84,21 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	cancel()
 	wg.Wait()
 	return h
+}
+
+// recoveryBound is how long after the faults stop one leader must be settled:
+// LeaseDuration + 2 × RetryPeriod (a follower takes an expired lease a LeaseDuration
+// after it last saw it renewed; a watch broken at the end of the faults comes back
+// within 1.5 × RetryPeriod). When the lease was deleted or an older snapshot restored,
+// candidates may not know the last holder, and the elector waits out a holder that
+// cannot be judged for twice the lease duration (a client-go holder may lead for
+// RetryPeriod + RenewDeadline after its last renew, which is below 2 × LeaseDuration):
+// then the bound is 2 × LeaseDuration + 2 × RetryPeriod.
+func recoveryBound(cfg leaderelection.Config, count *counters) time.Duration {
+	if count.get(fLeaseDeleted)+count.get(fRestore) > 0 {
+		return 2*cfg.LeaseDuration + 2*cfg.RetryPeriod
+	}
+	return cfg.LeaseDuration + 2*cfg.RetryPeriod
 }
 
 // relTime prints log times relative to the history's start.
