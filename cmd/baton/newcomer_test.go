@@ -78,13 +78,12 @@ func TestZeroIsAValue(t *testing.T) {
 func TestBadTimelineBeforeStart(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir", "t.svg")
 	for _, flag := range []string{"--timeline=", "--log-file="} {
-		start := time.Now()
 		code, stdout, stderr := runCmd(t, "demo", "--live=never", flag+missing)
 		if code != exitUsage || !strings.Contains(stderr, "baton demo: "+strings.TrimSuffix(flag, "=")+": ") {
 			t.Errorf("%s: exit %d, stderr %q", flag, code, stderr)
 		}
-		if stdout != "" || time.Since(start) > 5*time.Second {
-			t.Errorf("%s: the run started (%v): %q", flag, time.Since(start), stdout)
+		if stdout != "" { // a run that started says so on stdout first
+			t.Errorf("%s: the run started: %q", flag, stdout)
 		}
 	}
 }
