@@ -386,3 +386,21 @@ func TestInterruptedAtRandomMoments(t *testing.T) {
 		})
 	}
 }
+
+func ExampleOptions_Check() {
+	o := demo.DefaultOptions()
+	o.Replicas, o.LeaseDuration = 1, 24*time.Hour
+	for _, err := range o.Check().(interface{ Unwrap() []error }).Unwrap() {
+		fmt.Println(err)
+	}
+	// Output:
+	// demo: Replicas 1 is out of range: want 2 to 32 (a failover needs a second replica)
+	// demo: LeaseDuration 24h0m0s is above 1m0s: each kill or pause waits the lease out
+}
+
+func ExampleOptions_Estimate() {
+	o := demo.DefaultOptions()
+	fmt.Println(demo.Schedule(o.Seed, o.Failovers), o.Estimate())
+	// Output:
+	// [pause release kill pause kill release] 21.4s
+}
