@@ -176,7 +176,7 @@ func TestVersion(t *testing.T) {
 	if got, want := versionString(info), "baton v0.3.0 (0123abcd, modified, 2026-12-01T10:00:00Z) go1.26.8"; got != want {
 		t.Errorf("versionString = %q, want %q", got, want)
 	}
-	if got := versionString(&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}); got != "baton (devel)" {
+	if got := versionString(&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}); got != "baton (devel) (no VCS revision recorded)" {
 		t.Errorf("no VCS: %q", got)
 	}
 	code, stdout, _ := runCmd(t, "version")
