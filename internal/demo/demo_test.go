@@ -28,7 +28,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRunPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
-		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) { o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 4, 7, 100*time.Millisecond, &out }))
+		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) {
+			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 4, 7, 100*time.Millisecond, &out
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}

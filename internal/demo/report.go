@@ -193,7 +193,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			break
 		}
 	}
-	b.WriteString("\nhandover: from the fault to the new leader's acquiring write; term-ready: from the lease's acquisition to every\nleader-only component holding the replayed state; 1st render: from the acquisition to the term's first TemplateRenderedEvent.\nterm: "+TermExplained+".\n")
+	b.WriteString("\nhandover: from the fault to the new leader's acquiring write; term-ready: from the lease's acquisition to every\nleader-only component holding the replayed state; 1st render: from the acquisition to the term's first TemplateRenderedEvent.\nterm: " + TermExplained + ".\n")
 	if len(ready) > 0 {
 		slices.Sort(ready)
 		fmt.Fprintf(&b, "term-ready after lease acquired: median %v, max %v over %d failovers\n", ready[len(ready)/2], ready[len(ready)-1], len(ready))
