@@ -1,11 +1,3 @@
-// Command baton runs the Baton reference controller.
-//
-//	baton demo [flags]   several replicas in one process, on in-memory leases,
-//	                     put through leader failures with every hand-over checked
-//	baton run [flags]    one replica against a Kubernetes cluster
-//	baton version        the module version and VCS revision it was built from
-//
-// Run `baton demo -h` or `baton run -h` for the flags.
 package main
 
 import (

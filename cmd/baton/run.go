@@ -111,6 +111,15 @@ func checkTimings(lease, renew, retry time.Duration) []error {
 	if len(errs) > 0 {
 		return errs
 	}
+	switch {
+	case lease < k8sle.MinLeaseDuration || lease > k8sle.MaxLeaseDuration:
+		errs = append(errs, fmt.Errorf("--lease-duration %v is out of range: want %v to %v", lease, k8sle.MinLeaseDuration, k8sle.MaxLeaseDuration))
+	case lease%time.Second != 0:
+		errs = append(errs, fmt.Errorf("--lease-duration %v is not whole seconds (the lease stores seconds)", lease))
+	}
+	if retry < k8sle.MinRetryPeriod {
+		errs = append(errs, fmt.Errorf("--retry-period %v is below %v", retry, k8sle.MinRetryPeriod))
+	}
 	if lease <= renew {
 		errs = append(errs, fmt.Errorf("--lease-duration %v must be greater than --renew-deadline %v", lease, renew))
 	}

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // Fault is a way of failing the leader.
@@ -105,8 +107,9 @@ type Options struct {
 	// replicas, elects a leader and stops.
 	Failovers int
 	// LeaseDuration, RenewDeadline and RetryPeriod are the election's
-	// timings: positive, LeaseDuration at most MaxLeaseDuration and above
-	// RenewDeadline, RenewDeadline above 1.2 × RetryPeriod.
+	// timings: LeaseDuration whole seconds, from 1s to MaxLeaseDuration and
+	// above RenewDeadline; RenewDeadline above 1.2 × RetryPeriod;
+	// RetryPeriod at least k8sle.MinRetryPeriod.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Dwell is how long a leader leads between failovers, 0 or more.
 	Dwell time.Duration
@@ -162,8 +165,14 @@ func (o Options) Check() error {
 			bad(d.field, d.v, "must be positive")
 		}
 	}
-	if o.LeaseDuration > MaxLeaseDuration {
+	switch {
+	case o.LeaseDuration > MaxLeaseDuration:
 		bad("LeaseDuration", o.LeaseDuration, fmt.Sprintf("is above %v: each kill or pause waits the lease out", MaxLeaseDuration))
+	case o.LeaseDuration > 0 && o.LeaseDuration%time.Second != 0:
+		bad("LeaseDuration", o.LeaseDuration, "is not whole seconds (the lease stores seconds)")
+	}
+	if o.RetryPeriod > 0 && o.RetryPeriod < k8sle.MinRetryPeriod {
+		bad("RetryPeriod", o.RetryPeriod, fmt.Sprintf("is below %v", k8sle.MinRetryPeriod))
 	}
 	if o.Dwell < 0 {
 		bad("Dwell", o.Dwell, "is negative")

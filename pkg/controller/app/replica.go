@@ -332,7 +332,7 @@ func (r *Replica) Done() <-chan struct{} { return r.done }
 // the elector holds the lease but missed its renew deadline, or the runtime
 // reports a failed component. It backs /healthz.
 func (r *Replica) Healthy() error {
-	return errors.Join(r.elector.Healthy(), r.manager.Status().Healthy())
+	return metrics.Sources{Election: r.elector, Runtime: r.manager}.Healthy()
 }
 
 // Ready returns nil once the all-replica side has synced: the runtime runs,
@@ -368,25 +368,9 @@ func (r *Replica) Ready() error {
 func (r *Replica) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", r.metrics.Handler())
-	mux.Handle("GET /healthz", checkHandler(r.Healthy))
-	mux.Handle("GET /readyz", checkHandler(r.Ready))
+	mux.Handle("GET /healthz", metrics.CheckHandler(r.Healthy))
+	mux.Handle("GET /readyz", metrics.CheckHandler(r.Ready))
 	return mux
-}
-
-// checkHandler answers 200 "ok" when check returns nil, else 503 with the
-// reasons, one per line.
-func checkHandler(check func() error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		err := check()
-		if err == nil {
-			_, _ = w.Write([]byte("ok\n"))
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(err.Error() + "\n"))
-	})
 }
 
 // Identity returns the replica's identity (its lease holder name).
