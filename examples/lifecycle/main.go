@@ -78,8 +78,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 			inv.Names = append(inv.Names, obj.(*corev1.ConfigMap).Name)
 		}
 		slices.Sort(inv.Names)
-		w.Bus.Publish(inv)
-		w.Replayer.Cache(inv)
+		w.Replayer.Publish(inv) // cache and publish, one step
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: publish, UpdateFunc: func(_, o any) { publish(o) }, DeleteFunc: publish}); err != nil {

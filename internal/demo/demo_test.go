@@ -32,7 +32,7 @@ func TestRunPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
 		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) {
-			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 3, 7, 100*time.Millisecond, &out
+			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 4, 7, 100*time.Millisecond, &out
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -45,7 +45,7 @@ func TestRunPasses(t *testing.T) {
 			t.Fatalf("the demo failed:\n%s\n%s", out.String(), summary.String())
 		}
 		passed, total := rep.Checks()
-		if passed != total || total < 3*10 {
+		if passed != total || total < 4*10 {
 			t.Errorf("%d/%d checks passed", passed, total)
 		}
 		var faults []demo.Fault
@@ -59,7 +59,7 @@ func TestRunPasses(t *testing.T) {
 			}
 		}
 		slices.Sort(faults)
-		if !slices.Equal(faults, []demo.Fault{demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+		if !slices.Equal(faults, []demo.Fault{demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
 			t.Errorf("faults %v, want one of each", faults)
 		}
 		// Exactly one failover (not the first) had an invalid document.
@@ -75,9 +75,24 @@ func TestRunPasses(t *testing.T) {
 		if invalid != 1 {
 			t.Errorf("%d failovers with an invalid document, want 1", invalid)
 		}
-		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 3/3"} {
+		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 4/4",
+			"will hang when term", "without \"stall\": unhealthy"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("log lacks %q", want)
+			}
+		}
+		for _, f := range rep.Failovers {
+			if f.Fault != demo.FaultHang {
+				continue
+			}
+			names := map[string]bool{}
+			for _, c := range f.Checks {
+				names[c.Name] = c.OK
+			}
+			for _, want := range []string{"stuck component reported", "stuck leader unhealthy", "stuck leader resigned", "unblocked replica healthy", "takeover as expected"} {
+				if ok, seen := names[want]; !seen || !ok {
+					t.Errorf("hang failover: check %q seen %v, passed %v", want, seen, ok)
+				}
 			}
 		}
 		if !strings.Contains(summary.String(), "result: PASS") {
@@ -294,11 +309,11 @@ func TestSchedule(t *testing.T) {
 	if slices.Equal(a, demo.Schedule(2, 9)) && slices.Equal(a, demo.Schedule(3, 9)) {
 		t.Errorf("seeds 1, 2 and 3 give the same schedule %v", a)
 	}
-	for i := 0; i < len(a); i += 3 {
-		cycle := slices.Clone(a[i : i+3])
+	for i := 0; i+4 <= len(a); i += 4 {
+		cycle := slices.Clone(a[i : i+4])
 		slices.Sort(cycle)
-		if !slices.Equal(cycle, []demo.Fault{demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
-			t.Errorf("cycle %d is %v, want each fault once", i/3, a[i:i+3])
+		if !slices.Equal(cycle, []demo.Fault{demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+			t.Errorf("cycle %d is %v, want each fault once", i/4, a[i:i+4])
 		}
 	}
 	for i := 1; i < len(a); i++ {
@@ -346,7 +361,7 @@ func TestMux(t *testing.T) {
 func ExampleSchedule() {
 	fmt.Println(demo.Schedule(1, 6))
 	// Output:
-	// [pause release kill pause kill release]
+	// [pause hang kill release hang pause]
 }
 
 // TestInterruptedAtRandomMoments: wherever Ctrl-C falls, the run reports
