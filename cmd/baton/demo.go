@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/controller/app/demo"
+	"github.com/baton-dev/baton/internal/demo"
 )
 
 func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -37,9 +37,11 @@ type EventBus struct {
 
 	// mu guards the fields below it, and serializes changes to routes.
 	mu sync.Mutex
-	// pending holds events published before Start, oldest first.
-	pending []pendingEvent
-	// preStartDropped counts, per event type, events that overflowed pending.
+	// pending holds the events published (or republished) before Start,
+	// oldest first; see hold.
+	pending fifo[pendingEvent]
+	// preStartDropped counts, per event type, events held before Start
+	// that were dropped because pending was full.
 	preStartDropped map[string]uint64
 	// subs maps the channel handed to a subscriber to its subscription.
 	subs map[any]*subscription
@@ -52,35 +54,28 @@ type EventBus struct {
 	waiters   map[string]*waiter // by request ID
 }
 
+// pendingEvent is an event held before Start.
 type pendingEvent struct {
-	event Event
-	seq   uint64
-}
-
-// retireLocked adds the counters of s, which has ended, to the totals of
-// its name. b.mu must be held.
-func (b *EventBus) retireLocked(s *subscription) {
-	st := s.stats()
-	if e := b.ended[st.Name]; e != nil {
-		e.add(st)
-		return
-	}
-	c := st.clone()
-	b.ended[st.Name] = &c
+	event  Event
+	seq    uint64
+	replay bool // held by Republish rather than Publish
 }
 
 // routeTable is a snapshot of who wants which event type. Writers copy it
 // under EventBus.mu and swap it in atomically; only its lookup cache changes
-// afterwards.
+// afterwards. The copies of a topic in successive tables share its
+// topicState, so a delivery that still uses an older table takes the same
+// lock as one that uses the newest.
 type routeTable struct {
 	topics map[string]*topic
 	// universal lists the subscriptions that want every event type.
 	universal []*subscription
 	// cache maps the address of an event type string to its topic, in front
 	// of the map: EventType methods return the same constant string every
-	// time, and comparing an address is cheaper than hashing the string. An
-	// entry holds the string, so its memory cannot be reused for another
-	// while cached.
+	// time, and comparing an address is cheaper than hashing the string. A
+	// slot is filled once; a type whose slot another type took is looked up
+	// in the map, which costs a hash and no allocation. An entry holds the
+	// string, so its memory cannot be reused for another while cached.
 	cache [topicCacheSize]atomic.Pointer[cachedTopic]
 }
 
@@ -89,6 +84,14 @@ const topicCacheSize = 64 // a power of two
 type cachedTopic struct {
 	name  string
 	topic *topic
+}
+
+// topic is the route for one event type in one routeTable.
+type topic struct {
+	*topicState
+	index  int  // the type's number, for the classes of pending
+	latest bool // some subscriber declared the type LatestValue
+	routes []*route
 }
 
 // clone returns a copy of rt to modify, with an empty lookup cache.
@@ -104,29 +107,20 @@ func (rt *routeTable) clone() *routeTable {
 func (rt *routeTable) lookup(name string) *topic {
 	p := unsafe.StringData(name)
 	slot := &rt.cache[(uintptr(unsafe.Pointer(p))>>3)&(topicCacheSize-1)]
-	if c := slot.Load(); c != nil && unsafe.StringData(c.name) == p && len(c.name) == len(name) {
+	c := slot.Load()
+	if c != nil && unsafe.StringData(c.name) == p && len(c.name) == len(name) {
 		return c.topic
 	}
 	t := rt.topics[name]
-	if t != nil {
-		slot.Store(&cachedTopic{name: name, topic: t})
+	if t != nil && c == nil {
+		slot.CompareAndSwap(nil, &cachedTopic{name: name, topic: t})
 	}
 	return t
 }
 
-// topic is the route for one event type.
-type topic struct {
-	name  string
-	index int // slot index in each subscription's per-type state
-	subs  []*subscription
-	// replayed counts Republish calls for this type; copies of the topic
-	// share it.
-	replayed *atomic.Uint64
-}
-
 // NewEventBus returns a bus that holds up to capacity events published
-// before Start (DefaultCapacity when capacity <= 0). Events beyond that are
-// dropped, counted in Stats().PreStartDropped and logged.
+// before Start (DefaultCapacity when capacity <= 0). What happens to events
+// beyond that is described in the package doc (Usage).
 //
 // The bus logs through slog.Default(); use NewEventBusWithLogger to choose.
 func NewEventBus(capacity int) *EventBus {
@@ -144,6 +138,7 @@ func NewEventBusWithLogger(capacity int, logger *slog.Logger) *EventBus {
 	b := &EventBus{
 		capacity:        capacity,
 		logger:          logger,
+		pending:         newFIFO[pendingEvent](capacity, 1),
 		preStartDropped: map[string]uint64{},
 		subs:            map[any]*subscription{},
 		ended:           map[string]*SubscriberStats{},
@@ -153,31 +148,38 @@ func NewEventBusWithLogger(capacity int, logger *slog.Logger) *EventBus {
 	return b
 }
 
-// Start delivers the events published so far, in order, and from then on
-// delivers each event as it is published. It is idempotent: later calls, and
-// calls concurrent with the first, return once the first has finished. Start
+// Start delivers the events held so far, in order, and from then on
+// delivers each event as it is published. Events published or republished
+// while Start delivers are held too, behind the ones being delivered, and
+// delivered by the same Start. It is idempotent: later calls, and calls
+// concurrent with the first, return once the first has finished. Start
 // after Stop does nothing.
 func (b *EventBus) Start() {
 	b.startOnce.Do(func() {
+		var batch []pendingEvent
 		for {
 			b.mu.Lock()
 			if b.state.Load() == stateStopped {
 				b.mu.Unlock()
 				return
 			}
-			batch := b.pending
-			b.pending = nil
+			batch = batch[:0]
+			for p, ok := b.pending.pop(); ok; p, ok = b.pending.pop() {
+				batch = append(batch, p)
+			}
 			if len(batch) == 0 {
+				b.pending = fifo[pendingEvent]{}
 				b.state.Store(stateStarted)
 				b.mu.Unlock()
 				return
 			}
 			b.mu.Unlock()
-			// Deliver outside the lock; publishes made meanwhile queue behind
-			// this batch and go out on the next round.
+			// Deliver outside the lock; publishes made meanwhile are held
+			// behind this batch and go out on the next round.
 			for _, p := range batch {
-				b.deliver(p.event, p.seq, false)
+				b.deliver(p.event, p.seq, p.replay)
 			}
+			clear(batch)
 		}
 	})
 }
@@ -186,9 +188,10 @@ func (b *EventBus) Start() {
 func (b *EventBus) Started() bool { return b.state.Load() == stateStarted }
 
 // Stop closes every subscription channel and makes the bus refuse further
-// use: Publish returns 0, new subscriptions get a closed channel, Request
-// returns ErrStopped. Events still held from before Start are discarded.
-// Stop is idempotent.
+// use: Publish and Republish return 0 and count the event in
+// Stats().RejectedStopped, new subscriptions get a closed channel, Request
+// returns ErrStopped. Events still held from before Start are discarded,
+// counted in Stats().PreStartDropped. Stop is idempotent.
 func (b *EventBus) Stop() {
 	b.mu.Lock()
 	if b.state.Load() == stateStopped {
@@ -196,12 +199,22 @@ func (b *EventBus) Stop() {
 		return
 	}
 	b.state.Store(stateStopped)
-	discarded := len(b.pending)
-	b.pending = nil
+	discarded := b.pending.len()
+	for p, ok := b.pending.pop(); ok; p, ok = b.pending.pop() {
+		b.preStartDropped[p.event.EventType()]++
+	}
+	b.pending = fifo[pendingEvent]{}
+	old := b.routes.Load()
 	b.routes.Store(&routeTable{topics: map[string]*topic{}})
 	for _, s := range b.subs {
-		s.close() // under mu, as in remove
-		b.retireLocked(s)
+		s.closed.Store(true)
+	}
+	for _, t := range old.topics {
+		t.mu.Lock() // wait for deliveries in progress
+		t.mu.Unlock()
+	}
+	for _, s := range b.subs {
+		b.endLocked(s)
 	}
 	clear(b.subs)
 	b.mu.Unlock()
@@ -209,4 +222,21 @@ func (b *EventBus) Stop() {
 	if discarded > 0 {
 		b.logger.Warn("event bus stopped before start, discarding held events", "events", discarded)
 	}
+}
+
+// endLocked closes the sink of s, which no publisher can reach any more,
+// and adds its counters to the totals of its name. b.mu must be held, so
+// that Stats never sees s neither live nor ended.
+func (b *EventBus) endLocked(s *subscription) {
+	s.sink.close()
+	if s.stopCtx != nil {
+		s.stopCtx()
+	}
+	st := s.stats()
+	if e := b.ended[st.Name]; e != nil {
+		e.add(st)
+		return
+	}
+	c := st.clone()
+	b.ended[st.Name] = &c
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -92,7 +93,6 @@ func TestRoutingByType(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
 	all := b.Subscribe("all", 10)
 	typed := b.SubscribeTypes("typed", 10, []string{"a", "c"})
-	none := b.SubscribeTypes("none", 10, nil)
 	b.Start()
 	counts := []int{b.Publish(newEv("a", 1)), b.Publish(newEv("b", 2)), b.Publish(newEv("c", 3))}
 	if want := []int{2, 1, 2}; !slices.Equal(counts, want) {
@@ -104,9 +104,39 @@ func TestRoutingByType(t *testing.T) {
 	if got := values(eventstest.Drain(typed)); !slices.Equal(got, []int{1, 3}) {
 		t.Fatalf("typed got %v", got)
 	}
-	if got := eventstest.Drain(none); len(got) != 0 {
-		t.Fatalf("empty type list got %v", values(got))
+}
+
+// An empty type list is refused by every form, so that it can mean neither
+// "every type" nor "none".
+func TestEmptyTypeListIsRefused(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	for name, subscribe := range map[string]func(){
+		"SubscribeTypes nil":        func() { b.SubscribeTypes("x", 1, nil) },
+		"SubscribeTypes empty":      func() { b.SubscribeTypes("x", 1, []string{}) },
+		"SubscribeLeaderOnly nil":   func() { b.SubscribeLeaderOnly("x", 1, nil) },
+		"SubscribeLeaderOnly empty": func() { b.SubscribeLeaderOnly("x", 1, []string{}) },
+	} {
+		if err := panicErr(subscribe); !errors.Is(err, busevents.ErrInvalidSubscription) {
+			t.Errorf("%s: panic %v, want ErrInvalidSubscription", name, err)
+		}
 	}
+	if n := len(b.Stats().Subscribers); n != 0 {
+		t.Fatalf("%d subscriptions made by refused calls", n)
+	}
+}
+
+// panicErr runs f and returns the error it panicked with, or nil.
+func panicErr(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err, _ = r.(error)
+			if err == nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}
+	}()
+	f()
+	return nil
 }
 
 func TestFullBufferDropsForThatSubscriberOnly(t *testing.T) {
@@ -380,9 +410,16 @@ func TestSubscribeAfterStartWarnsNamingCaller(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("warned before Start: %s", buf.String())
 	}
-	b.SubscribeLeaderOnly("leader-only", 1, nil)
+	b.SubscribeLeaderOnly("leader-only", 1, []string{"a"})
+	busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(t.Context()), b, "leader-only-ctx", 1)
+	busevents.Subscribe[*ev](t.Context(), b, "leader-only-option", 1, busevents.LeaderOnly())
 	if buf.Len() != 0 {
 		t.Fatalf("warned about a leader-only subscription: %s", buf.String())
+	}
+	for _, st := range b.Stats().Subscribers {
+		if want := st.Name != "before"; st.LeaderOnly != want {
+			t.Errorf("%s: LeaderOnly %v, want %v", st.Name, st.LeaderOnly, want)
+		}
 	}
 	b.SubscribeTypes("after", 1, []string{"a"})
 	out := buf.String()

@@ -13,6 +13,9 @@ var (
 	// ErrInvalidRequestOptions is returned by Request for options that cannot
 	// be satisfied, such as a negative timeout.
 	ErrInvalidRequestOptions = errors.New("events: invalid request options")
+	// ErrInvalidSubscription is what Subscribe panics with, wrapped, when
+	// given arguments no subscription can have (see Subscribe).
+	ErrInvalidSubscription = errors.New("events: invalid subscription")
 	// ErrTooFewResponses is returned by Request when fewer than
 	// RequestOptions.MinResponses responses arrived in time.
 	ErrTooFewResponses = errors.New("events: too few responses")

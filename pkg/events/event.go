@@ -1,8 +1,8 @@
 package events
 
 import (
+	"reflect"
 	"time"
-	"unsafe"
 )
 
 // Event is anything published on the bus.
@@ -15,15 +15,18 @@ type Event interface {
 	Timestamp() time.Time
 }
 
-// IsNil reports whether e is nil or a typed nil (a nil pointer, map, channel
-// or func stored in the interface). The bus never delivers such an event.
+// IsNil reports whether e is nil or a typed nil: a nil pointer, map,
+// channel, func, slice or unsafe pointer stored in the interface. Any other
+// value, such as a struct (even one whose only field is a nil pointer), is
+// not nil. The bus never delivers a nil event.
 func IsNil(e Event) bool {
 	if e == nil {
 		return true
 	}
-	// An interface holds a type word and a data word. Pointer-shaped values
-	// (pointers, maps, channels, funcs) are stored directly in the data word,
-	// so a typed nil leaves it nil; every other value is stored by reference
-	// and has a non-nil data word.
-	return (*[2]unsafe.Pointer)(unsafe.Pointer(&e))[1] == nil
+	v := reflect.ValueOf(e)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice, reflect.UnsafePointer, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }

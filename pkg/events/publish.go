@@ -3,9 +3,9 @@ package events
 // Publish delivers e to every subscriber of its type and returns how many
 // queued it. It never blocks: a subscriber whose buffer is full loses the
 // event (see the package doc on backpressure). Before Start the event is
-// held and Publish returns 0; after Stop it is refused and Publish returns 0.
-// A nil or typed-nil event is refused, counted in Stats().RejectedNil and
-// never delivered.
+// held and Publish returns 0; after Stop it is refused, counted in
+// Stats().RejectedStopped, and Publish returns 0. A nil or typed-nil event
+// is refused, counted in Stats().RejectedNil and never delivered.
 func (b *EventBus) Publish(e Event) int {
 	if IsNil(e) {
 		b.rejectNil()
@@ -14,7 +14,7 @@ func (b *EventBus) Publish(e Event) int {
 	if b.state.Load() == stateStarted {
 		return b.deliver(e, b.seq.Load(), false)
 	}
-	return b.publishSlow(e)
+	return b.publishSlow(e, 0, false)
 }
 
 // NextSequence returns a new sequence number s. A publish that begins after
@@ -31,16 +31,21 @@ func (b *EventBus) NextSequence() uint64 { return b.seq.Add(1) }
 // or after seq, whether by Publish or by Republish. A replayed event thus
 // never reaches a subscriber after newer state of its type, and a subscriber
 // that holds older state (or none) gets it. It returns how many subscribers
-// queued it; before Start or after Stop it does nothing and returns 0.
+// queued it.
+//
+// Before Start, and while Start delivers the events held, e is held like a
+// published event, and Start delivers it in its place with the same check;
+// Republish then returns 0. After Stop it is refused and counted like a
+// Publish.
 func (b *EventBus) Republish(e Event, seq uint64) int {
 	if IsNil(e) {
 		b.rejectNil()
 		return 0
 	}
-	if b.state.Load() != stateStarted {
-		return 0
+	if b.state.Load() == stateStarted {
+		return b.deliver(e, seq, true)
 	}
-	return b.deliver(e, seq, true)
+	return b.publishSlow(e, seq, true)
 }
 
 func (b *EventBus) rejectNil() {
@@ -49,13 +54,17 @@ func (b *EventBus) rejectNil() {
 	}
 }
 
-// publishSlow handles Publish before Start and after Stop.
-func (b *EventBus) publishSlow(e Event) int {
+// publishSlow handles Publish and Republish before Start and after Stop.
+// For a Publish, seq is ignored: the event is stamped now.
+func (b *EventBus) publishSlow(e Event, seq uint64, replay bool) int {
+	if !replay {
+		seq = b.seq.Load()
+	}
 	b.mu.Lock()
 	switch b.state.Load() {
 	case stateStarted: // Start completed meanwhile
 		b.mu.Unlock()
-		return b.deliver(e, b.seq.Load(), false)
+		return b.deliver(e, seq, replay)
 	case stateStopped:
 		b.mu.Unlock()
 		if b.rejectedStopped.Add(1) == 1 {
@@ -64,16 +73,49 @@ func (b *EventBus) publishSlow(e Event) int {
 		}
 		return 0
 	}
-	if len(b.pending) >= b.capacity {
-		b.preStartDropped[e.EventType()]++
-		b.mu.Unlock()
-		b.logger.Warn("event bus not started and its buffer is full; event dropped",
-			"type", e.EventType(), "capacity", b.capacity)
-		return 0
-	}
-	b.pending = append(b.pending, pendingEvent{event: e, seq: b.seq.Load()})
+	dropped, total := b.holdLocked(pendingEvent{event: e, seq: seq, replay: replay})
 	b.mu.Unlock()
+	// Log the first drop of a type and then at powers of two.
+	if total > 0 && total&(total-1) == 0 {
+		b.logger.Warn("event bus not started and its buffer is full; held event dropped",
+			"type", dropped, "capacity", b.capacity, "dropped_total", total)
+	}
 	return 0
+}
+
+// holdLocked queues p until Start. When the queue is full and p's type is
+// LatestValue for some subscriber, the newest state must win: p takes the
+// place of the oldest held event of its own type, or else of the oldest
+// held event of a type nobody declared LatestValue, or else of the oldest
+// held event. Otherwise p itself is dropped. It returns the type of the
+// event dropped, if any, counted in preStartDropped, and that count (0 when
+// nothing was dropped). b.mu must be held.
+func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
+	typ := p.event.EventType()
+	class := int32(0)
+	if t := b.routes.Load().topics[typ]; t != nil && t.latest {
+		class = int32(t.index) + 1
+		b.pending.grow(int(class) + 1)
+	}
+	if b.pending.full() {
+		if class == 0 {
+			b.preStartDropped[typ]++
+			return typ, b.preStartDropped[typ]
+		}
+		old, ok := b.pending.removeOldest(class)
+		if !ok {
+			old, ok = b.pending.removeOldest(0)
+		}
+		if !ok {
+			old, _ = b.pending.pop()
+		}
+		dropped = old.event.EventType()
+		b.preStartDropped[dropped]++
+		b.pending.push(p, class)
+		return dropped, b.preStartDropped[dropped]
+	}
+	b.pending.push(p, class)
+	return "", 0
 }
 
 // deliver routes e to its subscribers.
@@ -90,15 +132,22 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 		t.replayed.Add(1)
 	}
 	n := 0
-	for _, s := range t.subs {
-		queued, drop := s.offer(e, t, seq, replay)
+	t.mu.Lock()
+	for _, r := range t.routes {
+		queued, d, report := r.offerLocked(e, seq, replay)
 		if queued {
 			n++
 		}
-		if drop != nil {
-			b.reportDrop(s, *drop)
+		if report {
+			// Never call out under a lock. Routes are offered one at a
+			// time, each under the lock, so letting go of it here changes
+			// nothing for the others.
+			t.mu.Unlock()
+			b.reportDrop(r.sub, d)
+			t.mu.Lock()
 		}
 	}
+	t.mu.Unlock()
 	if b.requests.Load() > 0 {
 		b.offerResponse(e)
 	}

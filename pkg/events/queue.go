@@ -1,174 +1,189 @@
 package events
 
-import (
-	"slices"
-	"sync"
-)
+import "sync"
 
-// sendResult is the outcome of a non-blocking send to a subscriber.
+// sendResult is the outcome of offering an event to a subscriber.
 type sendResult int
 
 const (
 	sendOK       sendResult = iota
-	sendFull                // the buffer is full
+	sendFull                // the buffer is full: the event is dropped
 	sendMismatch            // the event is not of the channel's Go type
+	sendClosed              // the subscription has ended
 )
 
-// sink is the queue behind a subscription. Its methods are called with the
-// subscription's mutex held, so there is never more than one sender.
-type sink interface {
-	trySend(e Event) sendResult
-	// evictFor makes room for e, of type typ, in a full queue by removing
-	// one queued event: the oldest one superseded by a newer event of its
-	// type (e included) among the latest-value types, or else the oldest one
-	// of a type that is not latest-value. It reports the type removed and
-	// whether it was superseded state, or ok false if nothing could go.
-	// Only sinks of LatestValue subscriptions can.
-	evictFor(e Event, typ string, latest map[string]bool) (victim string, superseded, ok bool)
-	// close ends the sink and closes its channel, at once or (wait) soon.
-	close()
-	// wait returns once the channel is closed. It is called without the
-	// subscription's mutex.
-	wait()
+// eviction describes a queued event removed to make room for a newer one.
+type eviction struct {
+	victim     string // the removed event's type; "" when nothing was removed
+	superseded bool   // an older version of LatestValue state
+	total      uint64 // events of the victim's type this subscriber lost so far
 }
 
-// eventSink is the sink of the untyped subscriptions.
+// sink is the queue behind a subscription. send is called by publishers
+// under the lock of the topic being delivered; several topics may call it
+// at once. close is called once, after the bus has made sure that no
+// publisher is inside send or will enter it (see EventBus.remove).
+type sink interface {
+	// send offers e, whose type has LatestValue key key (-1: not
+	// LatestValue) in this subscription.
+	send(e Event, key int32) (sendResult, eviction)
+	close()
+	// evictions returns, by event type, the events removed from the queue
+	// that were lost (of a type not LatestValue) and skipped (superseded
+	// LatestValue state). Plain sinks never remove anything and return nil.
+	evictions() (lost, skipped map[string]uint64)
+}
+
+// eventSink is the sink of a subscription on a chan Event. Publishers send
+// to ch directly (see subscription.ch); send is the generic path.
 type eventSink struct{ ch chan Event }
 
-func (s eventSink) trySend(e Event) sendResult {
+func (s eventSink) send(e Event, _ int32) (sendResult, eviction) {
 	select {
 	case s.ch <- e:
-		return sendOK
+		return sendOK, eviction{}
 	default:
-		return sendFull
+		return sendFull, eviction{}
 	}
 }
 
-func (eventSink) evictFor(Event, string, map[string]bool) (string, bool, bool) {
-	return "", false, false
-}
+func (s eventSink) close()                                     { close(s.ch) }
+func (eventSink) evictions() (lost, skipped map[string]uint64) { return nil, nil }
 
-func (s eventSink) close() { close(s.ch) }
-
-func (eventSink) wait() {}
-
-// typedSink is the sink of Subscribe[T].
+// typedSink is the sink of a subscription on a chan T.
 type typedSink[T Event] struct{ ch chan T }
 
-func (s typedSink[T]) trySend(e Event) sendResult {
+func (s typedSink[T]) send(e Event, _ int32) (sendResult, eviction) {
 	v, ok := e.(T)
 	if !ok {
-		return sendMismatch
+		return sendMismatch, eviction{}
 	}
 	select {
 	case s.ch <- v:
-		return sendOK
+		return sendOK, eviction{}
 	default:
-		return sendFull
+		return sendFull, eviction{}
 	}
 }
 
-func (typedSink[T]) evictFor(Event, string, map[string]bool) (string, bool, bool) {
-	return "", false, false
-}
+func (s typedSink[T]) close()                                     { close(s.ch) }
+func (typedSink[T]) evictions() (lost, skipped map[string]uint64) { return nil, nil }
 
-func (s typedSink[T]) close() { close(s.ch) }
-
-func (typedSink[T]) wait() {}
-
-// pickVictim chooses which of the queued event types (oldest first) gives
-// way to a new event of type typ; see sink.evictFor.
-func pickVictim(types []string, typ string, latest map[string]bool) (at int, superseded bool) {
-	// A latest-value event is superseded when a later one of its type is
-	// queued, or when it has the new event's type.
-	newer := map[string]bool{typ: true}
-	oldest := -1
-	for i := len(types) - 1; i >= 0; i-- {
-		t := types[i]
-		if latest[t] && newer[t] {
-			oldest = i
-		}
-		newer[t] = true
-	}
-	if oldest >= 0 {
-		return oldest, true
-	}
-	for i, t := range types {
-		if !latest[t] {
-			return i, false
-		}
-	}
-	return -1, false
-}
-
-// latestSink is the sink of LatestValue subscriptions. Events wait in a
-// queue that the bus can edit, and a pump goroutine, owned by the sink,
-// hands them one at a time to the subscriber's unbuffered channel. A channel
-// buffer could not be edited safely while its reader takes from it.
+// latestSink is the sink of a LatestValue subscription. The subscriber
+// reads a buffered channel, as with any subscription, and as long as the
+// subscriber keeps up, publishers send to it directly: the fast path costs
+// one uncontended lock more than a plain subscription's.
+//
+// When the channel is full, events wait in overflow, a queue the bus can
+// edit: a new version of LatestValue state replaces the one waiting there
+// (the older is skipped), and when overflow is full a new LatestValue event
+// takes the place of the oldest waiting event of another type (which is
+// lost). A goroutine owned by the sink, the mover, moves the waiting events
+// to the channel in order as the subscriber makes room; while any wait,
+// publishers queue behind them, so the subscriber sees events in the order
+// they were published, less the ones removed.
 type latestSink[T Event] struct {
-	mu    *sync.Mutex // the subscription's; guards queue
-	queue []Event     // oldest first, at most size
-	size  int
-	out   chan T        // closed by the pump when it exits
-	wake  chan struct{} // capacity 1: something was queued
-	stop  chan struct{} // closed by close
-	done  chan struct{} // closed by the pump when it exits
+	ch    chan T
+	names []string // LatestValue types, by key
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	closed bool
+	// moving is set while overflow is not empty or the mover holds an
+	// event taken from it: publishers then queue in overflow.
+	moving   bool
+	overflow fifo[T] // class 0: other types; class key+1: LatestValue key
+	skipped  []uint64
+	lost     map[string]uint64
+
+	wake chan struct{} // capacity 1: overflow has work for the mover
+	stop chan struct{} // closed by close
+	done chan struct{} // closed by the mover after it closed ch
 }
 
-func newLatestSink[T Event](mu *sync.Mutex, size int, out chan T) *latestSink[T] {
+// newLatestSink starts the sink's mover. size bounds both the channel and
+// overflow, and must exceed len(names) so that there is always an event of
+// another type to give way to state (see LatestValue).
+func newLatestSink[T Event](ch chan T, size int, names []string) *latestSink[T] {
 	s := &latestSink[T]{
-		mu: mu, size: size, out: out, queue: make([]Event, 0, size),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		ch: ch, names: names,
+		overflow: newFIFO[T](size, len(names)+1),
+		skipped:  make([]uint64, len(names)),
+		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	go s.pump()
+	go s.move()
 	return s
 }
 
-func (s *latestSink[T]) trySend(e Event) sendResult {
-	if _, ok := e.(T); !ok {
-		return sendMismatch
+func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
+	v, ok := e.(T)
+	if !ok {
+		return sendMismatch, eviction{}
 	}
-	if len(s.queue) >= s.size {
-		return sendFull
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sendClosed, eviction{}
 	}
-	s.queue = append(s.queue, e)
-	s.signal()
-	return sendOK
+	if !s.moving {
+		select {
+		case s.ch <- v:
+			return sendOK, eviction{}
+		default:
+		}
+	}
+	ev := eviction{}
+	c := key + 1
+	if c > 0 {
+		if _, ok := s.overflow.removeOldest(c); ok {
+			s.skipped[key]++
+			ev = eviction{victim: s.names[key], superseded: true}
+		}
+	}
+	if s.overflow.full() {
+		if c == 0 {
+			return sendFull, eviction{}
+		}
+		old, ok := s.overflow.removeOldest(0)
+		if !ok {
+			old, _ = s.overflow.pop() // cannot happen while size > len(names)
+		}
+		ev = s.loseLocked(old)
+	}
+	s.overflow.push(v, c)
+	if !s.moving {
+		s.moving = true
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return sendOK, ev
 }
 
-func (s *latestSink[T]) evictFor(e Event, typ string, latest map[string]bool) (string, bool, bool) {
-	types := make([]string, len(s.queue))
-	for i, q := range s.queue {
-		types[i] = q.EventType()
+// loseLocked counts old, removed from overflow for state of another type.
+func (s *latestSink[T]) loseLocked(old T) eviction {
+	typ := old.EventType()
+	if s.lost == nil {
+		s.lost = map[string]uint64{}
 	}
-	at, superseded := pickVictim(types, typ, latest)
-	if at < 0 {
-		return "", false, false
-	}
-	victim := types[at]
-	s.queue = append(slices.Delete(s.queue, at, at+1), e)
-	s.signal()
-	return victim, superseded, true
+	s.lost[typ]++
+	return eviction{victim: typ, total: s.lost[typ]}
 }
 
-func (s *latestSink[T]) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (s *latestSink[T]) close() { close(s.stop) }
-
-func (s *latestSink[T]) wait() { <-s.done }
-
-func (s *latestSink[T]) pump() {
+// move is the mover: it sends the events waiting in overflow to the
+// channel, oldest first, and closes the channel when the sink is closed.
+func (s *latestSink[T]) move() {
 	defer close(s.done)
-	defer close(s.out)
+	defer close(s.ch)
 	for {
 		s.mu.Lock()
-		if len(s.queue) == 0 {
-			s.mu.Unlock()
+		v, ok := s.overflow.pop()
+		if !ok {
+			s.moving = false
+		}
+		s.mu.Unlock()
+		if !ok {
 			select {
 			case <-s.wake:
 				continue
@@ -176,14 +191,33 @@ func (s *latestSink[T]) pump() {
 				return
 			}
 		}
-		e := s.queue[0]
-		s.queue[0] = nil
-		s.queue = s.queue[1:]
-		s.mu.Unlock()
 		select {
-		case s.out <- e.(T):
+		case s.ch <- v:
 		case <-s.stop:
 			return
 		}
 	}
+}
+
+func (s *latestSink[T]) close() {
+	s.mu.Lock()
+	s.closed = true
+	close(s.stop)
+	s.mu.Unlock()
+	<-s.done
+}
+
+func (s *latestSink[T]) evictions() (lost, skipped map[string]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lost, skipped = map[string]uint64{}, map[string]uint64{}
+	for k, v := range s.lost {
+		lost[k] = v
+	}
+	for i, v := range s.skipped {
+		if v > 0 {
+			skipped[s.names[i]] += v
+		}
+	}
+	return lost, skipped
 }

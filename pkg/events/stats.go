@@ -40,6 +40,7 @@ type SubscriberStats struct {
 // Stats returns a snapshot of the counters.
 func (b *EventBus) Stats() Stats {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	st := Stats{
 		RejectedNil:     b.rejectedNil.Load(),
 		RejectedStopped: b.rejectedStopped.Load(),
@@ -49,23 +50,17 @@ func (b *EventBus) Stats() Stats {
 	for k, v := range b.preStartDropped {
 		st.PreStartDropped[k] = v
 	}
-	subs := make([]*subscription, 0, len(b.subs))
-	for _, s := range b.subs {
-		subs = append(subs, s)
+	for name, t := range b.routes.Load().topics {
+		if n := t.replayed.Load(); n > 0 {
+			st.Replayed[name] = n
+		}
 	}
 	totals := make(map[string]*SubscriberStats, len(b.ended))
 	for name, e := range b.ended {
 		c := e.clone()
 		totals[name] = &c
 	}
-	b.mu.Unlock()
-
-	for name, t := range b.routes.Load().topics {
-		if n := t.replayed.Load(); n > 0 {
-			st.Replayed[name] = n
-		}
-	}
-	for _, s := range subs {
+	for _, s := range b.subs {
 		ss := s.stats()
 		st.Subscribers = append(st.Subscribers, ss)
 		if t := totals[ss.Name]; t != nil {
@@ -105,9 +100,9 @@ func (s *SubscriberStats) add(o SubscriberStats) {
 	}
 }
 
+// stats reads the counters of s. EventBus.mu must be held (it guards
+// s.routes); it takes each route's topic lock in turn.
 func (s *subscription) stats() SubscriberStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	st := SubscriberStats{
 		Name:       s.name,
 		Critical:   s.onDrop != nil,
@@ -116,18 +111,22 @@ func (s *subscription) stats() SubscriberStats {
 		Dropped:    map[string]uint64{},
 		Skipped:    map[string]uint64{},
 	}
-	for _, sl := range s.slots {
-		if sl.delivered > 0 {
-			st.Delivered[sl.name] += sl.delivered
+	for _, r := range s.routes {
+		r.topic.mu.Lock()
+		delivered, dropped := r.delivered, r.dropped
+		r.topic.mu.Unlock()
+		if delivered > 0 {
+			st.Delivered[r.topic.name] += delivered
 		}
-		if sl.dropped > 0 {
-			st.Dropped[sl.name] += sl.dropped
+		if dropped > 0 {
+			st.Dropped[r.topic.name] += dropped
 		}
 	}
-	for k, v := range s.lost {
+	lost, skipped := s.sink.evictions()
+	for k, v := range lost {
 		st.Dropped[k] += v
 	}
-	for k, v := range s.skipped {
+	for k, v := range skipped {
 		st.Skipped[k] += v
 	}
 	return st

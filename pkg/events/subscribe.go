@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 )
 
 // Drop describes an event a subscriber's full buffer could not take. It is
@@ -17,18 +16,35 @@ type Drop struct {
 	Total      uint64 // events of that type this subscriber has lost so far
 }
 
-// SubscribeOption changes how a subscription is served.
+// SubscribeOption changes how a subscription is served. The zero set of
+// options is a lossy subscription that receives every event of its Go
+// type; see Subscribe.
 type SubscribeOption func(*subscribeConfig)
 
 type subscribeConfig struct {
+	buffer     int
+	types      []string
 	onDrop     func(Drop)
 	latest     []string
+	latestAll  bool // LatestValue with no type: every type routed
 	leaderOnly bool
+}
+
+// Types narrows a subscription to the given event types: the bus routes
+// only those to it, so it costs nothing to publishes of other types. A
+// subscription on a concrete event type (Subscribe[*SomeEvent]) is routed
+// by that type's EventType without it; use Types with an interface type
+// such as Event to receive several types on one channel. At least one type
+// must be named.
+func Types(first string, more ...string) SubscribeOption {
+	types := append([]string{first}, more...)
+	return func(c *subscribeConfig) { c.types = append(c.types, types...) }
 }
 
 // Critical marks the subscription as one that must not lose events: each
 // drop is logged as a warning and reported to onDrop (which may be nil), on
-// the publishing goroutine; onDrop must not block.
+// the publishing goroutine, with no lock of the bus held; onDrop must not
+// block.
 func Critical(onDrop func(Drop)) SubscribeOption {
 	return func(c *subscribeConfig) {
 		if onDrop == nil {
@@ -39,93 +55,148 @@ func Critical(onDrop func(Drop)) SubscribeOption {
 }
 
 // LatestValue declares state event types for which this subscriber must
-// always get the newest event: when its buffer is full, intermediate
-// versions may be skipped but the newest one is kept, at the expense of an
-// older event already queued. The buffer is raised to len(eventTypes)+1 if
-// smaller, so that there is always something to give way.
+// always get the newest event: when it falls behind, intermediate versions
+// may be skipped, but the newest one is kept, at the expense of an older
+// event of another type. With no type named, every type the subscription
+// is routed (its Go type's, or those of Types) is LatestValue; a
+// subscription to every type must name them. A named type must be one the
+// subscription receives. The buffer is raised to the number of
+// LatestValue types plus one if smaller, so that there is always something
+// to give way.
 //
-// Such a subscription queues inside the bus, where queued events can be
-// removed, and hands them over on an unbuffered channel through a goroutine
-// of its own, which ends when the subscription does. Each delivery costs a
-// goroutine hand-off, which suits state events; keep high-rate streams on
-// plain subscriptions.
+// While the subscriber keeps up, delivery costs about what a plain
+// subscription's does; events that find its buffer full wait inside the
+// bus, where superseded state can be removed, and a goroutine owned by the
+// subscription hands them over in order as the subscriber reads.
 func LatestValue(eventTypes ...string) SubscribeOption {
-	return func(c *subscribeConfig) { c.latest = append(c.latest, eventTypes...) }
+	return func(c *subscribeConfig) {
+		if len(eventTypes) == 0 {
+			c.latestAll = true
+		}
+		c.latest = append(c.latest, eventTypes...)
+	}
 }
 
-// LeaderOnly marks the subscription as made by a leader-only component, after
-// Start, so that it is not warned about. SubscribeLeaderOnly implies it.
+// LeaderOnly marks the subscription as made by a leader-only component: it
+// is made after Start and gets the state it needs through replays, so it is
+// not warned about. A subscription made with a context from WithLeaderOnly
+// is leader-only without it.
 func LeaderOnly() SubscribeOption {
 	return func(c *subscribeConfig) { c.leaderOnly = true }
 }
 
-// Subscribe returns a channel that receives every event published on the
-// bus. bufferSize below 1 is taken as 1. The bus closes the channel on
-// Unsubscribe or Stop. A subscription made after Start by a component that
-// is not leader-only may already have missed events; it is allowed but
-// logged as a warning naming the caller.
-func (b *EventBus) Subscribe(name string, bufferSize int, opts ...SubscribeOption) <-chan Event {
-	return b.subscribeEvents(name, bufferSize, nil, false, opts)
+type leaderOnlyKey struct{}
+
+// WithLeaderOnly returns a context under which every subscription is
+// leader-only, as with the LeaderOnly option. The lifecycle Manager gives
+// such a context to the components it runs as leader-only, so that they
+// need not remember the option.
+func WithLeaderOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, leaderOnlyKey{}, true)
 }
 
-// SubscribeTypes is Subscribe for the given event types only; the bus
-// filters, so the subscriber costs nothing to publishes of other types. An
-// empty list receives nothing.
-func (b *EventBus) SubscribeTypes(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
-	if eventTypes == nil {
-		eventTypes = []string{}
+// IsLeaderOnly reports whether ctx comes from WithLeaderOnly.
+func IsLeaderOnly(ctx context.Context) bool {
+	v, _ := ctx.Value(leaderOnlyKey{}).(bool)
+	return v
+}
+
+// Subscribe is the way to subscribe: it returns a channel of the events
+// whose Go type is T, for example *events.ConfigValidatedEvent, or, for an
+// interface type T such as Event, of every event that implements T
+// (narrowed with Types). bufferSize (at least 1) is how many events may
+// wait for the subscriber; beyond that they are dropped for it, counted,
+// unless LatestValue says otherwise. name (not empty) names the subscriber
+// in drop accounting and logs.
+//
+// The subscription ends, and the bus closes the channel, when ctx is done,
+// on Unsubscribe[T] or on Stop; no goroutine waits on ctx meanwhile. After
+// Stop the channel is returned closed. A subscription made with a context
+// from WithLeaderOnly is leader-only (see LeaderOnly).
+//
+// Invalid arguments (an empty name, a buffer below 1, a LatestValue type
+// the subscription does not receive) are programming errors: Subscribe
+// panics with an error that wraps ErrInvalidSubscription and names the
+// argument.
+func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSize int, opts ...SubscribeOption) <-chan T {
+	if ctx == nil {
+		panic(fmt.Errorf("%w: %q: nil context", ErrInvalidSubscription, name))
 	}
-	return b.subscribeEvents(name, bufferSize, eventTypes, false, opts)
-}
-
-// SubscribeLeaderOnly is the subscription of a leader-only component, made
-// after Start once leadership is acquired; eventTypes nil means every type.
-// Such a component receives the state it needs through replays.
-func (b *EventBus) SubscribeLeaderOnly(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
-	return b.subscribeEvents(name, bufferSize, eventTypes, true, opts)
-}
-
-func (b *EventBus) subscribeEvents(name string, bufferSize int, eventTypes []string, leaderOnly bool, opts []SubscribeOption) <-chan Event {
-	cfg := newSubscribeConfig(leaderOnly, opts)
-	n := cfg.buffer(bufferSize)
-	ch := make(chan Event, cfg.chanBuffer(n))
-	s := newSubscription(name, cfg, n, ch)
-	b.add((<-chan Event)(ch), s, eventTypes)
+	cfg := newSubscribeConfig(bufferSize, opts)
+	if IsLeaderOnly(ctx) {
+		cfg.leaderOnly = true
+	}
+	types := cfg.types
+	if types == nil {
+		if t, ok := eventTypeOf[T](); ok {
+			types = []string{t}
+		}
+	}
+	if err := cfg.resolve(name, types); err != nil {
+		panic(err)
+	}
+	ch := make(chan T, cfg.buffer)
+	s := newSubscription(name, cfg, ch)
+	key := (<-chan T)(ch)
+	if !b.add(key, s, types) {
+		return ch
+	}
+	stop := context.AfterFunc(ctx, func() { b.remove(key) })
+	b.mu.Lock()
+	if b.subs[key] == s {
+		s.stopCtx = stop
+		stop = nil
+	}
+	b.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	return ch
+}
+
+// Unsubscribe ends a subscription made by Subscribe[T] and closes ch.
+// Calling it again, or with a channel the bus did not hand out, does
+// nothing.
+func Unsubscribe[T Event](b *EventBus, ch <-chan T) { b.remove(ch) }
+
+// Subscribe is Subscribe[Event] with no context: a channel of every event,
+// ended by Unsubscribe or Stop. It is kept for the call sites that predate
+// Subscribe[T].
+func (b *EventBus) Subscribe(name string, bufferSize int, opts ...SubscribeOption) <-chan Event {
+	return Subscribe[Event](context.Background(), b, name, bufferSize, opts...)
+}
+
+// SubscribeTypes is Subscribe[Event] with Types(eventTypes...) and no
+// context, ended by Unsubscribe or Stop. eventTypes must not be empty. It
+// is kept for the call sites that predate Subscribe[T].
+func (b *EventBus) SubscribeTypes(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
+	return b.subscribeList(name, bufferSize, eventTypes, false, opts)
+}
+
+// SubscribeLeaderOnly is SubscribeTypes with LeaderOnly: the subscription
+// of a leader-only component, made after Start once leadership is acquired.
+// eventTypes must not be empty. Leader-only components that subscribe with
+// Subscribe[T] under the context the lifecycle Manager gives them need not
+// use it; its call sites are how the project lists its leader-only
+// components.
+func (b *EventBus) SubscribeLeaderOnly(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
+	return b.subscribeList(name, bufferSize, eventTypes, true, opts)
+}
+
+func (b *EventBus) subscribeList(name string, bufferSize int, eventTypes []string, leaderOnly bool, opts []SubscribeOption) <-chan Event {
+	if len(eventTypes) == 0 {
+		panic(fmt.Errorf("%w: %q: empty event type list (use Subscribe for every type)", ErrInvalidSubscription, name))
+	}
+	all := append(slices.Clip(opts), Types(eventTypes[0], eventTypes[1:]...))
+	if leaderOnly {
+		all = append(all, LeaderOnly())
+	}
+	return Subscribe[Event](context.Background(), b, name, bufferSize, all...)
 }
 
 // Unsubscribe ends the subscription whose channel is ch and closes ch. Calling
 // it again, or with a channel the bus did not hand out, does nothing.
 func (b *EventBus) Unsubscribe(ch <-chan Event) { b.remove(ch) }
-
-// Subscribe returns a channel of the events whose Go type is T, for example
-// *events.ConfigValidatedEvent. The bus routes by the event type that T's
-// EventType method reports on its zero value; if that cannot be called (a
-// method that dereferences a nil pointer) the subscription sees every event
-// and keeps those of type T. The subscription ends, and the bus closes the
-// channel, when ctx is done, on Unsubscribe[T] or on Stop; no goroutine waits
-// on ctx meanwhile.
-func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSize int, opts ...SubscribeOption) <-chan T {
-	cfg := newSubscribeConfig(false, opts)
-	n := cfg.buffer(bufferSize)
-	ch := make(chan T, cfg.chanBuffer(n))
-	s := newSubscription(name, cfg, n, ch)
-	var types []string
-	if t, ok := eventTypeOf[T](); ok {
-		types = []string{t}
-	}
-	if b.add((<-chan T)(ch), s, types) {
-		stop := context.AfterFunc(ctx, func() { b.remove((<-chan T)(ch)) })
-		s.mu.Lock()
-		s.stopCtx = stop
-		s.mu.Unlock()
-	}
-	return ch
-}
-
-// Unsubscribe ends a subscription made by Subscribe[T] and closes ch. Calling
-// it again does nothing.
-func Unsubscribe[T Event](b *EventBus, ch <-chan T) { b.remove(ch) }
 
 func eventTypeOf[T Event]() (t string, ok bool) {
 	defer func() {
@@ -141,8 +212,8 @@ func eventTypeOf[T Event]() (t string, ok bool) {
 	return t, t != ""
 }
 
-func newSubscribeConfig(leaderOnly bool, opts []SubscribeOption) subscribeConfig {
-	cfg := subscribeConfig{leaderOnly: leaderOnly}
+func newSubscribeConfig(bufferSize int, opts []SubscribeOption) subscribeConfig {
+	cfg := subscribeConfig{buffer: bufferSize}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -151,21 +222,37 @@ func newSubscribeConfig(leaderOnly bool, opts []SubscribeOption) subscribeConfig
 	return cfg
 }
 
-// chanBuffer is the buffer of the channel handed out: LatestValue
-// subscriptions queue inside the bus, where superseded state can be removed.
-func (c subscribeConfig) chanBuffer(n int) int {
-	if len(c.latest) > 0 {
-		return 0
+// resolve checks the configuration of subscription name, routed types
+// (nil: every type), and settles its LatestValue types and buffer.
+func (c *subscribeConfig) resolve(name string, types []string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty subscriber name", ErrInvalidSubscription)
+	case c.buffer < 1:
+		return fmt.Errorf("%w: %q: buffer size %d is below 1", ErrInvalidSubscription, name, c.buffer)
+	case slices.Contains(types, ""):
+		return fmt.Errorf("%w: %q: empty event type", ErrInvalidSubscription, name)
 	}
-	return n
-}
-
-func (c subscribeConfig) buffer(n int) int {
-	n = max(n, 1)
-	if len(c.latest) > 0 {
-		n = max(n, len(c.latest)+1)
+	if c.latestAll {
+		if types == nil {
+			return fmt.Errorf("%w: %q: LatestValue without types on a subscription to every type", ErrInvalidSubscription, name)
+		}
+		c.latest = append(c.latest, types...)
 	}
-	return n
+	var latest []string
+	for _, t := range c.latest {
+		if types != nil && !slices.Contains(types, t) {
+			return fmt.Errorf("%w: %q: LatestValue type %q is not one the subscription receives", ErrInvalidSubscription, name, t)
+		}
+		if !slices.Contains(latest, t) {
+			latest = append(latest, t)
+		}
+	}
+	c.latest = latest
+	if len(latest) > 0 {
+		c.buffer = max(c.buffer, len(latest)+1)
+	}
+	return nil
 }
 
 // add registers s under key and routes eventTypes (nil: all) to it. It
@@ -175,7 +262,8 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	state := b.state.Load()
 	if state == stateStopped {
 		b.mu.Unlock()
-		s.close()
+		s.closed.Store(true)
+		s.sink.close()
 		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
 			"subscriber", s.name, "caller", caller())
 		return false
@@ -186,7 +274,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	if eventTypes == nil {
 		rt.universal = append(slices.Clip(old.universal), s)
 		for name, t := range rt.topics {
-			rt.topics[name] = t.with(s)
+			rt.topics[name] = t.with(s.newRouteLocked(t.topicState))
 		}
 	} else {
 		for _, name := range eventTypes {
@@ -194,16 +282,17 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 			if !ok {
 				t = b.newTopicLocked(name, rt.universal)
 			}
-			if !slices.Contains(t.subs, s) {
-				rt.topics[name] = t.with(s)
+			if !t.routesTo(s) {
+				t = t.with(s.newRouteLocked(t.topicState))
 			}
+			rt.topics[name] = t
 		}
 	}
 	b.routes.Store(rt)
 	b.mu.Unlock()
 
 	if state == stateStarted && !s.leaderOnly {
-		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should use SubscribeLeaderOnly",
+		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly or with LeaderOnly",
 			"subscriber", s.name, "caller", caller())
 	}
 	return true
@@ -212,22 +301,50 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 // newTopicLocked makes a topic for an event type nobody routed yet.
 // b.mu must be held.
 func (b *EventBus) newTopicLocked(name string, universal []*subscription) *topic {
-	t := &topic{name: name, index: b.nextTopic, subs: slices.Clone(universal), replayed: new(atomic.Uint64)}
+	ts := &topicState{name: name}
+	t := &topic{topicState: ts, index: b.nextTopic}
 	b.nextTopic++
+	for _, u := range universal {
+		r := u.newRouteLocked(ts)
+		t.routes = append(t.routes, r)
+		t.latest = t.latest || r.key >= 0
+	}
 	return t
 }
 
-// with returns a copy of t that also routes to s. The copy shares t's
-// counters, so it must replace t.
-func (t *topic) with(s *subscription) *topic {
-	return &topic{name: t.name, index: t.index, subs: append(slices.Clip(t.subs), s), replayed: t.replayed}
+func (t *topic) routesTo(s *subscription) bool {
+	for _, r := range t.routes {
+		if r.sub == s {
+			return true
+		}
+	}
+	return false
+}
+
+// with returns a copy of t that also routes to r. The copy shares t's
+// state, so it must replace t.
+func (t *topic) with(r *route) *topic {
+	return &topic{topicState: t.topicState, index: t.index, latest: t.latest || r.key >= 0,
+		routes: append(slices.Clip(t.routes), r)}
+}
+
+// without returns a copy of t that does not route to s.
+func (t *topic) without(s *subscription) *topic {
+	n := &topic{topicState: t.topicState, index: t.index}
+	for _, r := range t.routes {
+		if r.sub != s {
+			n.routes = append(n.routes, r)
+			n.latest = n.latest || r.key >= 0
+		}
+	}
+	return n
 }
 
 func (b *EventBus) remove(key any) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	s, ok := b.subs[key]
 	if !ok {
-		b.mu.Unlock()
 		return
 	}
 	delete(b.subs, key)
@@ -239,25 +356,21 @@ func (b *EventBus) remove(key any) {
 		}
 	}
 	for name, t := range old.topics {
-		if !slices.Contains(t.subs, s) {
-			rt.topics[name] = t
-			continue
+		if t.routesTo(s) {
+			t = t.without(s)
 		}
-		n := &topic{name: t.name, index: t.index, replayed: t.replayed}
-		for _, o := range t.subs {
-			if o != s {
-				n.subs = append(n.subs, o)
-			}
-		}
-		rt.topics[name] = n
+		rt.topics[name] = t
 	}
 	b.routes.Store(rt)
-	// Closing under mu (it only waits for the subscription's own pump, which
-	// never takes mu) lets the totals take s over with no moment in between
-	// where Stats would miss it.
-	s.close()
-	b.retireLocked(s)
-	b.mu.Unlock()
+	// Publishers that loaded an older table may still be about to offer
+	// to s: they check closed under their topic's lock, so once each of
+	// those locks has been taken after closed was set, none is left.
+	s.closed.Store(true)
+	for _, r := range s.routes {
+		r.topic.mu.Lock()
+		r.topic.mu.Unlock() //nolint:staticcheck // a barrier, not an empty critical section by mistake
+	}
+	b.endLocked(s)
 }
 
 // caller names the first function outside this package on the stack, the

@@ -1,142 +1,119 @@
 package events
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
-// subscription is one subscriber's queue and accounting.
+// subscription is one subscriber: its sink and its identity. Its per-type
+// accounting lives in its routes, one per event type it receives.
 type subscription struct {
 	name       string
 	onDrop     func(Drop) // nil for lossy subscribers
-	latest     map[string]bool
 	leaderOnly bool
 	sink       sink
+	// ch is the channel of a plain subscription on chan Event, which
+	// publishers send to without going through sink; nil otherwise.
+	ch chan Event
+	// latest maps the LatestValue types to their keys in sink.
+	latest map[string]int32
 
-	// mu guards the fields below, and serializes sends to the sink so that
-	// the sequence checks of Republish and the order of delivery agree.
-	mu      sync.Mutex
-	closed  bool
-	slots   []typeSlot // by topic index
+	// closed is set, under EventBus.mu, when the subscription ends; a
+	// publisher checks it under the topic lock before each send.
+	closed atomic.Bool
+	// stopCtx unregisters the context.AfterFunc that ends a Subscribe[T]
+	// subscription. It is set once under EventBus.mu.
 	stopCtx func() bool
-	// lost and skipped count, by event type, queued events removed to make
-	// room for newer state: lost ones were of a type not declared
-	// LatestValue, skipped ones were superseded versions of state.
-	lost    map[string]uint64
-	skipped map[string]uint64
+
+	// routes lists the routes to this subscription; guarded by EventBus.mu.
+	routes []*route
 }
 
-// typeSlot is a subscriber's state for one event type.
-type typeSlot struct {
-	name      string
-	lastSeq   uint64 // newest sequence delivered
+// route is one subscription's state for one event type. Its counters are
+// guarded by the mutex of the topic it belongs to.
+type route struct {
+	sub   *subscription
+	topic *topicState
+	key   int32 // LatestValue key of the type in sub, or -1
+
+	lastSeq   uint64 // newest sequence number queued
 	delivered uint64
-	dropped   uint64
+	dropped   uint64 // refused by a full buffer
 }
 
-// newSubscription returns a subscription delivering to ch, an unbuffered
-// channel for LatestValue subscriptions and a buffered one otherwise.
-func newSubscription[T Event](name string, cfg subscribeConfig, bufferSize int, ch chan T) *subscription {
-	sub := &subscription{name: name, onDrop: cfg.onDrop, leaderOnly: cfg.leaderOnly}
-	if len(cfg.latest) == 0 {
-		sub.sink = chanSink(ch)
-		return sub
-	}
-	sub.latest = make(map[string]bool, len(cfg.latest))
-	for _, t := range cfg.latest {
-		sub.latest[t] = true
-	}
-	sub.sink = newLatestSink(&sub.mu, bufferSize, ch)
-	return sub
+// topicState is what the copies of a topic share (see routeTable).
+type topicState struct {
+	name string
+	// mu serializes the deliveries of this event type, and guards the
+	// counters of its routes.
+	mu       sync.Mutex
+	replayed atomic.Uint64 // Republish calls for this type
 }
 
-func chanSink[T Event](ch chan T) sink {
+func newSubscription[T Event](name string, cfg subscribeConfig, ch chan T) *subscription {
+	s := &subscription{name: name, onDrop: cfg.onDrop, leaderOnly: cfg.leaderOnly}
+	if len(cfg.latest) > 0 {
+		s.latest = make(map[string]int32, len(cfg.latest))
+		for i, t := range cfg.latest {
+			s.latest[t] = int32(i)
+		}
+		s.sink = newLatestSink(ch, cfg.buffer, cfg.latest)
+		return s
+	}
 	if c, ok := any(ch).(chan Event); ok {
-		return eventSink{ch: c}
+		s.ch = c
+		s.sink = eventSink{ch: c}
+		return s
 	}
-	return typedSink[T]{ch: ch}
+	s.sink = typedSink[T]{ch: ch}
+	return s
 }
 
-func (s *subscription) close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
+// newRoute makes the route of s for topic ts. EventBus.mu must be held.
+func (s *subscription) newRouteLocked(ts *topicState) *route {
+	key, ok := s.latest[ts.name]
+	if !ok {
+		key = -1
 	}
-	s.closed = true
-	stop := s.stopCtx
-	s.sink.close()
-	s.mu.Unlock()
-	s.sink.wait()
-	if stop != nil {
-		stop()
-	}
+	r := &route{sub: s, topic: ts, key: key}
+	s.routes = append(s.routes, r)
+	return r
 }
 
-// slotLocked returns the state for topic t, growing the table.
-func (s *subscription) slotLocked(t *topic) *typeSlot {
-	if t.index >= len(s.slots) {
-		s.slots = append(s.slots, make([]typeSlot, t.index+1-len(s.slots))...)
+// offerLocked hands e to r's subscriber, under r's topic lock. For a replay
+// it first checks that the subscriber has been given nothing of that type
+// stamped at or after seq. It reports whether e was queued, and the drop to
+// report to a critical subscriber, if any (ok false when none).
+func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued bool, d Drop, report bool) {
+	s := r.sub
+	if s.closed.Load() || replay && r.lastSeq >= seq {
+		return false, Drop{}, false
 	}
-	sl := &s.slots[t.index]
-	if sl.name == "" {
-		sl.name = t.name
+	var res sendResult
+	var ev eviction
+	if s.ch != nil {
+		select {
+		case s.ch <- e:
+			res = sendOK
+		default:
+			res = sendFull
+		}
+	} else {
+		res, ev = s.sink.send(e, r.key)
 	}
-	return sl
-}
-
-// offer hands e to the subscriber. For a replay it first checks that the
-// subscriber has nothing of that type stamped at or after seq. It returns
-// whether e was queued, and, for a critical subscriber that lost an event,
-// the drop to report once the lock is released.
-func (s *subscription) offer(e Event, t *topic, seq uint64, replay bool) (queued bool, drop *Drop) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false, nil
-	}
-	sl := s.slotLocked(t)
-	if replay && sl.lastSeq >= seq {
-		s.mu.Unlock()
-		return false, nil
-	}
-	switch s.sink.trySend(e) {
+	switch res {
 	case sendOK:
-		queued = true
+		r.delivered++
+		r.lastSeq = max(r.lastSeq, seq)
+		if ev.victim != "" && !ev.superseded && s.onDrop != nil {
+			return true, Drop{Subscriber: s.name, EventType: ev.victim, Total: ev.total}, true
+		}
+		return true, Drop{}, false
 	case sendFull:
-		if s.latest[t.name] {
-			if victim, superseded, ok := s.sink.evictFor(e, t.name, s.latest); ok {
-				queued = true
-				if victim == "" {
-					// The reader made room meanwhile.
-				} else if superseded {
-					s.skipped = increment(s.skipped, victim)
-				} else {
-					n := s.lost[victim] + 1
-					s.lost = increment(s.lost, victim)
-					if s.onDrop != nil {
-						drop = &Drop{Subscriber: s.name, EventType: victim, Total: n}
-					}
-				}
-				break
-			}
-		}
-		sl.dropped++
+		r.dropped++
 		if s.onDrop != nil {
-			drop = &Drop{Subscriber: s.name, EventType: t.name, Total: sl.dropped}
+			return false, Drop{Subscriber: s.name, EventType: r.topic.name, Total: r.dropped}, true
 		}
-	case sendMismatch:
-		// Another Go type reported this event type; not for this channel.
 	}
-	if queued {
-		sl.delivered++
-		sl.lastSeq = max(sl.lastSeq, seq)
-	}
-	s.mu.Unlock()
-	return queued, drop
-}
-
-func increment(m map[string]uint64, key string) map[string]uint64 {
-	if m == nil {
-		m = map[string]uint64{}
-	}
-	m[key]++
-	return m
+	return false, Drop{}, false
 }

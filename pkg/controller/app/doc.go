@@ -45,10 +45,14 @@
 //
 // Healthy (served as /healthz) fails while this replica believes it holds
 // the lease but has missed its renew deadline (the elector's Healthy), and
-// when the runtime reports a failed component (lifecycle.Status.Healthy).
+// when the runtime reports a failed component (lifecycle.Status.Healthy),
+// including, while leading, a leader-only component the term misses.
 // Ready (/readyz) is true once the runtime runs, the configuration handler
 // has a valid configuration in force and the Discovery has published its
-// first pod set: the all-replica side has synced.
+// first pod set (the all-replica side has synced), and not while this
+// replica leads a term that misses a leader-only component. Such a leader
+// resigns after Options.StepDownGrace (the runtime's StepDown is wired to
+// the elector's Resign), so that another replica leads.
 //
 // # Embedded mode
 //

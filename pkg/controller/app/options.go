@@ -103,6 +103,13 @@ type Options struct {
 	// zero means lifecycle's defaults, negative is invalid.
 	StopTimeout      time.Duration
 	SubscribeTimeout time.Duration
+	// StepDownGrace and NoStepDown are the runtime's (lifecycle.Options):
+	// how long a leader keeps a term that misses a leader-only component
+	// before it resigns so that another replica leads (zero means
+	// lifecycle.DefaultStepDownGrace, negative is invalid), and whether it
+	// never does.
+	StepDownGrace time.Duration
+	NoStepDown    bool
 	// BusCapacity is the number of events the bus holds before it starts;
 	// zero means DefaultBusCapacity, negative is invalid.
 	BusCapacity int
@@ -149,6 +156,9 @@ func (o Options) check() error {
 	}
 	if o.SubscribeTimeout < 0 {
 		bad("subscribeTimeout %v is negative", o.SubscribeTimeout)
+	}
+	if o.StepDownGrace < 0 {
+		bad("stepDownGrace %v is negative", o.StepDownGrace)
 	}
 	if o.BusCapacity < 0 {
 		bad("busCapacity %d is negative", o.BusCapacity)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/baton-dev/baton/pkg/controller/configchange"
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/deploymentscheduler"
@@ -17,6 +19,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/metrics"
+	refmetrics "github.com/baton-dev/baton/pkg/controller/metrics/reference"
 	"github.com/baton-dev/baton/pkg/controller/reconciler"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
@@ -109,6 +112,9 @@ func New(opts Options) (_ *Replica, err error) {
 		StopTimeout:      opts.StopTimeout,
 		SubscribeTimeout: opts.SubscribeTimeout,
 		TermContext:      r.elector.TermContext,
+		StepDownGrace:    opts.StepDownGrace,
+		NoStepDown:       opts.NoStepDown,
+		StepDown:         r.elector.Resign,
 		OnTermReady:      r.termReady,
 		OnTermStopped:    opts.Hooks.OnTermStopped,
 	})
@@ -192,9 +198,11 @@ func New(opts Options) (_ *Replica, err error) {
 	}
 
 	// 7. Metrics, read at scrape time.
+	// The core's (bus, election, runtime) and the reference controller's own.
+	own := refmetrics.NewCollector(refmetrics.Sources{Config: r.config, Publisher: r.publisher})
 	if r.metrics, err = metrics.New(metrics.Sources{
-		Bus: r.bus, Runtime: r.manager, Election: r.elector, Config: r.config, Publisher: r.publisher,
-	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics}); err != nil {
+		Bus: r.bus, Runtime: r.manager, Election: r.elector,
+	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics, Collectors: []prometheus.Collector{own}}); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	return r, nil
@@ -289,9 +297,10 @@ func (r *Replica) Healthy() error {
 }
 
 // Ready returns nil once the all-replica side has synced: the runtime runs,
-// a valid configuration is in force and the first pod set was published.
-// Otherwise the error wraps ErrNotReady and says what is missing. It backs
-// /readyz.
+// a valid configuration is in force and the first pod set was published;
+// and, while this replica leads, as long as its term misses no leader-only
+// component (lifecycle.Status.Missing). Otherwise the error wraps
+// ErrNotReady and says what is missing. It backs /readyz.
 func (r *Replica) Ready() error {
 	var missing []string
 	if !r.manager.Status().Running {
@@ -306,6 +315,9 @@ func (r *Replica) Ready() error {
 	}
 	if !r.discovery.Synced() {
 		missing = append(missing, "pods not discovered yet")
+	}
+	if s := r.manager.Status(); s.Leading && len(s.Missing) > 0 {
+		missing = append(missing, fmt.Sprintf("leading term %d without leader-only %s", s.Term, strings.Join(s.Missing, ", ")))
 	}
 	if len(missing) == 0 {
 		return nil

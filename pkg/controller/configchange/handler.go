@@ -223,14 +223,13 @@ func (h *ConfigChangeHandler) process(doc Document, source string) (string, erro
 
 	if err == nil {
 		ev := events.NewConfigValidatedEvent(cfg, version, source)
-		h.valid.Cache(ev)
 		h.synced.Store(true) // before Publish: a subscriber that got the event sees Synced
 		h.mu.Lock()
 		h.stats.Validated++
 		h.stats.CurrentVersion, h.stats.CurrentSource = version, source
 		h.stats.CurrentInvalid = false
 		h.mu.Unlock()
-		h.bus.Publish(ev)
+		h.valid.Publish(ev)
 		h.logger.Info("configuration validated", "source", source, "version", version,
 			"frontends", len(cfg.Frontends), "backends", len(cfg.Backends))
 		return version, nil
@@ -239,7 +238,6 @@ func (h *ConfigChangeHandler) process(doc Document, source string) (string, erro
 	reasons := config.Reasons(err)
 	errs := fieldErrors(err)
 	ev := events.NewConfigInvalidEvent(version, source, errs)
-	h.invalid.Cache(ev)
 	h.synced.Store(true)
 	h.mu.Lock()
 	h.stats.Invalid++
@@ -249,7 +247,7 @@ func (h *ConfigChangeHandler) process(doc Document, source string) (string, erro
 	h.stats.CurrentInvalid = true
 	kept := h.stats.CurrentVersion
 	h.mu.Unlock()
-	h.bus.Publish(ev)
+	h.invalid.Publish(ev)
 	h.logger.Warn("configuration invalid; keeping the last valid one", "source", source,
 		"version", version, "kept_version", kept, "errors", reasons)
 	return version, err

@@ -210,9 +210,8 @@ func (d *Discovery) publishIfChanged(pods []config.Pod) {
 	d.generation++
 	d.last = pods
 	ev := events.NewHAProxyPodsDiscoveredEvent(slices.Clone(pods), d.generation)
-	d.replayer.Cache(ev)
 	d.synced.Store(true) // before Publish: a subscriber that got the event sees Synced
-	d.bus.Publish(ev)
+	d.replayer.Publish(ev)
 	ready := 0
 	for _, p := range pods {
 		if p.Ready {

@@ -1,80 +1,44 @@
 package events
 
-import "time"
+import "github.com/baton-dev/baton/pkg/controller/leadership"
 
-// Leadership event types.
+// Leadership event types. The events are defined in the core, in
+// pkg/controller/leadership, so that the runtime does not depend on this
+// catalog; the names here are aliases of those.
 const (
-	EventTypeLeaderElectionStarted = "leadership.election_started"
-	EventTypeBecameLeader          = "leadership.became_leader"
-	EventTypeLostLeadership        = "leadership.lost"
-	EventTypeNewLeaderObserved     = "leadership.new_leader_observed"
+	EventTypeLeaderElectionStarted = leadership.EventTypeLeaderElectionStarted
+	EventTypeBecameLeader          = leadership.EventTypeBecameLeader
+	EventTypeLostLeadership        = leadership.EventTypeLostLeadership
+	EventTypeNewLeaderObserved     = leadership.EventTypeNewLeaderObserved
 )
 
-// LeaderElectionStartedEvent says that this replica began to take part in
-// the election of the named lease.
-type LeaderElectionStartedEvent struct {
-	Identity       string
-	LeaseNamespace string
-	LeaseName      string
-	at             time.Time
-}
+type (
+	// LeaderElectionStartedEvent is leadership.LeaderElectionStartedEvent.
+	LeaderElectionStartedEvent = leadership.LeaderElectionStartedEvent
+	// BecameLeaderEvent is leadership.BecameLeaderEvent.
+	BecameLeaderEvent = leadership.BecameLeaderEvent
+	// LostLeadershipEvent is leadership.LostLeadershipEvent.
+	LostLeadershipEvent = leadership.LostLeadershipEvent
+	// NewLeaderObservedEvent is leadership.NewLeaderObservedEvent.
+	NewLeaderObservedEvent = leadership.NewLeaderObservedEvent
+)
 
-// NewLeaderElectionStartedEvent returns the event, stamped now.
+// NewLeaderElectionStartedEvent calls leadership.NewLeaderElectionStartedEvent.
 func NewLeaderElectionStartedEvent(identity, namespace, name string) *LeaderElectionStartedEvent {
-	return &LeaderElectionStartedEvent{Identity: identity, LeaseNamespace: namespace, LeaseName: name, at: time.Now()}
+	return leadership.NewLeaderElectionStartedEvent(identity, namespace, name)
 }
 
-func (*LeaderElectionStartedEvent) EventType() string { return EventTypeLeaderElectionStarted }
-
-func (e *LeaderElectionStartedEvent) Timestamp() time.Time { return e.at }
-
-// BecameLeaderEvent says that this replica acquired the lease and leads for
-// Term, a fencing token that strictly increases across acquisitions.
-type BecameLeaderEvent struct {
-	Identity string
-	Term     uint64
-	at       time.Time
-}
-
-// NewBecameLeaderEvent returns the event, stamped now.
+// NewBecameLeaderEvent calls leadership.NewBecameLeaderEvent.
 func NewBecameLeaderEvent(identity string, term uint64) *BecameLeaderEvent {
-	return &BecameLeaderEvent{Identity: identity, Term: term, at: time.Now()}
+	return leadership.NewBecameLeaderEvent(identity, term)
 }
 
-func (*BecameLeaderEvent) EventType() string { return EventTypeBecameLeader }
-
-func (e *BecameLeaderEvent) Timestamp() time.Time { return e.at }
-
-// LostLeadershipEvent says that this replica's term ended, and why.
-type LostLeadershipEvent struct {
-	Identity string
-	Term     uint64
-	Reason   string
-	at       time.Time
-}
-
-// NewLostLeadershipEvent returns the event, stamped now.
+// NewLostLeadershipEvent calls leadership.NewLostLeadershipEvent.
 func NewLostLeadershipEvent(identity string, term uint64, reason string) *LostLeadershipEvent {
-	return &LostLeadershipEvent{Identity: identity, Term: term, Reason: reason, at: time.Now()}
+	return leadership.NewLostLeadershipEvent(identity, term, reason)
 }
 
-func (*LostLeadershipEvent) EventType() string { return EventTypeLostLeadership }
-
-func (e *LostLeadershipEvent) Timestamp() time.Time { return e.at }
-
-// NewLeaderObservedEvent says that the lease's holder changed to Identity;
-// IsSelf is true when that is this replica.
-type NewLeaderObservedEvent struct {
-	Identity string
-	IsSelf   bool
-	at       time.Time
-}
-
-// NewNewLeaderObservedEvent returns the event, stamped now.
+// NewNewLeaderObservedEvent calls leadership.NewNewLeaderObservedEvent.
 func NewNewLeaderObservedEvent(identity string, isSelf bool) *NewLeaderObservedEvent {
-	return &NewLeaderObservedEvent{Identity: identity, IsSelf: isSelf, at: time.Now()}
+	return leadership.NewNewLeaderObservedEvent(identity, isSelf)
 }
-
-func (*NewLeaderObservedEvent) EventType() string { return EventTypeNewLeaderObserved }
-
-func (e *NewLeaderObservedEvent) Timestamp() time.Time { return e.at }

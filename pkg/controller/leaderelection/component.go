@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
@@ -29,6 +29,9 @@ const (
 	// ReasonLeaseCleared: the lease was deleted or its holder cleared by
 	// someone else.
 	ReasonLeaseCleared = "lease deleted or cleared"
+	// ReasonResigned: this replica resigned the term (Component.Resign),
+	// typically because the runtime found a leader-only component missing.
+	ReasonResigned = "resigned"
 	// ReasonLeaseTakenPrefix starts the reason when another candidate holds
 	// the lease; the holder's identity follows.
 	ReasonLeaseTakenPrefix = "lease taken by "
@@ -66,15 +69,15 @@ type Component struct {
 	// BecameLeaderEvent is published, to the OnStoppedLeading wrapper of the
 	// same term. The elector alternates the two strictly (one term at a
 	// time), so it never holds more than one.
-	began chan leadership
+	began chan heldTerm
 
 	// mu guards current.
 	mu      sync.Mutex
-	current leadership // the term whose BecameLeaderEvent was published last, until its LostLeadershipEvent
+	current heldTerm // the term whose BecameLeaderEvent was published last, until its LostLeadershipEvent
 }
 
-// leadership is one term as the adapter saw it.
-type leadership struct {
+// heldTerm is one term as the adapter saw it.
+type heldTerm struct {
 	term uint64
 	ctx  context.Context // the elector's term context
 }
@@ -115,7 +118,7 @@ func newComponent(config k8sle.Config, bus *busevents.EventBus, callbacks Callba
 		config:    config,
 		callbacks: callbacks,
 		logger:    logger.With("component", Name),
-		began:     make(chan leadership, 1),
+		began:     make(chan heldTerm, 1),
 	}
 	if bus == nil {
 		return c, &k8sle.ConfigError{Field: "bus", Reason: "bus is nil"}
@@ -145,7 +148,7 @@ func (c *Component) Run(ctx context.Context) error {
 	}
 	c.logger.Info("leader election started", "identity", c.config.Identity,
 		"lease", c.config.LeaseNamespace+"/"+c.config.LeaseName, "single_replica", c.config.SingleReplica)
-	c.bus.Publish(events.NewLeaderElectionStartedEvent(c.config.Identity, c.config.LeaseNamespace, c.config.LeaseName))
+	c.bus.Publish(leadership.NewLeaderElectionStartedEvent(c.config.Identity, c.config.LeaseNamespace, c.config.LeaseName))
 	return c.elector.Start(ctx)
 }
 
@@ -197,12 +200,12 @@ func (c *Component) TermContext(term uint64) (ctx context.Context, ok bool) {
 // startedLeading runs in the elector's goroutine for the term.
 func (c *Component) startedLeading(ctx context.Context) {
 	term, _ := k8sle.TermFromContext(ctx)
-	l := leadership{term: term, ctx: ctx}
+	l := heldTerm{term: term, ctx: ctx}
 	c.mu.Lock()
 	c.current = l
 	c.mu.Unlock()
 	c.logger.Debug("publishing BecameLeaderEvent", "identity", c.config.Identity, "term", term)
-	c.bus.Publish(events.NewBecameLeaderEvent(c.config.Identity, term))
+	c.bus.Publish(leadership.NewBecameLeaderEvent(c.config.Identity, term))
 	c.began <- l // never blocks: see began
 	if f := c.callbacks.OnStartedLeading; f != nil {
 		f(ctx)
@@ -217,12 +220,12 @@ func (c *Component) stoppedLeading() {
 	l := <-c.began
 	c.mu.Lock()
 	if c.current.term == l.term {
-		c.current = leadership{}
+		c.current = heldTerm{}
 	}
 	c.mu.Unlock()
 	reason := c.reason(l.ctx)
 	c.logger.Info("lost leadership", "identity", c.config.Identity, "term", l.term, "reason", reason)
-	c.bus.Publish(events.NewLostLeadershipEvent(c.config.Identity, l.term, reason))
+	c.bus.Publish(leadership.NewLostLeadershipEvent(c.config.Identity, l.term, reason))
 	if f := c.callbacks.OnStoppedLeading; f != nil {
 		f()
 	}
@@ -238,6 +241,8 @@ func (c *Component) reason(ctx context.Context) string {
 		return ReasonRenewDeadlineMissed
 	case errors.Is(cause, k8sle.ErrHandedOver):
 		return ReasonHandedOver
+	case errors.Is(cause, k8sle.ErrResigned):
+		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):
 		if h := c.elector.GetLeader(); h != "" && h != c.config.Identity {
 			return ReasonLeaseTakenPrefix + h
@@ -253,7 +258,7 @@ func (c *Component) reason(ctx context.Context) string {
 func (c *Component) newLeader(identity string) {
 	self := identity == c.config.Identity
 	c.logger.Info("new leader observed", "leader", identity, "self", self)
-	c.bus.Publish(events.NewNewLeaderObservedEvent(identity, self))
+	c.bus.Publish(leadership.NewNewLeaderObservedEvent(identity, self))
 	if f := c.callbacks.OnNewLeader; f != nil {
 		f(identity)
 	}

@@ -12,32 +12,59 @@
 // # StateReplayer
 //
 // StateReplayer[T] keeps the most recent event of type T that an all-replica
-// component cached, and re-publishes it on request (on BecameLeaderEvent) so
-// the new leader's components get current state at once:
+// component handed out, and re-publishes it on request (on BecameLeaderEvent,
+// through the runtime's term hooks) so the new leader's components get
+// current state at once:
 //
 //	configReplayer := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
-//	bus.Publish(validated)         // and, in either order,
-//	configReplayer.Cache(validated)
+//	configReplayer.Publish(validated) // all-replica side: cache and publish, one step
 //	...
-//	configReplayer.Replay()        // on BecameLeaderEvent
+//	configReplayer.Replay()           // at the start of a term
 //
 // The cache is a single slot: a new leader needs the current state, not a
 // history. Render and validation events are not replayed: the leader renders
 // afresh on BecameLeaderEvent (see pkg/controller/reconciler).
 //
-// # Ordering
+// # The rule
 //
-// Cache stamps the event with the bus's sequence (EventBus.NextSequence), and
-// Replay goes through EventBus.Republish, which skips every subscriber that
-// already received an event of type T stamped at or after it. So a replay
-// racing a newer publish never reaches a subscriber after that newer event,
-// and a subscriber that existed when Replay was called ends up holding state
-// at least as new as the state cached at that moment.
+// State goes out through StateReplayer.Publish and nothing else: it caches
+// the event (stamped with the bus's sequence) and then publishes it, with
+// concurrent calls serialised. With this one step, a subscriber made at any
+// moment and then replayed to ends holding the newest state: subscribed
+// before the cache, it gets the publish; between cache and publish, it gets
+// the replay and the publish (the same state twice, which a state consumer
+// takes as a no-op); after the publish, it gets the replay. Publishing
+// first and caching second is wrong: a subscriber made between the two and
+// replayed to before the cache gets the previous state and nothing after it,
+// and stays one version behind until the next change. Cache and Get remain
+// for what is not handed out on the bus (seeding a replayer, reading the
+// current state); Cache followed by EventBus.Publish from one goroutine is
+// what Publish does, without the serialisation.
+//
+// # Ordering of replays
+//
+// Each cached event is stamped with the bus's sequence
+// (EventBus.NextSequence), and Replay goes through EventBus.Republish, which
+// skips every subscriber that already received an event of type T stamped at
+// or after it. So a replay racing a newer publish never reaches a subscriber
+// after that newer event, and a subscriber that existed when Replay was
+// called ends up holding state at least as new as the state cached at that
+// moment.
+//
+// # Leadership events
+//
+// The events that carry leadership over the bus are defined here, in the
+// core: LeaderElectionStartedEvent, BecameLeaderEvent, LostLeadershipEvent
+// and NewLeaderObservedEvent. The election adapter (pkg/controller/leaderelection)
+// publishes them and the controller runtime (pkg/controller/lifecycle)
+// consumes them. The reference controller's catalog, pkg/controller/events,
+// re-exports them as type aliases.
 //
 // # Concurrency properties
 //
-// All methods are safe for concurrent use and never block. The slot is an
-// atomic pointer to an immutable entry, so Get and HasState are a single
-// atomic load; Cache keeps whichever of concurrent calls took the later
-// sequence.
+// All methods are safe for concurrent use and never block on anything but
+// the short serialisation of concurrent Publish calls (EventBus.Publish
+// itself never blocks). The slot is an atomic pointer to an immutable entry,
+// so Get and HasState are a single atomic load; Cache keeps whichever of
+// concurrent calls took the later sequence.
 package leadership

@@ -16,11 +16,10 @@ func ExampleStateReplayer() {
 	configReplayer := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
 	bus.Start()
 
-	// All-replica side: publish and cache every validated configuration.
+	// All-replica side: hand out every validated configuration through the
+	// replayer, which caches and publishes it in one step.
 	for _, version := range []string{"v1", "v2"} {
-		e := events.NewConfigValidatedEvent(nil, version, "example")
-		bus.Publish(e)
-		configReplayer.Cache(e)
+		configReplayer.Publish(events.NewConfigValidatedEvent(nil, version, "example"))
 	}
 
 	// Leader-only side, after BecameLeaderEvent: subscribe, then replay.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"reflect"
+	"sync"
 	"sync/atomic"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
@@ -17,6 +18,12 @@ type StateReplayer[T busevents.Event] struct {
 	msg    string // "replaying <name>"
 	logger *slog.Logger
 	slot   atomic.Pointer[entry[T]]
+
+	// publishMu serialises Publish, so that the order in which the slot
+	// takes events is the order in which the bus delivers them. It is held
+	// across EventBus.Publish, which never blocks and calls back nothing of
+	// the replayer's.
+	publishMu sync.Mutex
 }
 
 // entry is an immutable cached event and the sequence it was stamped with.
@@ -58,7 +65,11 @@ func (r *StateReplayer[T]) Cache(event T) {
 		r.logger.Warn("state replayer ignored a nil event", "type", r.name)
 		return
 	}
-	e := &entry[T]{event: event, seq: r.bus.NextSequence()}
+	r.store(&entry[T]{event: event, seq: r.bus.NextSequence()})
+}
+
+// store puts e in the slot unless a concurrent call stored a later stamp.
+func (r *StateReplayer[T]) store(e *entry[T]) {
 	for {
 		old := r.slot.Load()
 		if old != nil && old.seq > e.seq {
@@ -68,6 +79,27 @@ func (r *StateReplayer[T]) Cache(event T) {
 			return
 		}
 	}
+}
+
+// Publish makes event the current state and publishes it, as one step:
+// it caches event, stamped with a new bus sequence, and then publishes it,
+// with concurrent Publish calls serialised, so that the cache and every
+// subscriber agree on what is newest. It returns how many subscribers
+// queued the event. A nil or typed-nil event is ignored (nothing cached,
+// nothing published) and 0 returned.
+//
+// It is the one way state should go out (see the package doc, # The
+// rule): a leader-only subscriber made at any moment then ends up holding
+// the newest state.
+func (r *StateReplayer[T]) Publish(event T) int {
+	if busevents.IsNil(event) {
+		r.logger.Warn("state replayer ignored a nil event", "type", r.name)
+		return 0
+	}
+	r.publishMu.Lock()
+	defer r.publishMu.Unlock()
+	r.store(&entry[T]{event: event, seq: r.bus.NextSequence()})
+	return r.bus.Publish(event)
 }
 
 // Replay re-publishes the cached event to every subscriber of its type that

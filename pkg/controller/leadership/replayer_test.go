@@ -184,3 +184,100 @@ func TestConcurrentCacheKeepsLatestStamp(t *testing.T) {
 		t.Fatalf("Get = %v after the last Cache, want it", e)
 	}
 }
+
+// TestPublishCachesAndPublishes: Publish delivers the event and leaves it
+// cached, stamped so that a replay does not reach the subscriber again; a
+// nil event is neither cached nor published.
+func TestPublishCachesAndPublishes(t *testing.T) {
+	bus := eventstest.NewBus(t, 0)
+	r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(nil)
+	bus.Start()
+	ch := bus.SubscribeLeaderOnly("sub", 4, []string{events.EventTypeConfigValidated})
+	if n := r.Publish(nil); n != 0 || r.HasState() {
+		t.Fatalf("Publish(nil) = %d, HasState %v", n, r.HasState())
+	}
+	if n := r.Publish(validated("v1")); n != 1 {
+		t.Fatalf("Publish reached %d subscribers, want 1", n)
+	}
+	if e, ok := r.Get(); !ok || e.Version != "v1" {
+		t.Fatalf("Get = %v, %v after Publish", e, ok)
+	}
+	r.Replay() // the subscriber holds v1 already: skipped
+	got := eventstest.Drain(ch)
+	if len(got) != 1 || got[0].(*events.ConfigValidatedEvent).Version != "v1" {
+		t.Fatalf("subscriber got %v, want v1 once", got)
+	}
+}
+
+// TestPublishLeavesNoSubscriberBehind is the regression test of the
+// publish-then-cache order: a producer hands out its last version while a
+// leader-only subscriber subscribes and replays at a random moment. With
+// Publish the subscriber always ends holding the last version; with the
+// event published before it is cached, a subscriber made between the two
+// and replayed to before the cache ends one version behind.
+func TestPublishLeavesNoSubscriberBehind(t *testing.T) {
+	iterations := 3000
+	if testing.Short() {
+		iterations = 300
+	}
+	behind := 0
+	for it := range iterations {
+		bus := busevents.NewEventBus(0)
+		r := leadership.NewStateReplayer[*versioned](bus).WithLogger(nil)
+		bus.Start()
+		r.Publish(&versioned{v: 1})
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			r.Publish(&versioned{v: 2})
+		})
+		close(start)
+		for range it % 40 {
+			_ = r.HasState()
+		}
+		ch := bus.SubscribeLeaderOnly("late", 8, []string{"test.state"})
+		r.Replay()
+		wg.Wait()
+		got := eventstest.Drain(ch)
+		bus.Stop()
+		if len(got) == 0 || got[len(got)-1].(*versioned).v != 2 {
+			behind++
+			t.Errorf("iteration %d: subscriber ended at %v, want version 2 last", it, vs(got))
+			if behind > 5 {
+				t.FailNow()
+			}
+		}
+	}
+}
+
+// TestSubscriberMadeDuringPublishIsNotBehind places a leader-only
+// subscription and its replay inside the publish of the newest version (in
+// the drop callback of a full Critical subscriber, which the bus calls on the
+// publishing goroutine): the moment after the bus took the event and before
+// Publish returned. The new subscriber must end holding the newest version.
+// Publishing before caching fails this: the replay finds the previous one.
+func TestSubscriberMadeDuringPublishIsNotBehind(t *testing.T) {
+	bus := eventstest.NewBus(t, 0)
+	r := leadership.NewStateReplayer[*versioned](bus).WithLogger(nil)
+	bus.Start()
+	var late <-chan busevents.Event
+	armed := false
+	full := bus.SubscribeTypes("full", 1, []string{"test.state"}, busevents.Critical(func(busevents.Drop) {
+		if armed && late == nil {
+			late = bus.SubscribeLeaderOnly("late", 4, []string{"test.state"})
+			r.Replay()
+		}
+	}))
+	r.Publish(&versioned{v: 1}) // fills "full"
+	armed = true
+	r.Publish(&versioned{v: 2}) // dropped by "full": the callback subscribes and replays
+	if late == nil {
+		t.Fatal("the drop callback did not run; the test tests nothing")
+	}
+	got := eventstest.Drain(late)
+	if len(got) == 0 || got[len(got)-1].(*versioned).v != 2 {
+		t.Fatalf("subscriber made during the publish of version 2 got %v, want it to end at 2", vs(got))
+	}
+	_ = full
+}

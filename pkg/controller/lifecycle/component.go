@@ -1,6 +1,10 @@
 package lifecycle
 
-import "context"
+import (
+	"context"
+
+	"github.com/baton-dev/baton/pkg/termctx"
+)
 
 // Component is anything the Manager runs. Start blocks until ctx is done
 // and then returns nil or ctx.Err() (possibly wrapped): that is a clean
@@ -8,8 +12,11 @@ import "context"
 // a panic, marks the component failed.
 //
 // A leader-only component's Start is called once per term, on the same
-// instance, and must therefore reset its per-term state at its top. It
-// subscribes with the bus's SubscribeLeaderOnly, then calls Subscribed(ctx),
+// instance, and must therefore reset its per-term state at its top. Its
+// context carries busevents.WithLeaderOnly, so every subscription it makes
+// with busevents.Subscribe[T](ctx, ...) is leader-only and ends with the
+// term. It subscribes (Subscribe[T] under ctx, or the bus's
+// SubscribeLeaderOnly), then calls Subscribed(ctx),
 // and calls HoldsState(ctx, type) once it has processed state of each type
 // it declared in RequiredState.
 type Component interface {
@@ -53,13 +60,11 @@ func tokenFrom(ctx context.Context) *runToken {
 
 // TermFromContext returns the term of the leader-only run whose context ctx
 // is (or derives from). It reports false for an all-replica component's
-// context and for any context the Manager did not hand out.
+// context and for any context no term was stamped on. It is
+// termctx.FromContext, the one term accessor of the core: the same lookup
+// answers for a context of the elector's (pkg/k8s/leaderelection).
 func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	tok := tokenFrom(ctx)
-	if tok == nil || tok.t == nil {
-		return 0, false
-	}
-	return tok.t.term, true
+	return termctx.FromContext(ctx)
 }
 
 // Subscribed tells the Manager that the leader-only component running under

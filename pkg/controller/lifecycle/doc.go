@@ -44,13 +44,13 @@
 //  4. declares the term ready once every StateDependent component reported
 //     HoldsState for each type in its RequiredState: it records the latency
 //     from the BecameLeaderEvent's timestamp (the lease acquisition), logs
-//     "term ready", publishes events.TermReadyEvent and calls
+//     "term ready", publishes TermReadyEvent and calls
 //     Options.OnTermReady.
 //
 // The term ends on a LostLeadershipEvent for it (or for a later or unknown
 // term), on a BecameLeaderEvent with a newer term, and when Run's context
 // ends: the Manager cancels the term's context, waits up to StopTimeout for
-// its components to return, publishes events.TermStoppedEvent and calls
+// its components to return, publishes TermStoppedEvent and calls
 // Options.OnTermStopped. BecameLeaderEvents repeating the current term, or
 // for a term not newer than the last one started, are ignored; so are
 // LostLeadershipEvents for an earlier term.
@@ -70,7 +70,7 @@
 // Only a return after the context ended, with nil or a context error, is a
 // clean stop. Any other return, and a panic (recovered, logged with its
 // stack), marks the component failed: it is logged with slog at error level,
-// counted in Status and published as events.ComponentFailedEvent.
+// counted in Status and published as ComponentFailedEvent.
 //
 //   - A failed leader-only component is not restarted within its term; it is
 //     started again in the next term. Meanwhile its term may never become
@@ -81,20 +81,38 @@
 //     supervisor.
 //
 // A component still running StopTimeout after its context was cancelled is
-// logged, counted, published as events.ComponentOverstayedEvent (phase
+// logged, counted, published as ComponentOverstayedEvent (phase
 // "stop") and shown as StateOverstaying. The Manager stops waiting for it but
 // never runs two Starts of one component at once: an overstaying leader-only
 // component is started in a later term only once its earlier Start returned
 // (late in that term if it returns during it, followed by the replays as for
 // any late subscriber).
 //
+// # A leader missing a component steps down
+//
+// A term misses a leader-only component when that component is still
+// running from an earlier term (it overstayed that term's end, so it cannot
+// be started in this one) or failed in this term (an error, an early return
+// or a panic, recovered by the Manager or reported by the component as
+// ErrPanicked). A leader missing a component is not doing its job: the
+// moment the term starts to miss one, Status.Missing names it,
+// Status.Healthy fails, the Manager logs it at error level and counts the
+// term (Status.MissingTerms). If the component comes back within
+// Options.StepDownGrace (an overstayer that returns is started late in the
+// term), that is logged and the term is healthy again. Otherwise, once the
+// grace passed, the Manager calls Options.StepDown (wired to the elector's
+// resignation, leaderelection.Component.Resign) once for the term, so that
+// another replica leads; it logs and counts that too (Status.StepDowns).
+// Options.NoStepDown keeps the reports and drops the step-down.
+//
 // # Status
 //
 // Status returns a snapshot for health endpoints and metrics: whether Run
 // runs, whether this replica leads and in which term, whether the term is
 // ready, the last term-ready report (with its latency), counters of terms,
-// ready terms, failures, overstays, subscribe timeouts and dropped leadership
-// events, and per component its state, term, last error, subscription and
+// ready terms, failures, panics, overstays, subscribe timeouts, terms that
+// missed a component, step-downs and dropped leadership events, the
+// components the current term misses, and per component its state, term, last error, subscription and
 // held state in the current term and its own counters.
 //
 // # Concurrency properties

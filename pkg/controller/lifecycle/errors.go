@@ -28,6 +28,9 @@ var (
 	// ErrPanicked is the failure recorded for a component whose Start
 	// panicked; the panic is recovered and logged with its stack.
 	ErrPanicked = errors.New("lifecycle: component panicked")
+	// ErrMissingComponent is wrapped by the reason given to
+	// Options.StepDown: the term misses a leader-only component.
+	ErrMissingComponent = errors.New("lifecycle: leader-only component missing from the term")
 	// ErrComponentFailed is wrapped by Status.Healthy for each component
 	// that makes the replica unhealthy.
 	ErrComponentFailed = errors.New("lifecycle: component failed")

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
@@ -20,6 +20,7 @@ import (
 const (
 	DefaultStopTimeout      = 5 * time.Second
 	DefaultSubscribeTimeout = 2 * time.Second
+	DefaultStepDownGrace    = 10 * time.Second
 	// LeadershipBuffer is the buffer of the Manager's leadership
 	// subscription: leadership events published while Run is busy (starting
 	// or stopping a term) wait there.
@@ -51,14 +52,37 @@ type Options struct {
 	// the Manager's goroutine, after TermStoppedEvent was published. It must
 	// not block.
 	OnTermStopped func(TermStopReport)
+	// StepDownGrace bounds how long this replica keeps leading a term that
+	// misses a leader-only component: one still running from an earlier term
+	// (it overstayed that term's end, so it cannot be started in this one),
+	// or one that failed or panicked in this term (it is not restarted in
+	// it). Such a term is unhealthy at once (Status.Healthy, Status.Missing);
+	// once it has missed a component for StepDownGrace the Manager calls
+	// StepDown, once per term, so that another replica leads. Zero means
+	// DefaultStepDownGrace (10s). Negative is invalid.
+	StepDownGrace time.Duration
+	// NoStepDown keeps this replica leading a term that misses a component:
+	// it is reported (unhealthy, logged, counted) but StepDown is never
+	// called. The default is to step down.
+	NoStepDown bool
+	// StepDown, if set, is asked to end term, so that another replica
+	// leads, when the term missed a leader-only component for
+	// StepDownGrace; reason says which and why. It is typically
+	// leaderelection.Component.Resign. It runs on the Manager's goroutine
+	// and must not block; it reports whether it ended the term. Nil means
+	// the Manager can only report (it logs that it cannot step down).
+	StepDown func(term uint64, reason error) bool
 	// TermContext, if set, is asked at the start of each term for a context
 	// that ends with the term at its source, typically the elector's term
 	// context (leaderelection.Component.TermContext). The term's context
 	// then also reports the term over (Err) as soon as that context does,
 	// even before its Done channel closes or a LostLeadershipEvent arrives:
 	// a replica resumed after a pause sees at once that it no longer leads.
-	// Contexts the components derive from it end once the Manager has
-	// cancelled it, which it does as soon as the source's Done closes.
+	// Contexts the components derive from it end once the term's context is
+	// cancelled, which happens as soon as the source's Done closes, or the
+	// first time the term's context's Err or Done is called after the
+	// source's Err turned non-nil; its Err is never non-nil while its Done
+	// is open.
 	TermContext func(term uint64) (context.Context, bool)
 }
 
@@ -68,6 +92,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.SubscribeTimeout < 0 {
 		return o, fmt.Errorf("%w: subscribeTimeout %s is negative", ErrInvalidOptions, o.SubscribeTimeout)
+	}
+	if o.StepDownGrace < 0 {
+		return o, fmt.Errorf("%w: stepDownGrace %s is negative", ErrInvalidOptions, o.StepDownGrace)
+	}
+	if o.StepDownGrace == 0 {
+		o.StepDownGrace = DefaultStepDownGrace
 	}
 	if o.StopTimeout == 0 {
 		o.StopTimeout = DefaultStopTimeout
@@ -125,6 +155,7 @@ type Manager struct {
 
 type counters struct {
 	terms, readyTerms, failures, overstays, subscribeTimeouts, hookFailures uint64
+	panics, missingTerms, stepDowns                                         uint64
 }
 
 // unit is a registered component. Its mutable fields are guarded by
@@ -140,6 +171,7 @@ type unit struct {
 	runTerm                                        uint64 // term of the run in flight or of the last run
 	lastErr                                        error
 	starts, failures, overstays, subscribeTimeouts uint64
+	panics                                         uint64
 }
 
 // hook is work run once per term.
@@ -175,7 +207,7 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 		hookNames: map[string]bool{},
 	}
 	m.leaderCh = bus.SubscribeTypes("lifecycle-manager", LeadershipBuffer,
-		[]string{events.EventTypeBecameLeader, events.EventTypeLostLeadership},
+		[]string{leadership.EventTypeBecameLeader, leadership.EventTypeLostLeadership},
 		busevents.Critical(func(busevents.Drop) { m.leadershipDropped.Add(1) }))
 	return m, nil
 }
@@ -394,7 +426,7 @@ loop:
 func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 	cur := m.term
 	switch e := ev.(type) {
-	case *events.BecameLeaderEvent:
+	case *leadership.BecameLeaderEvent:
 		switch {
 		case e.Term == 0:
 			m.logger.Warn("ignoring BecameLeaderEvent without a term", "identity", e.Identity)
@@ -411,7 +443,7 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			m.endTerm(cur, fmt.Sprintf("superseded by term %d", e.Term))
 		}
 		m.startTerm(base, e)
-	case *events.LostLeadershipEvent:
+	case *leadership.LostLeadershipEvent:
 		if cur == nil {
 			m.logger.Debug("ignoring LostLeadershipEvent while not leading", "term", e.Term)
 			return
@@ -446,6 +478,11 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 		u.runTerm = t.term
 	}
 	m.goroutines++
+	if u.leaderOnly {
+		// Every subscription the component makes under its context is
+		// leader-only, whether or not its author remembered to say so.
+		parent = busevents.WithLeaderOnly(parent)
+	}
 	return launch{u: u, ctx: context.WithValue(parent, ctxKey{}, tok), tok: tok}
 }
 
@@ -500,6 +537,10 @@ func (m *Manager) exited(l launch, err error) {
 		u.lastErr = err
 		u.failures++
 		m.counters.failures++
+		if errors.Is(err, ErrPanicked) {
+			u.panics++
+			m.counters.panics++
+		}
 	}
 	if tok.mem != nil {
 		tok.mem.exited = true
@@ -518,7 +559,7 @@ func (m *Manager) exited(l launch, err error) {
 	switch {
 	case !clean:
 		m.logger.Error("component failed", "component", u.name, "leader_only", u.leaderOnly, "term", term, "error", err)
-		m.bus.Publish(events.NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
+		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
 	default:
@@ -579,7 +620,7 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		for _, n := range names {
 			m.logger.Warn("component did not stop in time; it will not be started again until it returns",
 				"component", n, "term", term, "waited", waited)
-			m.bus.Publish(events.NewComponentOverstayedEvent(n, term, events.OverstayStop, waited))
+			m.bus.Publish(NewComponentOverstayedEvent(n, term, OverstayStop, waited))
 		}
 		return names
 	}
@@ -600,6 +641,9 @@ func (m *Manager) Status() Status {
 		Overstays:         m.counters.overstays,
 		SubscribeTimeouts: m.counters.subscribeTimeouts,
 		HookFailures:      m.counters.hookFailures,
+		Panics:            m.counters.panics,
+		MissingTerms:      m.counters.missingTerms,
+		StepDowns:         m.counters.stepDowns,
 		LeadershipDropped: m.leadershipDropped.Load(),
 		Components:        make([]ComponentStatus, 0, len(m.allReplica)+len(m.leaderOnly)),
 	}
@@ -608,6 +652,8 @@ func (m *Manager) Status() Status {
 		s.Term = t.term
 		s.TermAcquired = t.acquired
 		s.TermReady = !t.readyAt.IsZero()
+		s.MissingSince = t.missingSince
+		s.SteppingDown = t.steppedDown
 	}
 	for _, u := range m.allReplica {
 		s.Components = append(s.Components, u.statusLocked())
@@ -616,6 +662,10 @@ func (m *Manager) Status() Status {
 		cs := u.statusLocked()
 		if t != nil {
 			mem := t.members[i]
+			if missingLocked(t, mem) {
+				cs.Missing = true
+				s.Missing = append(s.Missing, u.name)
+			}
 			cs.Subscribed = mem.subscribed
 			for _, typ := range u.required {
 				if mem.held[typ] {
@@ -640,5 +690,6 @@ func (u *unit) statusLocked() ComponentStatus {
 		Failures:          u.failures,
 		Overstays:         u.overstays,
 		SubscribeTimeouts: u.subscribeTimeouts,
+		Panics:            u.panics,
 	}
 }

@@ -76,6 +76,14 @@ type Status struct {
 	// LastReady is the report of the last term that became ready; its Term
 	// is 0 when none did yet.
 	LastReady TermReport
+	// Missing names the leader-only components the current term misses:
+	// each is still running from an earlier term or failed in this one.
+	// MissingSince is when the term started to miss one (zero when it
+	// misses none), and SteppingDown is true once the Manager asked to end
+	// the term for it (Options.StepDown).
+	Missing      []string
+	MissingSince time.Time
+	SteppingDown bool
 
 	// Counters since NewManager.
 	Terms             uint64 // terms started
@@ -84,6 +92,9 @@ type Status struct {
 	Overstays         uint64 // component runs that outlived StopTimeout
 	SubscribeTimeouts uint64 // leader-only runs that did not signal Subscribed within SubscribeTimeout
 	HookFailures      uint64 // term hooks that panicked
+	Panics            uint64 // component runs that failed by a panic (recovered by the Manager or reported as ErrPanicked)
+	MissingTerms      uint64 // terms that missed a leader-only component at some point
+	StepDowns         uint64 // terms the Manager asked to end (Options.StepDown) for a missing component
 	// LeadershipDropped counts leadership events lost because the Manager's
 	// subscription buffer was full (it should stay 0).
 	LeadershipDropped uint64
@@ -109,11 +120,15 @@ type ComponentStatus struct {
 	// term; false and empty when no term runs.
 	Subscribed bool
 	HeldState  []string
+	// Missing is true for a leader-only component the current term misses
+	// (see Status.Missing).
+	Missing bool
 
 	Starts            uint64
 	Failures          uint64
 	Overstays         uint64
 	SubscribeTimeouts uint64
+	Panics            uint64
 }
 
 // Component returns the status of the named component.
@@ -129,9 +144,12 @@ func (s Status) Component(name string) (ComponentStatus, bool) {
 // Healthy returns nil when the replica can do its job, and otherwise an
 // error wrapping ErrComponentFailed for each reason: an all-replica
 // component that failed (it is not restarted, so the process should be) or
-// overstays a stop, and, while leading, a leader-only component that failed
-// in the current term (it is retried only in the next term). It is meant for
-// /healthz together with the elector's own health.
+// overstays a stop, and, while leading, a leader-only component the term
+// misses (Status.Missing): one that failed in the current term (it is
+// retried only in the next term) or one still running from an earlier term
+// (it overstayed that term's end and cannot be started in this one). It is
+// meant for /healthz and, for a leader, /readyz, together with the
+// elector's own health.
 func (s Status) Healthy() error {
 	var errs []error
 	for _, c := range s.Components {
@@ -140,8 +158,10 @@ func (s Status) Healthy() error {
 			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrComponentFailed, c.Name, c.LastError))
 		case !c.LeaderOnly && c.State == StateOverstaying:
 			errs = append(errs, fmt.Errorf("%w: %s: did not stop in time", ErrComponentFailed, c.Name))
-		case c.LeaderOnly && s.Leading && c.Term == s.Term && c.State == StateFailed:
+		case c.LeaderOnly && c.Missing && c.State == StateFailed:
 			errs = append(errs, fmt.Errorf("%w: %s in term %d: %w", ErrComponentFailed, c.Name, c.Term, c.LastError))
+		case c.LeaderOnly && c.Missing:
+			errs = append(errs, fmt.Errorf("%w: %s: still running from term %d, missing from term %d", ErrComponentFailed, c.Name, c.Term, s.Term))
 		}
 	}
 	return errors.Join(errs...)

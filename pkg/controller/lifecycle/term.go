@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel and members
@@ -24,6 +26,12 @@ type termState struct {
 	hooksRan bool
 	readyAt  time.Time
 	notified bool
+	// missingSince is when the term started to miss a leader-only
+	// component (zero while it misses none); missed is set the first time
+	// it did, steppedDown once StepDown was called.
+	missingSince time.Time
+	missed       bool
+	steppedDown  bool
 }
 
 // member is a leader-only unit's part in one term; guarded by Manager.mu.
@@ -39,18 +47,18 @@ type member struct {
 }
 
 // startTerm begins term e.Term. It runs on Run's goroutine.
-func (m *Manager) startTerm(base context.Context, e *events.BecameLeaderEvent) {
+func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEvent) {
 	now := time.Now()
 	acquired := e.Timestamp()
 	if acquired.IsZero() {
 		acquired = now
 	}
-	ctx, cancel := context.WithCancel(base)
+	ctx, cancel := context.WithCancel(termctx.NewContext(base, e.Term))
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
 			stop := context.AfterFunc(src, cancel)
-			ctx = &linkedContext{Context: ctx, src: src}
 			inner := cancel
+			ctx = &linkedContext{Context: ctx, src: src, cancel: inner}
 			cancel = func() { stop(); inner() }
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
@@ -115,7 +123,7 @@ func (m *Manager) endTerm(t *termState, reason string) {
 
 	over := m.waitStopped(waiting, t.term)
 	rep := TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over}
-	m.bus.Publish(events.NewTermStoppedEvent(t.term, reason, over))
+	m.bus.Publish(NewTermStoppedEvent(t.term, reason, over))
 	if m.opts.OnTermStopped != nil {
 		m.opts.OnTermStopped(rep)
 	}
@@ -163,6 +171,10 @@ func (m *Manager) step() time.Time {
 				}
 			}
 		}
+		miss := m.checkMissingLocked(t, now)
+		if !miss.deadline.IsZero() && (next.IsZero() || miss.deadline.Before(next)) {
+			next = miss.deadline
+		}
 		var report *TermReport
 		if !t.readyAt.IsZero() && !t.notified {
 			t.notified = true
@@ -178,7 +190,7 @@ func (m *Manager) step() time.Time {
 			waited := m.opts.SubscribeTimeout
 			m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
 				"component", mem.u.name, "term", t.term, "waited", waited)
-			m.bus.Publish(events.NewComponentOverstayedEvent(mem.u.name, t.term, events.OverstaySubscribe, waited))
+			m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
 		}
 		switch {
 		case runAll:
@@ -193,7 +205,8 @@ func (m *Manager) step() time.Time {
 		if report != nil {
 			m.reportReady(*report)
 		}
-		if len(starts) == 0 && len(timedOut) == 0 && !runAll && !runReplays && report == nil {
+		m.reportMissing(t, miss)
+		if len(starts) == 0 && len(timedOut) == 0 && !runAll && !runReplays && report == nil && !miss.stepDown {
 			return next
 		}
 	}
@@ -229,7 +242,7 @@ func (m *Manager) runHook(h hook, term uint64) {
 
 func (m *Manager) reportReady(r TermReport) {
 	m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
-	m.bus.Publish(events.NewTermReadyEvent(r.Term, r.Latency))
+	m.bus.Publish(NewTermReadyEvent(r.Term, r.Latency))
 	if m.opts.OnTermReady != nil {
 		m.opts.OnTermReady(r)
 	}
@@ -281,19 +294,144 @@ func (m *Manager) holds(tok *runToken, eventType string) {
 }
 
 // linkedContext is a term context that also reports the term over as soon as
-// its source (the elector's term context) does. Done is the embedded
-// context's, which the Manager cancels when the source's Done closes.
+// its source (the elector's term context) does, even before the goroutine
+// that propagates the end of the source (context.AfterFunc in startTerm) has
+// run, or when the source's end shows in its Err before its Done closes.
+// Err and Done check the source first and, when it has ended, cancel the
+// embedded context at once, so Err is non-nil only once Done is closed (the
+// context.Context contract) and contexts derived from it end with it.
 type linkedContext struct {
 	context.Context
-	src context.Context
+	src    context.Context
+	cancel context.CancelFunc // the embedded context's
+}
+
+// sync cancels the embedded context if the source has ended.
+func (c *linkedContext) sync() {
+	if c.Context.Err() == nil && c.src.Err() != nil {
+		c.cancel()
+	}
+}
+
+func (c *linkedContext) Done() <-chan struct{} {
+	c.sync()
+	return c.Context.Done()
 }
 
 func (c *linkedContext) Err() error {
-	if err := c.Context.Err(); err != nil {
-		return err
+	c.sync()
+	return c.Context.Err()
+}
+
+// missingLocked reports whether the term t misses mem's component: it is
+// still running from an earlier term, or it failed in this one. m.mu must
+// be held.
+func missingLocked(t *termState, mem *member) bool {
+	u := mem.u
+	if !mem.started {
+		return u.running
 	}
-	if c.src.Err() != nil {
-		return context.Canceled
+	return mem.exited && u.state == StateFailed && u.runTerm == t.term
+}
+
+// missing is what checkMissingLocked found: the components missed when the
+// term began to miss one (began) or when it is time to step down
+// (stepDown), and the moment the grace ends (zero when nothing is missing,
+// the grace is off or the step-down was asked for).
+type missing struct {
+	began, ended, stepDown bool
+	names                  []string
+	since                  time.Time
+	deadline               time.Time
+}
+
+// checkMissingLocked updates t's missing state at now. It allocates only
+// when something changed. m.mu must be held.
+func (m *Manager) checkMissingLocked(t *termState, now time.Time) missing {
+	var out missing
+	found := false
+	for _, mem := range t.members {
+		if missingLocked(t, mem) {
+			found = true
+			break
+		}
 	}
-	return nil
+	switch {
+	case !found:
+		if !t.missingSince.IsZero() {
+			out.ended, out.since = true, t.missingSince
+			t.missingSince = time.Time{}
+		}
+		return out
+	case t.missingSince.IsZero():
+		t.missingSince = now
+		out.began = true
+		if !t.missed {
+			t.missed = true
+			m.counters.missingTerms++
+		}
+	}
+	out.since = t.missingSince
+	if m.opts.NoStepDown || t.steppedDown {
+		return m.namesLocked(t, out)
+	}
+	end := t.missingSince.Add(m.opts.StepDownGrace)
+	if now.Before(end) {
+		out.deadline = end
+		return m.namesLocked(t, out)
+	}
+	t.steppedDown = true
+	out.stepDown = true
+	m.counters.stepDowns++
+	return m.namesLocked(t, out)
+}
+
+// namesLocked fills out.names when out is to be reported. m.mu must be
+// held.
+func (m *Manager) namesLocked(t *termState, out missing) missing {
+	if !out.began && !out.stepDown {
+		return out
+	}
+	for _, mem := range t.members {
+		if missingLocked(t, mem) {
+			what := "failed in this term"
+			if !mem.started {
+				what = fmt.Sprintf("still running from term %d", mem.u.runTerm)
+			}
+			out.names = append(out.names, mem.u.name+" ("+what+")")
+		}
+	}
+	return out
+}
+
+// reportMissing logs what checkMissingLocked found and, when it is time,
+// asks Options.StepDown to end the term. It runs on Run's goroutine.
+func (m *Manager) reportMissing(t *termState, miss missing) {
+	switch {
+	case miss.ended:
+		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missed_for", time.Since(miss.since))
+	case miss.began:
+		m.logger.Error("leading without a leader-only component; the replica is unhealthy",
+			"term", t.term, "missing", miss.names, "step_down_in", m.stepDownIn())
+	}
+	if !miss.stepDown {
+		return
+	}
+	reason := fmt.Errorf("%w: term %d misses %s since %s", ErrMissingComponent, t.term,
+		strings.Join(miss.names, ", "), time.Since(miss.since).Round(time.Millisecond))
+	if m.opts.StepDown == nil {
+		m.logger.Error("cannot step down: no StepDown is configured", "term", t.term, "reason", reason)
+		return
+	}
+	m.logger.Error("stepping down so that another replica leads", "term", t.term, "reason", reason)
+	if !m.opts.StepDown(t.term, reason) {
+		m.logger.Warn("step-down refused: the term is already over, or this replica leads alone", "term", t.term)
+	}
+}
+
+func (m *Manager) stepDownIn() any {
+	if m.opts.NoStepDown {
+		return "never (NoStepDown)"
+	}
+	return m.opts.StepDownGrace
 }

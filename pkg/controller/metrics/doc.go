@@ -1,8 +1,11 @@
-// Package metrics exposes a Baton replica's state as Prometheus metrics.
+// Package metrics exposes the generic state of a Baton replica as Prometheus
+// metrics: the bus, the election, the runtime's terms and components.
 //
 // # Usage
 //
-//	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: manager, Election: elector, Config: handler}, metrics.Options{})
+//	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: manager, Election: elector}, metrics.Options{
+//		Collectors: []prometheus.Collector{appCollector}, // an application's own, optional
+//	})
 //	lifecycle.Options{OnTermReady: func(r lifecycle.TermReport) { m.ObserveTermReady(r.Latency) }}
 //	http.Handle("/metrics", m.Handler())
 //
@@ -10,9 +13,7 @@
 //
 // Most metrics are not counted here: a custom collector reads the counters
 // the components already keep (the bus's Stats, the runtime's Status, the
-// elector's IsLeader and Term, the configuration handler's and the
-// publisher's counters) each time
-// the registry is gathered, so there is one source of truth and nothing to
+// elector's IsLeader and Term) each time the registry is gathered, so there is one source of truth and nothing to
 // keep in step. Only the two latency histograms, which need every
 // observation rather than a running total, are recorded as events happen,
 // through ObserveTermReady and ObserveHandover.
@@ -36,16 +37,21 @@
 //	baton_component_overstays_total{component}
 //	baton_runtime_subscribe_timeouts_total, baton_runtime_hook_failures_total,
 //	baton_runtime_leadership_events_dropped_total
-//	baton_config_documents_total{outcome="validated"|"invalid"|"unchanged"}
-//	baton_config_invalid                       1 while the newest document was refused
-//	baton_publisher_writes_total{result="written"|"unchanged"|"conflict"|"stale_term"|"failed"}
-//	baton_publisher_fenced                     1 while the publisher's term was fenced off by a newer one
 //	baton_handover_seconds                     histogram, see ObserveHandover
 //	baton_term_ready_seconds                   histogram, see ObserveTermReady
 //
 // Per-subscriber bus counters come from the bus's Stats().Totals, which add
 // up every subscription of a name, live or ended: a leader-only component
 // subscribes afresh every term, and its series still never go down.
+//
+// # Layers
+//
+// This package is in the core: it imports the bus and the runtime and
+// nothing of the reference controller. An application adds its own metrics
+// with Options.Collectors, using Desc, Emitter and BoolValue to read its
+// sources at scrape time like the core does; the reference controller's
+// (configuration documents, publisher writes) are in the subpackage
+// reference.
 //
 // # Concurrency properties
 //

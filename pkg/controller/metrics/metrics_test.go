@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,9 +17,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
-	"github.com/baton-dev/baton/pkg/controller/configchange"
-	"github.com/baton-dev/baton/pkg/controller/configpublisher"
-	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/metrics"
 	busevents "github.com/baton-dev/baton/pkg/events"
@@ -44,13 +42,14 @@ type fakeElection struct {
 func (f *fakeElection) IsLeader() bool { return f.leader }
 func (f *fakeElection) Term() uint64   { return f.term }
 
-type fakePublisher struct{ st configpublisher.State }
+// configEvent stands in for an application's state event: the core's
+// metrics know event types only by name.
+type configEvent struct{}
 
-func (f *fakePublisher) State() configpublisher.State { return f.st }
+const configType = "config.validated"
 
-type fakeConfig struct{ st configchange.Stats }
-
-func (f *fakeConfig) Stats() configchange.Stats { return f.st }
+func (*configEvent) EventType() string    { return configType }
+func (*configEvent) Timestamp() time.Time { return time.Time{} }
 
 // gather returns every sample as "name{k=v,...}" -> value; histograms give
 // name_count and name_sum.
@@ -107,7 +106,7 @@ func expect(t *testing.T, got map[string]float64, want map[string]float64) {
 func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 	bus := &fakeBus{st: busevents.Stats{
 		RejectedNil: 2, RejectedStopped: 3,
-		Replayed: map[string]uint64{events.EventTypeConfigValidated: 4},
+		Replayed: map[string]uint64{configType: 4},
 		Totals: []busevents.SubscriberStats{
 			{Name: "publisher", Delivered: map[string]uint64{"config.validated": 5}, Dropped: map[string]uint64{"pods.discovered": 1}, Skipped: map[string]uint64{"pods.discovered": 7}},
 			// Two entries with one name are summed into one series.
@@ -124,9 +123,7 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 		},
 	}}
 	el := &fakeElection{leader: true, term: 9}
-	cfg := &fakeConfig{st: configchange.Stats{Validated: 6, Invalid: 2, Unchanged: 1, CurrentInvalid: true}}
-	pub := &fakePublisher{st: configpublisher.State{Running: true, Fenced: true, Writes: 4, Unchanged: 3, Conflicts: 2, StaleRefusals: 1, Failures: 5}}
-	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: rt, Election: el, Config: cfg, Publisher: pub}, metrics.Options{})
+	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: rt, Election: el}, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,10 +151,6 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 		"baton_runtime_subscribe_timeouts_total":                                1,
 		"baton_runtime_hook_failures_total":                                     4,
 		"baton_runtime_leadership_events_dropped_total":                         5,
-		"baton_config_documents_total{outcome=validated}":                       6,
-		"baton_config_documents_total{outcome=invalid}":                         2,
-		"baton_config_documents_total{outcome=unchanged}":                       1,
-		"baton_config_invalid":                                                  1,
 		"baton_term_ready_seconds_count":                                        0,
 		"baton_handover_seconds_count":                                          0,
 	})
@@ -165,13 +158,11 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 	// A second scrape sees the sources as they are now: nothing is cached.
 	el.leader, el.term = false, 0
 	rt.st.Leading, rt.st.TermReady, rt.st.Terms = false, false, 3
-	cfg.st.CurrentInvalid = false
 	expect(t, gather(t, m.Registry()), map[string]float64{
 		"baton_is_leader": 0,
 		"baton_term":      0,
 		"baton_leadership_transitions_total{transition=lost}": 3,
-		"baton_term_ready":     0,
-		"baton_config_invalid": 0,
+		"baton_term_ready": 0,
 	})
 }
 
@@ -227,14 +218,14 @@ func TestHistograms(t *testing.T) {
 // they happen.
 func TestRealBus(t *testing.T) {
 	bus := busevents.NewEventBusWithLogger(16, discardLogger())
-	ch := bus.SubscribeTypes("slow", 1, []string{events.EventTypeConfigValidated})
+	ch := bus.SubscribeTypes("slow", 1, []string{configType})
 	bus.Start()
 	defer bus.Stop()
 	m, err := metrics.New(metrics.Sources{Bus: bus}, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := events.NewConfigValidatedEvent(nil, "v1", "test")
+	ev := &configEvent{}
 	bus.Publish(ev)
 	bus.Publish(ev) // the buffer of 1 is full: dropped
 	<-ch
@@ -256,9 +247,9 @@ func TestCountersSurviveTerms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := events.NewConfigValidatedEvent(nil, "v1", "test")
+	ev := &configEvent{}
 	for term := 1; term <= 3; term++ {
-		ch := bus.SubscribeLeaderOnly("publisher", 4, []string{events.EventTypeConfigValidated})
+		ch := bus.SubscribeLeaderOnly("publisher", 4, []string{configType})
 		bus.Publish(ev)
 		bus.Unsubscribe(ch)
 		expect(t, gather(t, m.Registry()), map[string]float64{
@@ -315,3 +306,23 @@ func ExampleNew() {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestOptionsCollectors(t *testing.T) {
+	extra := prometheus.NewCounter(prometheus.CounterOpts{Name: "app_things_total", Help: "Things."})
+	extra.Add(3)
+	m, err := metrics.New(metrics.Sources{}, metrics.Options{Collectors: []prometheus.Collector{extra}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, gather(t, m.Registry()), map[string]float64{"app_things_total": 3})
+
+	_, err = metrics.New(metrics.Sources{}, metrics.Options{Collectors: []prometheus.Collector{extra, nil}})
+	if !errors.Is(err, metrics.ErrNilCollector) || !strings.Contains(err.Error(), "Options.Collectors[1]") {
+		t.Errorf("nil collector: err = %v, want ErrNilCollector naming Options.Collectors[1]", err)
+	}
+	// A collector clashing with a core metric is refused, not shadowed.
+	clash := prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_term_ready_seconds", Help: "clash"})
+	if _, err := metrics.New(metrics.Sources{}, metrics.Options{Collectors: []prometheus.Collector{clash}}); err == nil {
+		t.Error("a collector clashing with a core metric was accepted")
+	}
+}

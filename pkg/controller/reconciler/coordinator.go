@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,9 +21,11 @@ type CoordinatorOptions struct {
 	// Pipeline renders and validates; nil means pipeline.NewDefault().
 	Pipeline *pipeline.Pipeline
 	// Buffer is the size of the leader-only subscription; zero means
-	// DefaultBuffer (64). The newest configuration and pods are never lost
-	// (LatestValue); a trigger lost to a full buffer still causes a run,
-	// since the subscription is Critical. Negative is invalid.
+	// DefaultBuffer (64). Every type is LatestValue: a full buffer sheds
+	// superseded configurations and pods and coalesces queued triggers into
+	// the newest, so neither the newest state nor a trigger is ever lost,
+	// and a trigger never overtakes state published before it. Negative is
+	// invalid.
 	Buffer int
 	// Logger receives the log lines; nil means slog.Default().
 	Logger *slog.Logger
@@ -126,7 +129,7 @@ func (c *Coordinator) Status() CoordinatorStatus {
 }
 
 // term is one run of Start: its state is new for every term. All fields
-// but kick belong to Start's goroutine.
+// belong to Start's goroutine.
 type term struct {
 	c       *Coordinator
 	ctx     context.Context
@@ -138,31 +141,40 @@ type term struct {
 	waitLog bool   // "waits for its inputs" logged for the pending trigger
 	// running is non-nil while a pipeline run is in flight: the run's
 	// goroutine sends its outcome on it (capacity 1) and exits.
-	running chan outcome
-	// kick (capacity 1) is signalled by the subscription's drop callback
-	// when the bus dropped a trigger for want of room.
-	kick     chan struct{}
+	running  chan outcome
 	counters CoordinatorStatus
 	last     *LastRun
 }
 
 // outcome is the result of one pipeline run.
 type outcome struct {
-	in     pipeline.Input
-	reason string
-	res    pipeline.Result
-	err    error
+	in       pipeline.Input
+	reason   string
+	res      pipeline.Result
+	err      error
+	panicked *panicked // non-nil when a pipeline step panicked
+}
+
+// panicked is a panic recovered from a pipeline step.
+type panicked struct {
+	value any
+	stack []byte
 }
 
 // Start runs one term, until ctx is done; it then waits for a pipeline run
 // in flight to return (the run's context is ctx), unsubscribes and returns
-// nil. It returns ErrSubscriptionClosed if the bus stopped first, and
-// ErrAlreadyRunning while another Start of the instance is in progress.
+// nil. It returns ErrSubscriptionClosed if the bus stopped first,
+// ErrAlreadyRunning while another Start of the instance is in progress, and
+// an error wrapping ErrPipelinePanicked (and lifecycle.ErrPanicked) when a
+// pipeline step panicked: the panic is recovered, logged with its stack,
+// and fails the term.
 //
 // It resets the per-term state, subscribes leader-only (one subscription,
-// so that the order of state and triggers is kept; the state types as
-// LatestValue; Critical), calls lifecycle.Subscribed(ctx), and handles
-// events as they come, also while the pipeline runs. The term is taken from
+// so that the order of state and triggers is kept; every type LatestValue,
+// so a full buffer coalesces triggers instead of losing them), calls
+// lifecycle.Subscribed(ctx), and handles events as they come, also while
+// the pipeline runs. Before a run starts it takes every event already
+// queued, so the run starts from the newest inputs the bus accepted. The term is taken from
 // lifecycle.TermFromContext; outside a lifecycle term (a plain context) the
 // term is 0, which no fencing writer accepts, and a warning is logged.
 //
@@ -181,7 +193,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if !ok {
 		c.logger.Warn("coordinator started outside a lifecycle term; its renders carry term 0")
 	}
-	t := &term{c: c, ctx: ctx, number: number, kick: make(chan struct{}, 1)}
+	t := &term{c: c, ctx: ctx, number: number}
 	c.mu.Lock()
 	c.status = CoordinatorStatus{Running: true, Term: number}
 	c.mu.Unlock()
@@ -191,17 +203,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 
-	ch := c.bus.SubscribeLeaderOnly(c.Name(), c.buffer,
-		[]string{events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered, events.EventTypeReconciliationTriggered},
-		busevents.LatestValue(events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered),
-		busevents.Critical(func(d busevents.Drop) {
-			if d.EventType == events.EventTypeReconciliationTriggered {
-				select {
-				case t.kick <- struct{}{}:
-				default:
-				}
-			}
-		}))
+	// One subscription keeps state and triggers in publish order, and every
+	// type is latest-value: a full buffer sheds superseded state and
+	// coalesces queued triggers into the newest, so no trigger is lost and
+	// none overtakes the state published before it.
+	ch := c.bus.SubscribeLeaderOnly(c.Name(), c.buffer, inputTypes, busevents.LatestValue(inputTypes...))
 	defer c.bus.Unsubscribe(ch)
 	lifecycle.Subscribed(ctx)
 	defer t.wait()
@@ -211,23 +217,48 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ev, ok := <-ch:
+			if ok {
+				t.handle(ev)
+				ok = t.drain(ch)
+			}
 			if !ok {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return ErrSubscriptionClosed
 			}
-			t.handle(ev)
-		case <-t.kick:
-			t.trigger("a trigger the event bus dropped for want of room")
 		case o := <-t.running:
 			t.running = nil
+			if o.panicked != nil {
+				return t.failPanic(o)
+			}
 			t.finish(o)
 		}
 		if t.due() {
 			t.start()
 		}
 		t.publishStatus()
+	}
+}
+
+// inputTypes are the Coordinator's subscription: its two inputs and the
+// trigger.
+var inputTypes = []string{events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered, events.EventTypeReconciliationTriggered}
+
+// drain handles every event the subscription has ready, without waiting, so
+// that a run due after a trigger starts from the newest state queued behind
+// it too. It reports false when the bus closed the subscription.
+func (t *term) drain(ch <-chan busevents.Event) bool {
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return false
+			}
+			t.handle(ev)
+		default:
+			return true
+		}
 	}
 }
 
@@ -294,9 +325,27 @@ func (t *term) start() {
 	t.running = done
 	p, ctx := t.c.pipeline, t.ctx
 	go func() {
-		res, err := p.Execute(ctx, in)
-		done <- outcome{in: in, reason: reason, res: res, err: err}
+		o := outcome{in: in, reason: reason}
+		defer func() { done <- o }()
+		defer func() {
+			if r := recover(); r != nil {
+				o.panicked = &panicked{value: r, stack: debug.Stack()}
+			}
+		}()
+		o.res, o.err = p.Execute(ctx, in)
 	}()
+}
+
+// failPanic logs a pipeline step's panic with its stack and returns the
+// error that fails the Coordinator's run: a leader that cannot render must
+// not keep leading (the runtime ends the term and, by default, the replica
+// steps down).
+func (t *term) failPanic(o outcome) error {
+	p := o.panicked
+	t.c.logger.Error("pipeline step panicked; the coordinator fails its term", "term", t.number,
+		"config_version", o.in.ConfigVersion, "pod_generation", o.in.PodGeneration,
+		"panic", fmt.Sprint(p.value), "stack", string(p.stack))
+	return fmt.Errorf("%w: %w: %v", ErrPipelinePanicked, lifecycle.ErrPanicked, p.value)
 }
 
 // wait waits for a run in flight; its outcome is dropped.

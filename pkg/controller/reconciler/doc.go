@@ -54,9 +54,14 @@
 // goroutine per run, which Start owns: never more than one at a time, and
 // Start waits for it before returning. While a run is in flight the loop
 // keeps taking events, so triggers that arrive meanwhile, however many,
-// coalesce into exactly one follow-up run on the newest inputs. A trigger
-// the bus drops for want of buffer room (the subscription is Critical)
-// still causes a run. Neither component calls out while holding its mutex,
+// coalesce into exactly one follow-up run on the newest inputs. Triggers
+// and state share one latest-value subscription: a full buffer coalesces
+// queued triggers into the newest instead of losing them, a trigger stays
+// behind the state published before it, and a run starts only after every
+// event already queued was taken, so it renders the newest inputs the bus
+// accepted. A panic in a pipeline step is recovered on the run's
+// goroutine, logged with its stack, and fails the Coordinator's term
+// (ErrPipelinePanicked). Neither component calls out while holding its mutex,
 // which guards only the snapshots returned by Stats and Status. TriggerNow
 // runs on its caller's goroutine and never blocks.
 //

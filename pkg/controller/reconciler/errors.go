@@ -19,4 +19,9 @@ var (
 	// ErrSubscriptionClosed is returned by Start when the bus closed the
 	// component's subscription (the bus stopped) while its context was live.
 	ErrSubscriptionClosed = errors.New("reconciler: subscription closed by the event bus")
+	// ErrPipelinePanicked is returned by Coordinator.Start when a pipeline
+	// step (renderer or validator) panicked; it also wraps
+	// lifecycle.ErrPanicked, so the runtime counts it as a panic. The panic
+	// is recovered on the run's goroutine and logged with its stack.
+	ErrPipelinePanicked = errors.New("reconciler: pipeline step panicked")
 )

@@ -1,8 +1,8 @@
-// Package eventstest has helpers for tests that use the event bus.
 package eventstest
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
@@ -15,6 +15,41 @@ func NewBus(tb testing.TB, capacity int) *busevents.EventBus {
 	b := busevents.NewEventBus(capacity)
 	tb.Cleanup(b.Stop)
 	return b
+}
+
+// Bubble runs f in a testing/synctest bubble with a started bus, created
+// inside the bubble and stopped when f returns, before the bubble checks
+// that every goroutine it started has ended. Time inside the bubble is fake:
+// a Watcher's deadline or an ExpectNone window passes as soon as every
+// goroutine of the bubble is blocked, so tests of timing cost no real time.
+func Bubble(t *testing.T, f func(t *testing.T, bus *busevents.EventBus)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		bus := NewBus(t, 0)
+		bus.Start()
+		f(t, bus)
+		bus.Stop()
+		synctest.Wait()
+	})
+}
+
+// Inject publishes events on bus, as a component under test would see them
+// from a peer. It returns an error wrapping busevents.ErrNilEvent for a nil
+// or typed-nil event and busevents.ErrStopped once the bus is stopped; the
+// events before the faulty one are published. Before Start the events are
+// held like any publish.
+func Inject(bus *busevents.EventBus, events ...busevents.Event) error {
+	for i, e := range events {
+		if busevents.IsNil(e) {
+			return errorf("inject: event %d: %w", i, busevents.ErrNilEvent)
+		}
+		before := bus.Stats().RejectedStopped
+		bus.Publish(e)
+		if bus.Stats().RejectedStopped != before {
+			return errorf("inject: event %d (%s): %w", i, e.EventType(), busevents.ErrStopped)
+		}
+	}
+	return nil
 }
 
 // Event is a plain event for tests: Type is its event type, Value a payload.

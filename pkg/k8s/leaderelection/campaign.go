@@ -81,8 +81,8 @@ type campaign struct {
 	renewRetry backoff
 	work       chan struct{}
 
-	// handover is the pending hand-over: its release is written once the ended term's
-	// OnStartedLeading returned. nil when none.
+	// handover is the pending hand-over (to nobody after Resign): its release is
+	// written once the ended term's OnStartedLeading returned. nil when none.
 	handover *handoverRequest
 }
 
@@ -144,7 +144,9 @@ func (c *campaign) step() {
 	}
 	if c.term != nil {
 		if c.term.Err() != nil {
-			c.stepDown(context.Cause(c.term))
+			cause := context.Cause(c.term)
+			c.stepDown(cause)
+			c.resigned(cause)
 		} else {
 			if !now.Before(c.renewAt) {
 				c.renew()

@@ -32,6 +32,8 @@ var (
 	ErrInvalidHandOver = errors.New("leaderelection: invalid hand-over target")
 	// ErrHistoryRestored is the watch error of MemoryStore.Restore.
 	ErrHistoryRestored = errors.New("leaderelection: store history restored")
+	// ErrResigned is the cause of a term ended by Elector.Resign.
+	ErrResigned = errors.New("leaderelection: resigned")
 	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a
 	// decimal number above every term this elector held before; the elector then
 	// releases the lease instead of leading under it.

@@ -6,20 +6,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-)
 
-// termKey is the context key of the term.
-type termKey struct{}
+	"github.com/baton-dev/baton/pkg/termctx"
+)
 
 // TermFromContext returns the term of the leadership ctx belongs to: ctx is the context
 // given to OnStartedLeading or one derived from it. ok is false for other contexts.
 // It also checks the term's renew deadline by the local clock: once it returned, Err of
 // ctx reports the term over if the deadline has passed, also when ctx is a context
 // derived from the term context (whose own Err does not look at the clock), so leader
-// work that calls it before acting never acts on a term that is over.
+// work that calls it before acting never acts on a term that is over. It is
+// termctx.FromContext, the one term accessor of the core.
 func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	term, ok = ctx.Value(termKey{}).(uint64)
-	return term, ok
+	return termctx.FromContext(ctx)
 }
 
 // termContext is the context of one term. It ends when the elector steps down or when
@@ -57,7 +56,7 @@ func newTermContext(parent context.Context, term uint64, start time.Time, renewD
 // newTermContextClock is newTermContext with the clock read by the Err/Done check
 // injected (the timer stays on the runtime clock), for tests of the lazy check.
 func newTermContextClock(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, now func() time.Time) *termContext {
-	inner, cancel := context.WithCancelCause(context.WithValue(parent, termKey{}, term))
+	inner, cancel := context.WithCancelCause(termctx.NewContext(parent, term))
 	t := &termContext{
 		Context:       inner,
 		cancel:        cancel,

@@ -225,10 +225,19 @@ func (c *campaign) beginHandOver(req handoverRequest) {
 }
 
 // finishHandOver writes the release of the pending hand-over and answers its request.
+// A hand-over to nobody (Resign) then holds the next campaign back by a LeaseDuration,
+// so that another candidate leads.
 func (c *campaign) finishHandOver() error {
 	req := c.handover
 	c.handover = nil
 	released, err := c.release(req.target)
+	if req.target == "" {
+		c.acquireAt = time.Now().Add(c.e.config.LeaseDuration)
+		if err != nil && c.ctx.Err() == nil {
+			c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
+		}
+		return err
+	}
 	if err == nil && !released {
 		err = fmt.Errorf("leaderelection: hand over to %q: %w", req.target, ErrLeaseLost)
 	}

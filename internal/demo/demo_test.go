@@ -17,7 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/baton-dev/baton/pkg/controller/app/demo"
+	"github.com/baton-dev/baton/internal/demo"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,29 @@
+package controllerruntime
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap them, so test with errors.Is.
+var (
+	// ErrInvalidOptions is wrapped by New for options it cannot use; the message names
+	// the field and what to set it to.
+	ErrInvalidOptions = errors.New("controllerruntime: invalid options")
+	// ErrInvalidRegistration is wrapped by the Add methods for a nil function or
+	// reconciler, an empty or duplicate name, or a watch without an object.
+	ErrInvalidRegistration = errors.New("controllerruntime: invalid registration")
+	// ErrStarted is returned by the Add methods once the Runtime was started, and by a
+	// second Start.
+	ErrStarted = errors.New("controllerruntime: runtime already started")
+	// ErrNoTerm is returned by a fenced client's writes under a context that belongs to
+	// no leader term: use the context Reconcile or a leader-only function was given.
+	ErrNoTerm = errors.New("controllerruntime: write outside a leader term")
+	// ErrTermEnded is returned by a fenced client's writes once the term of the context
+	// has ended, by the elector's own clock: another replica may lead now.
+	ErrTermEnded = errors.New("controllerruntime: term ended")
+	// ErrStaleTerm is returned by a fenced client's writes to an object stamped with a
+	// newer term than the writer's: a newer leader wrote it.
+	ErrStaleTerm = errors.New("controllerruntime: object written by a newer term")
+	// ErrNoResourceVersion is returned by a fenced client's Update of an object without a
+	// resourceVersion: a fenced update is a compare-and-swap, so update the object as it
+	// was read (Get it first).
+	ErrNoResourceVersion = errors.New("controllerruntime: fenced update needs the resourceVersion the object was read at")
+)

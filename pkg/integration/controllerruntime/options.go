@@ -1,0 +1,120 @@
+package controllerruntime
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// Names of the checks New adds to the manager.
+const (
+	// HealthzCheckName is the /healthz check: it fails while this replica believes it
+	// leads but missed its renew deadline (the election is stuck), or a component failed.
+	HealthzCheckName = "baton-leader-election"
+	// ReadyzCheckName is the /readyz check: it fails until the informers of every
+	// leader-only controller's watches are synced on this replica.
+	ReadyzCheckName = "baton-warm"
+)
+
+// DefaultGracefulShutdownTimeout is the default of Options.GracefulShutdownTimeout.
+const DefaultGracefulShutdownTimeout = 30 * time.Second
+
+// Options configure New. The names follow manager.Options where a field means the same;
+// the manager's own LeaderElection must stay false (Baton's elector replaces it).
+type Options struct {
+	// LeaderElectionID is the name of the coordination.k8s.io/v1 Lease. Required.
+	LeaderElectionID string
+	// LeaderElectionNamespace is the namespace of the Lease. Required: unlike the
+	// manager, New does not guess it from the service account.
+	LeaderElectionNamespace string
+	// Identity names this replica in the Lease's holderIdentity; it must be unique among
+	// the replicas. Default: the hostname, "_", and a random UUID, as the manager does.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod are the election timings, defaults
+	// 15s, 10s and 2s (the manager's). LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+	LeaseDuration *time.Duration
+	RenewDeadline *time.Duration
+	RetryPeriod   *time.Duration
+	// LeaderElectionReleaseOnCancel releases the Lease when the manager stops, after the
+	// term's leader-only work was cancelled, so another replica takes over at once
+	// instead of after LeaseDuration. Safe with the fenced client: writes of the ended
+	// term are refused before the release is sent.
+	LeaderElectionReleaseOnCancel bool
+	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
+	// return after the term ended before it is reported as overstaying. Default 30s.
+	GracefulShutdownTimeout *time.Duration
+	// Logger receives the Runtime's logs. Default: the manager's logger, named "baton".
+	Logger logr.Logger
+	// Clientset reads and writes the Lease. Default: one built from the manager's
+	// rest config.
+	Clientset kubernetes.Interface
+	// MetricsRegisterer receives the Runtime's metrics (baton_*). Default:
+	// controller-runtime's metrics.Registry, served on the manager's metrics endpoint.
+	// Give each Runtime of one process (tests) a registry of its own.
+	MetricsRegisterer prometheus.Registerer
+}
+
+// settings are Options with the defaults applied.
+type settings struct {
+	election k8sle.Config
+	stop     time.Duration
+	logger   logr.Logger
+	metrics  prometheus.Registerer
+}
+
+// resolve applies the defaults and checks o; errors name the field and wrap
+// ErrInvalidOptions.
+func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
+	s := settings{
+		election: k8sle.Config{
+			Identity:        o.Identity,
+			LeaseName:       o.LeaderElectionID,
+			LeaseNamespace:  o.LeaderElectionNamespace,
+			LeaseDuration:   deref(o.LeaseDuration, k8sle.DefaultLeaseDuration),
+			RenewDeadline:   deref(o.RenewDeadline, k8sle.DefaultRenewDeadline),
+			RetryPeriod:     deref(o.RetryPeriod, k8sle.DefaultRetryPeriod),
+			ReleaseOnCancel: o.LeaderElectionReleaseOnCancel,
+		},
+		stop:    deref(o.GracefulShutdownTimeout, DefaultGracefulShutdownTimeout),
+		logger:  o.Logger,
+		metrics: o.MetricsRegisterer,
+	}
+	if o.LeaderElectionID == "" {
+		return s, fmt.Errorf("%w: LeaderElectionID is empty; set it to the name of the Lease the replicas share", ErrInvalidOptions)
+	}
+	if o.LeaderElectionNamespace == "" {
+		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
+	}
+	if s.stop <= 0 {
+		return s, fmt.Errorf("%w: GracefulShutdownTimeout %v is not positive", ErrInvalidOptions, s.stop)
+	}
+	if s.election.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return s, fmt.Errorf("%w: Identity is empty and the hostname is unknown (%v); set Identity", ErrInvalidOptions, err)
+		}
+		s.election.Identity = host + "_" + uuid.NewString()
+	}
+	if s.logger.GetSink() == nil {
+		s.logger = managerLogger.WithName("baton")
+	}
+	if s.metrics == nil {
+		s.metrics = ctrlmetrics.Registry
+	}
+	return s, nil
+}
+
+func deref(d *time.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return *d
+}

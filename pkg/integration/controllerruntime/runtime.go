@@ -1,0 +1,233 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/baton-dev/baton/pkg/controller/leaderelection"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// busCapacity is how many events the bus holds before it is started.
+const busCapacity = 1024
+
+// Runtime runs Baton's election and term runtime inside a controller-runtime manager.
+// New adds it to the manager as a runnable that every replica runs; it campaigns, runs
+// the leader-only work of each term, and campaigns again when the term ends. Its
+// methods are safe for concurrent use.
+type Runtime struct {
+	mgr      manager.Manager
+	logger   logr.Logger
+	bus      *busevents.EventBus
+	life     *lifecycle.Manager
+	elector  *leaderelection.Component
+	metrics  *collector
+	identity string
+
+	started atomic.Bool
+	warm    atomic.Bool
+
+	// mu guards names and watched.
+	mu      sync.Mutex
+	names   map[string]bool
+	watched []client.Object // the objects of every controller's watches, warmed on Start
+}
+
+// New builds a Runtime for mgr and adds it to mgr: as a runnable that runs on every
+// replica, as the health checks HealthzCheckName and ReadyzCheckName, and as metrics on
+// Options.MetricsRegisterer. mgr must be built with LeaderElection false. Register the
+// leader-only work (AddController, AddLeaderOnly) and the replayers before mgr.Start.
+// Errors wrap ErrInvalidOptions and name the field to change.
+func New(mgr manager.Manager, opts Options) (*Runtime, error) {
+	if mgr == nil {
+		return nil, fmt.Errorf("%w: manager is nil; pass the manager.Manager the Runtime runs in", ErrInvalidOptions)
+	}
+	s, err := opts.resolve(mgr.GetLogger())
+	if err != nil {
+		return nil, err
+	}
+	cs := opts.Clientset
+	if cs == nil {
+		if cs, err = kubernetes.NewForConfig(mgr.GetConfig()); err != nil {
+			return nil, fmt.Errorf("%w: Clientset: building one from the manager's rest config: %v", ErrInvalidOptions, err)
+		}
+	}
+	slogger := slog.New(logr.ToSlogHandler(s.logger))
+	r := &Runtime{mgr: mgr, logger: s.logger, identity: s.election.Identity, names: map[string]bool{}}
+	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
+	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, slogger); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	r.metrics = newCollector(r)
+	r.life, err = lifecycle.NewManager(r.bus, lifecycle.Options{
+		Logger:      slogger,
+		StopTimeout: s.stop,
+		TermContext: r.elector.TermContext,
+		OnTermReady: func(rep lifecycle.TermReport) { r.metrics.termReady.Observe(rep.Latency.Seconds()) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.life.AddAllReplica(r.elector); err != nil {
+		return nil, err
+	}
+	if err := s.metrics.Register(r.metrics); err != nil {
+		return nil, fmt.Errorf("%w: MetricsRegisterer: %v (give each Runtime of a process a registry of its own)", ErrInvalidOptions, err)
+	}
+	if err := mgr.AddHealthzCheck(HealthzCheckName, r.healthz); err != nil {
+		return nil, fmt.Errorf("controllerruntime: adding healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck(ReadyzCheckName, r.readyz); err != nil {
+		return nil, fmt.Errorf("controllerruntime: adding readyz check: %w", err)
+	}
+	if err := mgr.Add(r); err != nil {
+		return nil, fmt.Errorf("controllerruntime: adding the runtime to the manager: %w", err)
+	}
+	return r, nil
+}
+
+// NeedLeaderElection returns false: the Runtime runs on every replica, and decides
+// itself when the leader-only work runs.
+func (r *Runtime) NeedLeaderElection() bool { return false }
+
+// Start is called by the manager: it syncs the informers of every leader-only
+// controller's watches on the shared cache (so that a new leader starts warm), then
+// campaigns, leads and campaigns again until ctx ends. It returns nil after ctx ended,
+// or the error of a failed lease release; a second call returns ErrStarted.
+func (r *Runtime) Start(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	r.mu.Lock()
+	watched := r.watched
+	r.mu.Unlock()
+	for _, obj := range watched {
+		if _, err := r.mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("controllerruntime: warming the informer of %T: %w", obj, err)
+		}
+	}
+	r.warm.Store(true)
+	r.logger.Info("informers warm; campaigning", "identity", r.identity, "informers", len(watched))
+	r.bus.Start()
+	defer r.bus.Stop()
+	return r.life.Run(ctx)
+}
+
+// Bus returns the Runtime's event bus, for StateReplayers
+// (leadership.NewStateReplayer) and the subscriptions of leader-only work.
+func (r *Runtime) Bus() *busevents.EventBus { return r.bus }
+
+// Identity returns this replica's identity in the Lease.
+func (r *Runtime) Identity() string { return r.identity }
+
+// IsLeader reports whether this replica leads now, by its own clock.
+func (r *Runtime) IsLeader() bool { return r.elector.IsLeader() }
+
+// Term returns the current term, 0 while not leading.
+func (r *Runtime) Term() uint64 { return r.elector.Term() }
+
+// GetLeader returns the holder of the Lease last observed, "" if none.
+func (r *Runtime) GetLeader() string { return r.elector.GetLeader() }
+
+// Status returns the term runtime's snapshot: terms, readiness, components.
+func (r *Runtime) Status() lifecycle.Status { return r.life.Status() }
+
+// AddReplayer registers the replayer of state an all-replica runnable computes
+// (typically a *leadership.StateReplayer[T] on Bus()); it is replayed at the start of
+// each term, after the leader-only work subscribed. See the package doc.
+func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
+	if err := r.claim(name); err != nil {
+		return err
+	}
+	return wrapRegistration(r.life.AddReplayer(name, rp))
+}
+
+// AddLeaderOnly registers fn to run on the leader, once per term, under a context that
+// ends with the term and carries it (TermFromContext). fn must return once ctx ends; if
+// it receives replayed state it subscribes first and then calls Subscribed(ctx), and if
+// not it calls Subscribed(ctx) at once (the term's replays wait for every leader-only
+// function to do so, up to 2s).
+func (r *Runtime) AddLeaderOnly(name string, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: leader-only function %q is nil", ErrInvalidRegistration, name)
+	}
+	if err := r.claim(name); err != nil {
+		return err
+	}
+	return wrapRegistration(r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn}))
+}
+
+// claim reserves name before Start.
+func (r *Runtime) claim(name string) error {
+	if r.started.Load() {
+		return ErrStarted
+	}
+	if name == "" {
+		return fmt.Errorf("%w: name is empty", ErrInvalidRegistration)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names[name] {
+		return fmt.Errorf("%w: name %q is taken; give each registration its own", ErrInvalidRegistration, name)
+	}
+	r.names[name] = true
+	return nil
+}
+
+func wrapRegistration(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lifecycle.ErrRunning):
+		return fmt.Errorf("%w: %w", ErrStarted, err)
+	default:
+		return fmt.Errorf("%w: %w", ErrInvalidRegistration, err)
+	}
+}
+
+// healthz fails while the elector missed its renew deadline or a component failed.
+func (r *Runtime) healthz(*http.Request) error {
+	if err := r.elector.Healthy(); err != nil {
+		return err
+	}
+	return r.life.Status().Healthy()
+}
+
+// readyz fails until the leader-only controllers' informers are synced.
+func (r *Runtime) readyz(*http.Request) error {
+	if !r.warm.Load() {
+		return errors.New("controllerruntime: informers of the leader-only controllers not synced yet")
+	}
+	return nil
+}
+
+// funcComponent runs a leader-only function each term.
+type funcComponent struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+func (c *funcComponent) Name() string { return c.name }
+
+func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermRef(ctx)) }
+
+// Subscribed tells the Runtime that the leader-only function running under ctx has made
+// its subscriptions, so the term's replays may be published. Call it once, right after
+// subscribing (at once if the function subscribes to nothing).
+func Subscribed(ctx context.Context) { lifecycle.Subscribed(ctx) }
+
+var _ manager.LeaderElectionRunnable = (*Runtime)(nil)

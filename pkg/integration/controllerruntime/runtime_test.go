@@ -1,0 +1,314 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// testTimings are short election timings with headroom for a loaded machine.
+var (
+	testLease = 3 * time.Second
+	testRenew = 2 * time.Second
+	testRetry = 400 * time.Millisecond
+)
+
+// node is one replica in this process.
+type node struct {
+	mgr       manager.Manager
+	rt        *Runtime
+	partition replicatest.Partition
+	registry  *prometheus.Registry
+	cancel    context.CancelFunc
+	done      chan error
+}
+
+func newNode(t *testing.T, identity, lease string) *node {
+	t.Helper()
+	n := &node{registry: prometheus.NewRegistry(), done: make(chan error, 1)}
+	mgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(n.partition.Wrap(shared.Config()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mgr = mgr
+	n.rt, err = New(mgr, Options{
+		LeaderElectionID: lease, LeaderElectionNamespace: "default", Identity: identity,
+		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
+		LeaderElectionReleaseOnCancel: true, Clientset: cs, MetricsRegisterer: n.registry,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() { n.done <- n.mgr.Start(ctx) }()
+	t.Cleanup(func() { n.stop(t) })
+}
+
+func (n *node) stop(t *testing.T) {
+	t.Helper()
+	if n.cancel == nil {
+		return
+	}
+	n.cancel()
+	n.cancel = nil
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Errorf("manager returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("manager did not stop")
+	}
+}
+
+// recorder is a Reconciler that records the term of every call.
+type recorder struct {
+	mu    sync.Mutex
+	terms []uint64
+	other int // calls without a term
+}
+
+func (r *recorder) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	term, ok := TermFromContext(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !ok {
+		r.other++
+	}
+	r.terms = append(r.terms, term)
+	return reconcile.Result{}, nil
+}
+
+func (r *recorder) sawTerm(term uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range r.terms {
+		if t == term {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRuntimeCampaignsAgainAfterLosingTheLease: a replica whose lease client is cut off
+// loses its term by its own clock, stops its controller, keeps its manager running,
+// and once connected again leads a new term whose rebuilt controller reconciles with
+// the new term in its context.
+func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
+	n := newNode(t, "solo", "recampaign")
+	rec := &recorder{}
+	if err := n.rt.AddController(Controller{Name: "rec", Reconciler: rec, Watches: []Watch{{Object: &corev1.ConfigMap{}}}}); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t)
+	var term1 uint64
+	replicatest.WaitFor(t, 30*time.Second, "the first term", func() bool { term1 = n.rt.Term(); return term1 != 0 })
+	replicatest.WaitFor(t, 30*time.Second, "a reconcile in the first term", func() bool { return rec.sawTerm(term1) })
+	if err := n.rt.readyz(nil); err != nil {
+		t.Fatalf("readyz after the first reconcile: %v", err)
+	}
+
+	n.partition.Cut()
+	replicatest.WaitFor(t, 30*time.Second, "the term to end", func() bool { return !n.rt.IsLeader() })
+	n.partition.Heal()
+	var term2 uint64
+	replicatest.WaitFor(t, 30*time.Second, "a second term", func() bool { term2 = n.rt.Term(); return term2 > term1 })
+	replicatest.WaitFor(t, 30*time.Second, "a reconcile in the second term", func() bool { return rec.sawTerm(term2) })
+	select {
+	case err := <-n.done:
+		t.Fatalf("manager exited after losing the lease: %v", err)
+	default:
+	}
+	rec.mu.Lock()
+	other := rec.other
+	rec.mu.Unlock()
+	if other != 0 {
+		t.Fatalf("%d reconciles had no term in their context", other)
+	}
+	st := n.rt.Status()
+	if st.Terms < 2 {
+		t.Fatalf("status counts %d terms, want 2", st.Terms)
+	}
+	if err := n.rt.healthz(nil); err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	assertMetric(t, n.registry, "baton_is_leader", 1)
+	assertMetric(t, n.registry, "baton_terms_total", float64(st.Terms))
+}
+
+func assertMetric(t *testing.T, g prometheus.Gatherer, name string, want float64) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		got := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		if got != want {
+			t.Fatalf("%s = %v, want %v", name, got, want)
+		}
+		return
+	}
+	t.Fatalf("metric %s not registered", name)
+}
+
+// stateEvent is the state an all-replica runnable computes.
+type stateEvent struct {
+	value string
+	at    time.Time
+}
+
+func (*stateEvent) EventType() string      { return "test.state" }
+func (e *stateEvent) Timestamp() time.Time { return e.at }
+
+// TestStateHandedToTheNewLeader: the follower computes state while it follows, with
+// no leader-only subscriber; when the leader stops, the follower's leader-only
+// function receives that state at once, through its StateReplayer.
+func TestStateHandedToTheNewLeader(t *testing.T) {
+	received := make(chan string, 4)
+	nodes := make([]*node, 2)
+	replayers := make([]*leadership.StateReplayer[*stateEvent], 2)
+	for i, id := range []string{"a", "b"} {
+		n := newNode(t, id, "handover")
+		replayers[i] = leadership.NewStateReplayer[*stateEvent](n.rt.Bus())
+		if err := n.rt.AddReplayer("state", replayers[i]); err != nil {
+			t.Fatal(err)
+		}
+		err := n.rt.AddLeaderOnly("writer", func(ctx context.Context) error {
+			ch := busevents.Subscribe[*stateEvent](ctx, n.rt.Bus(), "writer", 4, busevents.LeaderOnly())
+			Subscribed(ctx)
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case ev := <-ch:
+					if id == "b" {
+						received <- ev.value
+					}
+				}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = n
+	}
+	nodes[0].start(t)
+	replicatest.WaitFor(t, 30*time.Second, "a to lead", nodes[0].rt.IsLeader)
+	nodes[1].start(t)
+	replicatest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "a" })
+	// The all-replica side of b computes state while b follows.
+	ev := &stateEvent{value: "computed while following", at: time.Now()}
+	nodes[1].rt.Bus().Publish(ev)
+	replayers[1].Cache(ev)
+
+	nodes[0].stop(t) // graceful: releases the lease
+	select {
+	case v := <-received:
+		if v != ev.value {
+			t.Fatalf("new leader received %q, want %q", v, ev.value)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the new leader's writer received no state")
+	}
+	if !nodes[1].rt.IsLeader() {
+		t.Fatal("b received the state but does not lead")
+	}
+}
+
+func TestNewAndRegistrationErrors(t *testing.T) {
+	mgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := Options{LeaderElectionID: "x", LeaderElectionNamespace: "default", Identity: "same", MetricsRegisterer: prometheus.NewRegistry()}
+	bad := func(mod func(*Options), field string) {
+		t.Helper()
+		o := ok
+		o.MetricsRegisterer = prometheus.NewRegistry()
+		mod(&o)
+		_, err := New(mgr, o)
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), field) {
+			t.Errorf("New with bad %s: %v, want ErrInvalidOptions naming it", field, err)
+		}
+	}
+	neg := -time.Second
+	short := time.Second
+	bad(func(o *Options) { o.LeaderElectionID = "" }, "LeaderElectionID")
+	bad(func(o *Options) { o.LeaderElectionNamespace = "" }, "LeaderElectionNamespace")
+	bad(func(o *Options) { o.GracefulShutdownTimeout = &neg }, "GracefulShutdownTimeout")
+	bad(func(o *Options) { o.LeaseDuration = &short }, "lease duration")
+	if _, err := New(nil, ok); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("New(nil): %v", err)
+	}
+
+	rt, err := New(mgr, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(mgr, ok); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "MetricsRegisterer") {
+		t.Errorf("a second Runtime on one registry: %v, want ErrInvalidOptions naming MetricsRegisterer", err)
+	}
+	rec := &recorder{}
+	watch := []Watch{{Object: &corev1.ConfigMap{}}}
+	for name, err := range map[string]error{
+		"nil reconciler": rt.AddController(Controller{Name: "c", Watches: watch}),
+		"no watches":     rt.AddController(Controller{Name: "c", Reconciler: rec}),
+		"nil object":     rt.AddController(Controller{Name: "c", Reconciler: rec, Watches: []Watch{{}}}),
+		"empty name":     rt.AddController(Controller{Reconciler: rec, Watches: watch}),
+		"nil function":   rt.AddLeaderOnly("f", nil),
+		"nil replayer":   rt.AddReplayer("r", nil),
+	} {
+		if !errors.Is(err, ErrInvalidRegistration) {
+			t.Errorf("%s: %v, want ErrInvalidRegistration", name, err)
+		}
+	}
+	if err := rt.AddController(Controller{Name: "c", Reconciler: rec, Watches: watch}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.AddLeaderOnly("c", func(context.Context) error { return nil }); !errors.Is(err, ErrInvalidRegistration) {
+		t.Errorf("duplicate name: %v", err)
+	}
+	if err := rt.readyz(nil); err == nil {
+		t.Error("readyz before Start passed")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rt.Start(ctx); err != nil {
+		t.Errorf("Start with an ended context: %v", err)
+	}
+	if err := rt.Start(ctx); !errors.Is(err, ErrStarted) {
+		t.Errorf("second Start: %v, want ErrStarted", err)
+	}
+	if err := rt.AddLeaderOnly("late", func(context.Context) error { return nil }); !errors.Is(err, ErrStarted) {
+		t.Errorf("AddLeaderOnly after Start: %v, want ErrStarted", err)
+	}
+}

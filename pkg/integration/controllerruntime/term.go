@@ -1,0 +1,82 @@
+package controllerruntime
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+)
+
+// termRefKey is the context key of the term reference.
+type termRefKey struct{}
+
+// termRef is the term a leader-only run belongs to, and the context the runtime gave
+// it: that context reports the term over by the elector's own clock (see
+// lifecycle.Options.TermContext), which contexts derived from it, such as Reconcile's,
+// only do once the cancellation has propagated.
+type termRef struct {
+	term uint64
+	ctx  context.Context
+}
+
+// withTermRef records ctx, the context the runtime gave a leader-only run, in ctx.
+func withTermRef(ctx context.Context) context.Context {
+	term, ok := lifecycle.TermFromContext(ctx)
+	if !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx})
+}
+
+func termRefFrom(ctx context.Context) *termRef {
+	if ctx == nil {
+		return nil
+	}
+	ref, _ := ctx.Value(termRefKey{}).(*termRef)
+	return ref
+}
+
+// TermFromContext returns the leadership term of a leader-only run: ctx is the context
+// given to Reconcile of a controller added with AddController, or to a function added
+// with AddLeaderOnly, or one derived from them. ok is false for other contexts. It is
+// lifecycle.TermFromContext, the core's accessor.
+func TermFromContext(ctx context.Context) (term uint64, ok bool) {
+	return lifecycle.TermFromContext(ctx)
+}
+
+// TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded (with
+// the cause) once it ended, checked by the elector's own clock at the call, and
+// ErrNoTerm for a context of no term. The fenced client checks it before every write.
+func TermEnded(ctx context.Context) error {
+	ref := termRefFrom(ctx)
+	if ref == nil {
+		return ErrNoTerm
+	}
+	if ref.ctx.Err() != nil {
+		return &termEndedError{term: ref.term, cause: context.Cause(ref.ctx)}
+	}
+	return nil
+}
+
+// termEndedError wraps ErrTermEnded and the cause of the end.
+type termEndedError struct {
+	term  uint64
+	cause error
+}
+
+func (e *termEndedError) Error() string {
+	msg := "controllerruntime: term " + uitoa(e.term) + " ended"
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
+	}
+	return msg
+}
+
+func (e *termEndedError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrTermEnded}
+	}
+	return []error{ErrTermEnded, e.cause}
+}
+
+func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
