@@ -47,10 +47,11 @@
 // nodes do not matter. A Baton holder's lease is taken leaseDurationSeconds after that
 // moment: its term ended by its RenewDeadline after its last renew, which came before
 // the follower saw it; LeaseDuration − RenewDeadline is the margin for clock rate skew.
-// Any other holder (client-go's elector, a hand-written holder) is given twice its
-// leaseDurationSeconds, since client-go's leader keeps leading for up to RetryPeriod +
-// RenewDeadline after its last renew, which its validation keeps below 1.84 ×
-// LeaseDuration. The wait for an unknown holder is twice the longer of the last
+// Any other holder (client-go's elector, a hand-written holder) is given three times its
+// leaseDurationSeconds: client-go's leader keeps its leader context for up to
+// RetryPeriod + RenewDeadline after its last renew, and with ReleaseOnCancel another
+// RenewDeadline while it tries to release, which its validation keeps below 2.84 ×
+// LeaseDuration. The wait for an unknown holder is three times the longer of the last
 // holder's lease duration and the configured one.
 //
 // # Releases, deletes and cold starts

@@ -180,7 +180,7 @@ func TestForeignClear(t *testing.T) {
 		now = time.Now()
 		rec.HolderIdentity, rec.LeaseDuration, rec.AcquireTime, rec.RenewTime = "", time.Second, now, now
 		cl.mem.Set(rec)
-		time.Sleep(2*DefaultLeaseDuration - 10*time.Millisecond)
+		time.Sleep(foreignLeaseFactor*DefaultLeaseDuration - 10*time.Millisecond)
 		if b.e.IsLeader() {
 			t.Fatal("b took a lease cleared by a foreign writer before an unknown holder's wait")
 		}

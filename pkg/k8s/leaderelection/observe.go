@@ -167,24 +167,30 @@ func (c *campaign) leaseDuration(r LeaseRecord) time.Duration {
 	return c.e.config.LeaseDuration
 }
 
+// foreignLeaseFactor is how many of its leaseDurationSeconds a holder that is not
+// Baton's is given, and the factor of an unknown holder's wait. client-go's leader keeps
+// its leader context for up to RetryPeriod + RenewDeadline after its last renew, and
+// with ReleaseOnCancel for another RenewDeadline while it tries to release; its
+// validation (RenewDeadline < LeaseDuration, 1.2 × RetryPeriod < RenewDeadline) keeps
+// that below 2.84 × LeaseDuration.
+const foreignLeaseFactor = 3
+
 // expiryWait is how long after observing r a follower waits before taking it from its
 // holder. A Baton holder's term ends by its RenewDeadline after its last renew, before
 // its leaseDuration. Any other holder (client-go's elector, a hand-written holder) gets
-// twice its leaseDuration: client-go's leader keeps leading for up to RetryPeriod +
-// RenewDeadline after its last renew, which its validation (RenewDeadline <
-// LeaseDuration, 1.2 × RetryPeriod < RenewDeadline) keeps below 1.84 × LeaseDuration.
+// foreignLeaseFactor times its leaseDuration.
 func (c *campaign) expiryWait(r LeaseRecord) time.Duration {
 	if heldByBaton(r) {
 		return c.leaseDuration(r)
 	}
-	return 2 * c.leaseDuration(r)
+	return foreignLeaseFactor * c.leaseDuration(r)
 }
 
-// unknownWait is the wait for a holder that cannot be judged: twice the lease duration
-// of the last holder seen or the configured one, the longer, as for a holder that is
-// not Baton's.
+// unknownWait is the wait for a holder that cannot be judged: the longer of the last
+// holder's lease duration and the configured one, times foreignLeaseFactor, as for a
+// holder that is not Baton's.
 func (c *campaign) unknownWait() time.Duration {
-	return 2 * max(c.e.config.LeaseDuration, c.heldLease)
+	return foreignLeaseFactor * max(c.e.config.LeaseDuration, c.heldLease)
 }
 
 // takeAt is when the observed state lets this follower take the lease, zero for now.
