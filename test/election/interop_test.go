@@ -205,3 +205,32 @@ func TestClientGoLeaderCutOff(t *testing.T) {
 	hist.checkAcquisition(t, bt.who, term.term)
 	cut.closed.Store(false)
 }
+
+// TestBatonLeaderCutOffClientGoFollower cuts a Baton leader off the API server while a
+// client-go elector follows. client-go sees a renew only when renewTime's whole second
+// changes, so it may date the lease up to a second early; with LeaseDuration −
+// RenewDeadline ≥ 1s (here exactly 1s, renewing every 400ms) Baton's term still ends
+// before client-go takes over: the monitor proves no overlap.
+func TestBatonLeaderCutOffClientGoFollower(t *testing.T) {
+	h := newHarness(t, shared)
+	lease := leaseName(t)
+	hist := recordHistory(t, shared.Clientset(), namespace, lease)
+	cut := &gate{}
+	cfg := rest.CopyConfig(shared.Config())
+	cfg.WrapTransport = cut.wrap
+	bt := h.baton("cut-baton-leader", lease, candidateOptions{timings: fast, cfg: cfg})
+	waitFor(t, 10*time.Second, "cut-baton-leader to lead", bt.el.IsLeader)
+	cg := h.clientGo("client-go-follower", lease, candidateOptions{timings: fast})
+	waitFor(t, 10*time.Second, "client-go-follower to see the leader", func() bool { return cg.sawLeader(bt.who) })
+	time.Sleep(fast.lease) // several renews, some within one second
+	cut.closed.Store(true)
+	waitFor(t, 3*fast.lease+10*time.Second, "client-go-follower to lead", cg.leading)
+	first, _ := bt.lastTerm()
+	run := cg.startedRuns()[0]
+	t.Logf("Baton's term ended %v before client-go led", run.started.sub(first.ended))
+	if first.ended == 0 || first.ended > run.started {
+		t.Errorf("client-go led while Baton's term was live (ended %d, client-go started %d)", first.ended, run.started)
+	}
+	hist.checkAcquisition(t, bt.who, first.term)
+	cut.closed.Store(false)
+}
