@@ -337,7 +337,13 @@ func TestStuckLeader(t *testing.T) {
 		if err := a.e.Healthy(); err != nil {
 			t.Fatalf("Healthy after the call returned = %v", err)
 		}
-		// It takes its own lease back: nobody else wrote it.
+		// It takes its own lease back, a LeaseDuration after it sees it again: its watch
+		// was down for long, and its last write is older than a RenewDeadline, so the
+		// record could be a restored copy that another candidate took over since.
+		time.Sleep(DefaultLeaseDuration - 100*time.Millisecond)
+		if l := cl.leader(); l != nil {
+			t.Fatalf("%s leads before a LeaseDuration after the store healed", l.id)
+		}
 		if l := cl.waitLeader(nil, time.Second); l != a {
 			t.Fatalf("leader %s, want a", l.id)
 		}
