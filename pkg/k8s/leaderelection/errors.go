@@ -23,6 +23,17 @@ var (
 	ErrLeaseLost = errors.New("leaderelection: lease lost")
 	// ErrResigned is the cause of a term ended by Elector.Resign.
 	ErrResigned = errors.New("leaderelection: resigned")
+	// ErrHandedOver is the cause of a term that ended to hand the lease over: through
+	// Elector.HandOver, or because the lease's preferredHolder names another candidate.
+	ErrHandedOver = errors.New("leaderelection: lease handed over")
+	// ErrNotLeader is returned by Elector.HandOver when the elector does not lead: not
+	// started, stopped, or following.
+	ErrNotLeader = errors.New("leaderelection: not leading")
+	// ErrInvalidHandOver is returned by Elector.HandOver for an empty identity or the
+	// elector's own.
+	ErrInvalidHandOver = errors.New("leaderelection: invalid hand-over target")
+	// ErrHistoryRestored is the watch error of MemoryStore.Restore.
+	ErrHistoryRestored = errors.New("leaderelection: store history restored")
 	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a
 	// decimal number above every term this elector held before; the elector then
 	// releases the lease instead of leading under it.

@@ -1,19 +1,21 @@
 package leaderelection
 
 import (
+	"context"
 	"errors"
 	"time"
 )
 
 // Resign ends term early, if it is the term this elector leads now, so that
 // another candidate leads instead: the term context ends with cause
-// ErrResigned (OnStoppedLeading runs as for any end of term), the election
-// goroutine clears the lease's holder with a compare-and-swap, as a release
-// does, so that the other candidates may take it at once, and this elector
-// does not campaign again for a LeaseDuration, so that one of them does. It
-// reports whether it ended the term: false for any other term, once the term
-// ended, and with election disabled (a replica leading alone has nobody to
-// hand over to). Safe from any goroutine; it never blocks.
+// ErrResigned (OnStoppedLeading runs as for any end of term); once the term's
+// OnStartedLeading returned, the election goroutine releases the lease with a
+// compare-and-swap, as HandOver does but naming no preferred holder, so that
+// the other candidates may take it at once; and this elector does not
+// campaign again for a LeaseDuration, so that one of them does. It reports
+// whether it ended the term: false for any other term, once the term ended,
+// and for a SingleReplica elector (a replica leading alone has nobody to hand
+// over to). Safe from any goroutine; it never blocks.
 func (e *Elector) Resign(term uint64) bool {
 	if e.config.SingleReplica {
 		return false
@@ -27,15 +29,15 @@ func (e *Elector) Resign(term uint64) bool {
 	return true
 }
 
-// resigned follows the end of a term by Resign, on the election goroutine:
-// it releases the lease and holds the next campaign back by a
-// LeaseDuration.
-func (c *campaign) resigned(cause error) {
-	if !errors.Is(cause, ErrResigned) {
+// endTerm steps down from a term whose context ended; after Resign it also
+// schedules the release (as a hand-over to nobody, written once the leader
+// work returned) and holds the next campaign back by a LeaseDuration.
+func (c *campaign) endTerm() {
+	cause := context.Cause(c.term)
+	c.stepDown(cause)
+	if !errors.Is(cause, ErrResigned) || c.handover != nil {
 		return
 	}
-	if err := c.release(); err != nil && c.ctx.Err() == nil {
-		c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
-	}
-	c.acquireAt = time.Now().Add(c.e.config.LeaseDuration)
+	c.handover = &handoverRequest{}
+	c.holdUntil = later(c.holdUntil, time.Now().Add(c.e.config.LeaseDuration))
 }
