@@ -1,0 +1,192 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// Environment knobs (see doc.go).
+const (
+	envSeed      = "BATON_CHAOS_SEED"
+	envHistories = "BATON_CHAOS_HISTORIES"
+	envFirst     = "BATON_CHAOS_FIRST"
+	envRepeat    = "BATON_CHAOS_REPEAT"
+)
+
+// defaultHistories is how many seeded histories TestChaos runs in CI.
+const defaultHistories = 500
+
+// seeds returns the seeds to run: BATON_CHAOS_SEED, BATON_CHAOS_REPEAT times (default
+// 20), or BATON_CHAOS_HISTORIES seeds from BATON_CHAOS_FIRST (default 1).
+func seeds(t *testing.T) []int64 {
+	num := func(name string, def int64) int64 {
+		s := os.Getenv(name)
+		if s == "" {
+			return def
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: not a number: %v", name, s, err)
+		}
+		return v
+	}
+	if s := num(envSeed, 0); s != 0 {
+		out := make([]int64, num(envRepeat, 20))
+		for i := range out {
+			out[i] = s
+		}
+		return out
+	}
+	n, first := num(envHistories, defaultHistories), num(envFirst, 1)
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = first + int64(i)
+	}
+	return out
+}
+
+// summary aggregates the results of many histories. Safe for concurrent use.
+type summary struct {
+	mu         sync.Mutex
+	histories  int
+	faults     *counters
+	terms      int
+	writes     int
+	refused    int
+	late       int
+	violations map[string][]int64 // kind -> seeds
+	defects    map[string][]int64 // issue 9 defect pattern -> seeds
+	notes      int
+	maxRecover [2]time.Duration // slowest recovery: [0] plain histories, [1] with a delete or restore
+	minGap     time.Duration
+	windows    int
+	window     time.Duration
+}
+
+func newSummary() *summary {
+	return &summary{faults: newCounters(), violations: make(map[string][]int64), defects: make(map[string][]int64), minGap: -1}
+}
+
+func (s *summary) add(h *history, r *result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.histories++
+	s.faults.addAll(h.count)
+	s.terms += r.terms
+	s.writes += r.writes
+	s.refused += r.refused
+	s.late += r.late
+	s.notes += len(r.notes)
+	seen := map[string]bool{}
+	for _, v := range r.violations {
+		if !seen[v.kind] {
+			seen[v.kind] = true
+			s.violations[v.kind] = append(s.violations[v.kind], h.seed)
+		}
+		if d := "defect " + v.defect; v.defect != "" && !seen[d] {
+			seen[d] = true
+			s.defects[d] = append(s.defects[d], h.seed)
+		}
+	}
+	class := 0
+	if r.unknown {
+		class = 1
+	}
+	s.maxRecover[class] = max(s.maxRecover[class], r.recovery)
+	s.windows += r.windows
+	s.window = max(s.window, r.window)
+	if r.minGap >= 0 && (s.minGap < 0 || r.minGap < s.minGap) {
+		s.minGap = r.minGap
+	}
+}
+
+func (s *summary) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d histories, %d terms, %d fenced writes (%d refused, %d accepted after their term ended)\n",
+		s.histories, s.terms, s.writes, s.refused, s.late)
+	fmt.Fprintf(&b, "faults injected: %d\n%s", s.faults.total(), s.faults)
+	fmt.Fprintf(&b, "slowest recovery after the faults stopped: %v (%v in histories with a delete or restore); smallest gap between two leaders' terms: %v; notes: %d\n",
+		s.maxRecover[0], s.maxRecover[1], s.minGap, s.notes)
+	fmt.Fprintf(&b, "cold-start fenced windows (a deleted lease re-created by a candidate that never saw it): %d, longest %v\n",
+		s.windows, s.window)
+	kinds := make([]string, 0, len(s.violations))
+	for k := range s.violations {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	total := 0
+	for _, k := range kinds {
+		seeds := slices.Clone(s.violations[k])
+		slices.Sort(seeds)
+		total += len(seeds)
+		shown := seeds[:min(len(seeds), 20)]
+		fmt.Fprintf(&b, "  violation %q in %d histories, seeds %v\n", k, len(seeds), shown)
+	}
+	fmt.Fprintf(&b, "histories with violations (by kind): %d\n", total)
+	ds := make([]string, 0, len(s.defects))
+	for d := range s.defects {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	for _, d := range ds {
+		seeds := slices.Clone(s.defects[d])
+		slices.Sort(seeds)
+		fmt.Fprintf(&b, "  issue 9 %s pattern in %d histories, seeds %v\n", d, len(seeds), seeds[:min(len(seeds), 30)])
+	}
+	return b.String()
+}
+
+// TestChaos runs seeded random fault histories of 3 to 5 electors on the in-memory
+// store, each in a synctest bubble, and checks every history (see doc.go).
+func TestChaos(t *testing.T) {
+	start := time.Now()
+	sum := newSummary()
+	t.Run("history", func(t *testing.T) {
+		for i, seed := range seeds(t) {
+			name := strconv.FormatInt(seed, 10)
+			if os.Getenv(envSeed) != "" {
+				name += "/" + strconv.Itoa(i)
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				h := runMemory(t, seed)
+				res := check(h)
+				sum.add(h, res)
+				if len(res.violations) > 0 {
+					t.Error(report(h, res))
+				} else if os.Getenv(envSeed) != "" && i == 0 {
+					t.Log(report(h, res))
+				}
+			})
+		}
+	})
+	t.Logf("chaos summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
+}
+
+// runMemory runs the history of seed on a fresh in-memory server in a synctest bubble.
+func runMemory(t *testing.T, seed int64) *history {
+	var h *history
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 0xba70))
+		sched := newSchedule(rng, memoryOpts)
+		srv := newMemServer("chaos")
+		h = runHistory(seed, sched, world{
+			srv: srv, mem: srv, lease: "chaos", test: "TestChaos",
+			view: func(who string) leaderelection.LeaseStore { return srv.as(who) },
+		})
+	})
+	return h
+}

@@ -1,0 +1,130 @@
+// Package chaos tests the elector (pkg/k8s/leaderelection) the way robustness suites
+// test consensus systems: seeded random fault schedules over 3 to 5 candidates, every
+// history recorded, and a checker over every history. It has no code outside its
+// tests.
+//
+// # Running
+//
+// hack/test.sh runs it with everything else: TestChaos runs 500 histories on the
+// in-memory store, each in a testing/synctest bubble (a few seconds of wall time for
+// hours of fake time), and TestChaosAPIServer runs 3 histories against a real
+// kube-apiserver and etcd (internal/testenv). Alone:
+//
+//	go test -race -run 'TestChaos$' -v ./test/chaos
+//	BATON_CHAOS_HISTORIES=20000 go test -race -run 'TestChaos$' -v ./test/chaos   # soak
+//	BATON_CHAOS_FIRST=100000 BATON_CHAOS_HISTORIES=5000 ...                      # other seeds
+//	BATON_CHAOS_API_HISTORIES=10 go test -race -run TestChaosAPIServer ./test/chaos
+//
+// With -v each test logs a summary: histories, terms, fenced writes, faults injected
+// by kind, violations by kind with their seeds, the slowest recovery after the faults
+// stopped and the smallest gap between two leaders' terms.
+//
+// # Replaying a seed
+//
+// A failing history prints its seed, the schedule, the faults as injected, the terms
+// each candidate believed in, the violations and the elector logs, and the command
+// that replays it:
+//
+//	BATON_CHAOS_SEED=N go test -race -run 'TestChaos$' -v ./test/chaos
+//
+// The seed fixes the schedule (candidates, timings, faults, their times in fake time)
+// and the random source of each candidate's per-call faults, one per operation. It
+// does not fix the elector's retry jitter (math/rand/v2's global source, which the
+// elector does not let callers replace) or the order of goroutines that run at the same
+// fake instant, so a replay may take another path. A replay therefore runs the seed
+// BATON_CHAOS_REPEAT times (default 20) and reports each run. Schedule-driven
+// failures (a deleted or restored lease) replay every time; those that hang on one
+// lost reply among many replay in a few of the runs.
+//
+// # Faults
+//
+// Each candidate reaches the store through a fault store of its own, which injects,
+// while a window of that kind is open: requests dropped or delayed, replies lost after
+// the write was applied (the caller gets an error, the lease changed) or delayed past
+// the caller's deadline; watch events delivered late; a partition (calls fail at once
+// or hang until their context ends, watches close, new ones fail); a pause (the
+// candidate's store calls, watch deliveries and fenced writes are held until it
+// resumes, so a leader that checked its term before the pause writes after it). Point
+// faults close the candidate's watches or restart it (its Start returns and a new
+// incarnation starts after a while, with or without ReleaseOnCancel).
+//
+// The in-memory server wraps leaderelection.MemoryStore and adds what a cluster does
+// to all candidates: 410 Gone (every watch closes), the Lease deleted by hand, an
+// etcd restore (an older snapshot comes back with its older resourceVersion, and later
+// writes reuse the versions that follow, so a stale compare-and-swap can match again),
+// and an API server restart (every watch closes, every call fails for a while). Half
+// of the candidate faults hit whoever leads when the fault starts.
+//
+// On the real API server the faults are those a client-side wrapper can inject: lost
+// and late replies, dropped requests, closed and lagging watches, 410 (all watches
+// closed at once: a client cannot make the server send one), deletion of the Lease
+// through the API, partitions, pauses and candidate restarts. Restores and API server
+// restarts run on the in-memory server only (a real restart takes seconds, which the
+// CI budget of this package does not have).
+//
+// Not injected: clock skew. The elector reads time.Now directly and has no injectable
+// clock, and in a synctest bubble all goroutines share one clock, so a candidate's
+// clock cannot be made to run at another rate. A pause covers the effect that matters
+// most (a leader acting on a belief that is out of date).
+//
+// # Recording
+//
+// A term is recorded from OnStartedLeading to the end of its context. In a bubble the
+// two instants are exact (time does not advance while a goroutine can run), so terms
+// of different candidates are compared on one clock. On the real API server the
+// leader samples its term context every 5ms, and the recorded interval is the part of
+// the belief that is certain (from the first to the last sample that saw it on), so an
+// overlap found there is never a scheduling artefact.
+//
+// While it believes it leads, each leader writes to a fenced register every half
+// RetryPeriod or so, with its term: the register accepts a write whose term is at
+// least the highest term it accepted, as a store that compares terms does. Each write
+// takes a little time on each side, so writes overlap.
+//
+// # Checker
+//
+// Each history is checked for:
+//
+//   - two leaders: no two incarnations inside overlapping terms (a term that ends at
+//     the instant another starts does not overlap it). One overlap is counted as a
+//     note instead: the elector's documented cold-start window, where a candidate that
+//     never saw the lease re-creates one that was deleted while its holder was cut off
+//     (it cannot tell that from a first start). It is tolerated only when the new term
+//     is above the old one, so that the fenced register refuses the old term's writes
+//     once the new term wrote; the summary reports how many and the longest;
+//   - term order: each term is above every term that started before it (terms are
+//     fencing tokens);
+//   - the fenced register's history, with porcupine, against a model in which a write
+//     is accepted exactly when its term is above every term written before, or equal to
+//     it from the same incarnation (one term, one writer); writes accepted after their
+//     term ended but before a newer term wrote (a paused leader's late write) are
+//     counted, not failed: fencing makes them harmless;
+//   - stepped down from a lease it still held: a term that ended as lost while the
+//     lease's current state was the incarnation's own write (in-memory only);
+//   - after the faults stop: by then + LeaseDuration + 2 × RetryPeriod exactly one
+//     candidate leads and every live candidate's GetLeader names it; a LeaseDuration
+//     later the same term still leads, no term started in between, and the leader's
+//     fenced writes were accepted. The second RetryPeriod is slack for the backoff of a
+//     watch broken at the end of the faults (up to 1.5 × RetryPeriod). In histories
+//     where the lease was deleted or a snapshot restored the bound is 2 × LeaseDuration
+//     + 2 × RetryPeriod: a candidate that cannot know the last holder waits it out for
+//     twice the lease duration, which covers a client-go holder too (it may lead for
+//     RetryPeriod + RenewDeadline after its last renew, less than 2 × LeaseDuration).
+//
+// Term order, the register model and refused writes of the settled leader are not
+// failed, but reported as notes, across a restore of an older snapshot: the store
+// itself then hands out versions, and so terms, it handed out before, which no
+// elector can prevent. Two leaders and a wedged cluster across a restore are failed.
+//
+// Each violation names the issue 9 defect whose pattern it shows (a lease re-created
+// by a candidate that had seen it: defect 1; that never had: defect 2; a leader that
+// gave up its own lease: defect 3; a restore: defect 4), so that the summary reads as a
+// table of seeds per defect.
+//
+// # Concurrency properties
+//
+// Histories of TestChaos run in parallel (t.Parallel), each in its own bubble with
+// its own server, candidates and register; nothing is shared between them but the
+// summary, which has a mutex. The API server histories run at once on separate
+// Leases of one API server.
+package chaos

@@ -1,0 +1,437 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// Errors the fault store injects. None wraps a leaderelection sentinel: to the elector
+// they are transport errors.
+var (
+	errPartitioned  = errors.New("chaos: candidate partitioned from the api server")
+	errRequestLost  = errors.New("chaos: request lost")
+	errReplyLost    = errors.New("chaos: reply lost (the request was applied)")
+)
+
+// counter kinds: every fault the suite injects, counted where it takes effect.
+const (
+	fRequestDropped = "request dropped"
+	fRequestDelayed = "request delayed"
+	fReplyLost      = "reply lost after a successful write"
+	fReplyDelayed   = "reply delayed"
+	fWatchClosed    = "watch closed (one candidate)"
+	fWatchLagged    = "watch event delivered late"
+	fGone           = "410 Gone (all watches closed)"
+	fLeaseDeleted   = "lease deleted"
+	fRestore        = "resourceVersion moved back (snapshot restored)"
+	fPartition      = "candidate partitioned"
+	fPause          = "candidate paused"
+	fAPIRestart     = "api server restarted"
+	fCandRestart    = "candidate restarted"
+	fFencedStalled  = "fenced write held by a pause"
+)
+
+// allKinds lists the counter kinds in report order.
+var allKinds = []string{
+	fRequestDropped, fRequestDelayed, fReplyLost, fReplyDelayed, fWatchClosed, fWatchLagged,
+	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fCandRestart, fFencedStalled,
+}
+
+// counters counts injected faults by kind. Safe for concurrent use.
+type counters struct{ m map[string]*atomic.Int64 }
+
+func newCounters() *counters {
+	c := &counters{m: make(map[string]*atomic.Int64, len(allKinds))}
+	for _, k := range allKinds {
+		c.m[k] = new(atomic.Int64)
+	}
+	return c
+}
+
+func (c *counters) add(kind string, n int64) { c.m[kind].Add(n) }
+
+func (c *counters) get(kind string) int64 { return c.m[kind].Load() }
+
+func (c *counters) addAll(o *counters) {
+	for _, k := range allKinds {
+		c.add(k, o.get(k))
+	}
+}
+
+func (c *counters) total() int64 {
+	var n int64
+	for _, k := range allKinds {
+		n += c.get(k)
+	}
+	return n
+}
+
+func (c *counters) String() string {
+	s := ""
+	for _, k := range allKinds {
+		if n := c.get(k); n > 0 {
+			s += fmt.Sprintf("  %-50s %d\n", k, n)
+		}
+	}
+	return s
+}
+
+// flakiness is the chance of each per-call fault while a flaky window is open.
+type flakiness struct {
+	dropRequest, delayRequest, loseReply, delayReply float64
+	maxDelay                                         time.Duration
+}
+
+// faultStore is the LeaseStore of one candidate: it passes calls to the store of its
+// current incarnation and injects the faults of that candidate: flaky calls (requests
+// dropped or delayed, replies lost after the write was applied or delayed), a
+// partition (calls fail or hang until their context ends, watches close), a pause
+// (calls, watch deliveries and fenced writes held until it ends), closed and lagging
+// watches. Safe for concurrent use.
+type faultStore struct {
+	count *counters
+
+	// mu guards the fields below.
+	mu          sync.Mutex
+	inner       leaderelection.LeaseStore
+	rngs        map[string]*rand.Rand // per operation, so one op's faults do not depend on the others' order
+	flaky       flakiness
+	flakyOn     bool
+	partitioned bool
+	hang        bool          // partitioned calls hang until their context ends
+	paused      chan struct{} // non-nil while paused; closed on resume
+	lag         time.Duration // added to each watch delivery
+	relays      map[*relay]struct{}
+	// firstSaw is when the current incarnation first saw the lease or its last holder
+	// (a read, a write, or an event with a holder), zero if never.
+	firstSaw time.Time
+}
+
+var _ leaderelection.LeaseStore = (*faultStore)(nil)
+
+func newFaultStore(seed uint64, count *counters) *faultStore {
+	return &faultStore{
+		count:  count,
+		rngs: map[string]*rand.Rand{
+			"get": rand.New(rand.NewPCG(seed, 1)), "create": rand.New(rand.NewPCG(seed, 2)),
+			"update": rand.New(rand.NewPCG(seed, 3)), "watch": rand.New(rand.NewPCG(seed, 4)),
+			"misc": rand.New(rand.NewPCG(seed, 5)),
+		},
+		relays: make(map[*relay]struct{}),
+	}
+}
+
+// setInner points the store at the store of a new incarnation.
+func (f *faultStore) setInner(s leaderelection.LeaseStore) {
+	f.mu.Lock()
+	f.inner, f.firstSaw = s, time.Time{}
+	f.mu.Unlock()
+}
+
+// saw notes that the incarnation saw the lease (or its last holder).
+func (f *faultStore) saw() {
+	f.mu.Lock()
+	if f.firstSaw.IsZero() {
+		f.firstSaw = time.Now()
+	}
+	f.mu.Unlock()
+}
+
+func (f *faultStore) sawAt() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.firstSaw
+}
+
+// plan is what happens to one call.
+type plan struct {
+	inner                      leaderelection.LeaseStore
+	partitioned, hang          bool
+	drop, delayReq, lose, slow bool
+	reqDelay, replyDelay       time.Duration
+}
+
+func (f *faultStore) plan(op string) plan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rng := f.rngs[op]
+	p := plan{inner: f.inner, partitioned: f.partitioned, hang: f.hang}
+	if !f.flakyOn || p.partitioned {
+		return p
+	}
+	fl := f.flaky
+	d := func() time.Duration { return time.Duration(rng.Int64N(int64(fl.maxDelay) + 1)) }
+	p.drop = rng.Float64() < fl.dropRequest
+	p.delayReq = rng.Float64() < fl.delayRequest
+	p.lose = rng.Float64() < fl.loseReply
+	p.slow = rng.Float64() < fl.delayReply
+	p.reqDelay, p.replyDelay = d(), d()
+	return p
+}
+
+// pausePoint blocks while the candidate is paused.
+func (f *faultStore) pausePoint() bool {
+	f.mu.Lock()
+	ch := f.paused
+	f.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	<-ch
+	return true
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// call runs op under the candidate's faults. write marks ops whose reply may be lost
+// after they were applied.
+func (f *faultStore) call(ctx context.Context, name string, write bool, op func(leaderelection.LeaseStore) error) error {
+	f.pausePoint()
+	p := f.plan(name)
+	switch {
+	case p.partitioned && p.hang:
+		<-ctx.Done()
+		return fmt.Errorf("%w: %w", errPartitioned, ctx.Err())
+	case p.partitioned:
+		return errPartitioned
+	case p.drop:
+		f.count.add(fRequestDropped, 1)
+		if !sleep(ctx, p.reqDelay) {
+			return ctx.Err()
+		}
+		return errRequestLost
+	case p.delayReq:
+		f.count.add(fRequestDelayed, 1)
+		if !sleep(ctx, p.reqDelay) {
+			return ctx.Err()
+		}
+	}
+	err := op(p.inner)
+	f.pausePoint() // a pause between the server's answer and the caller reading it
+	if err == nil && write && p.lose {
+		f.count.add(fReplyLost, 1)
+		sleep(ctx, p.replyDelay)
+		return errReplyLost
+	}
+	if p.slow {
+		f.count.add(fReplyDelayed, 1)
+		if !sleep(ctx, p.replyDelay) {
+			return ctx.Err() // the caller gave up: for a write that went through, a lost reply
+		}
+	}
+	return err
+}
+
+func (f *faultStore) Get(ctx context.Context) (leaderelection.LeaseRecord, error) {
+	var out leaderelection.LeaseRecord
+	err := f.call(ctx, "get", false, func(s leaderelection.LeaseStore) (err error) {
+		out, err = s.Get(ctx)
+		return err
+	})
+	if err == nil {
+		f.saw()
+	}
+	return out, err
+}
+
+func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	var out leaderelection.LeaseRecord
+	err := f.call(ctx, "create", true, func(s leaderelection.LeaseStore) (err error) {
+		out, err = s.Create(ctx, r)
+		return err
+	})
+	if err != nil {
+		return leaderelection.LeaseRecord{}, err
+	}
+	f.saw()
+	return out, nil
+}
+
+func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	var out leaderelection.LeaseRecord
+	err := f.call(ctx, "update", true, func(s leaderelection.LeaseStore) (err error) {
+		out, err = s.Update(ctx, r)
+		return err
+	})
+	if err != nil {
+		return leaderelection.LeaseRecord{}, err
+	}
+	f.saw()
+	return out, nil
+}
+
+func (f *faultStore) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inner.String()
+}
+
+// relay forwards one watch to the candidate, late while the watch lags, held while the
+// candidate is paused; closing kill ends it.
+type relay struct {
+	kill chan struct{}
+	once sync.Once
+}
+
+func (r *relay) close() { r.once.Do(func() { close(r.kill) }) }
+
+func (f *faultStore) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
+	var in <-chan leaderelection.LeaseEvent
+	wctx, cancel := context.WithCancel(ctx)
+	err := f.call(wctx, "watch", false, func(s leaderelection.LeaseStore) (err error) {
+		in, err = s.Watch(wctx)
+		return err
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r := &relay{kill: make(chan struct{})}
+	f.mu.Lock()
+	if f.partitioned { // partitioned while the watch opened
+		f.mu.Unlock()
+		cancel()
+		return nil, errPartitioned
+	}
+	f.relays[r] = struct{}{}
+	f.mu.Unlock()
+	out := make(chan leaderelection.LeaseEvent)
+	go func() {
+		defer close(out)
+		defer func() {
+			cancel()
+			f.mu.Lock()
+			delete(f.relays, r)
+			f.mu.Unlock()
+		}()
+		f.forward(wctx, r, in, out)
+	}()
+	return out, nil
+}
+
+func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelection.LeaseEvent, out chan<- leaderelection.LeaseEvent) {
+	for {
+		var ev leaderelection.LeaseEvent
+		select {
+		case e, ok := <-in:
+			if !ok {
+				return
+			}
+			ev = e
+		case <-r.kill:
+			return
+		case <-ctx.Done():
+			return
+		}
+		f.mu.Lock()
+		lag, paused := f.lag, f.paused
+		f.mu.Unlock()
+		if lag > 0 {
+			f.count.add(fWatchLagged, 1)
+			select {
+			case <-time.After(lag):
+			case <-r.kill:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		if paused != nil {
+			select {
+			case <-paused:
+			case <-r.kill:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case out <- ev:
+			if !ev.Deleted || ev.Record.HolderIdentity != "" {
+				f.saw()
+			}
+		case <-r.kill:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// closeWatches ends the candidate's watches; it returns how many.
+func (f *faultStore) closeWatches() int {
+	f.mu.Lock()
+	rs := make([]*relay, 0, len(f.relays))
+	for r := range f.relays {
+		rs = append(rs, r)
+		delete(f.relays, r)
+	}
+	f.mu.Unlock()
+	for _, r := range rs {
+		r.close()
+	}
+	return len(rs)
+}
+
+func (f *faultStore) setFlaky(on bool, fl flakiness) {
+	f.mu.Lock()
+	f.flakyOn, f.flaky = on, fl
+	f.mu.Unlock()
+}
+
+func (f *faultStore) setLag(d time.Duration) {
+	f.mu.Lock()
+	f.lag = d
+	f.mu.Unlock()
+}
+
+// partition cuts the candidate off (hang: its calls hang until they time out) and
+// closes its watches, or heals it.
+func (f *faultStore) partition(on, hang bool) {
+	f.mu.Lock()
+	f.partitioned, f.hang = on, hang
+	f.mu.Unlock()
+	if on {
+		f.closeWatches()
+	}
+}
+
+// pause holds the candidate's calls, deliveries and fenced writes, or resumes them.
+func (f *faultStore) pause(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case on && f.paused == nil:
+		f.paused = make(chan struct{})
+	case !on && f.paused != nil:
+		close(f.paused)
+		f.paused = nil
+	}
+}
+
+// rand returns a random number in [0, n) from the candidate's source.
+func (f *faultStore) randN(n int64) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rngs["misc"].Int64N(n)
+}

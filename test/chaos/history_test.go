@@ -1,0 +1,349 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// termRec is one term as its candidate believed it: from OnStartedLeading until the
+// term context ended.
+type termRec struct {
+	cand     int    // candidate index
+	id       string // identity
+	who      string // incarnation: identity#n
+	incStart time.Time
+	firstSaw time.Time // when the incarnation first saw the lease or its holder
+	term     uint64
+	start    time.Time
+	end      time.Time // zero while the term runs
+	cause    error
+	// ownLeaseAtEnd: when the term ended, the lease still held the write of this
+	// incarnation (it stepped down from a lease nobody took).
+	ownLeaseAtEnd bool
+	ownLeaseState string
+}
+
+func (r *termRec) ended() bool { return !r.end.IsZero() }
+
+// logEntry is one line of the fault log.
+type logEntry struct {
+	at   time.Time
+	kind string
+	text string
+}
+
+// probe is what the candidates reported at one moment after the faults stopped.
+type probe struct {
+	at      time.Time
+	leaders []string          // incarnations that lead
+	terms   map[string]uint64 // term of each leader
+	views   map[string]string // identity -> GetLeader of each live candidate
+	down    []string          // identities with no running incarnation
+}
+
+// history is everything recorded in one run.
+type history struct {
+	seed    int64
+	test    string
+	cfg     leaderelection.Config
+	n       int
+	begin   time.Time
+	healAt  time.Time // all faults over
+	checkAt time.Time // heal + bound: one leader by now
+	bound   time.Duration
+	count   *counters
+	srv     *memServer // nil on the real API server
+	reg     *register
+	logs    *syncBuffer
+	exact   bool // terms recorded exactly (fake time) rather than sampled
+	sched   []string
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	terms  []*termRec
+	faults []logEntry
+	probes []probe
+	errs   []string // unexpected errors (Start failing etc.)
+}
+
+func (h *history) rel(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Sub(h.begin).Round(time.Microsecond).String()
+}
+
+func (h *history) logFault(kind, format string, args ...any) {
+	h.mu.Lock()
+	h.faults = append(h.faults, logEntry{at: time.Now(), kind: kind, text: fmt.Sprintf(format, args...)})
+	h.mu.Unlock()
+}
+
+func (h *history) addErr(format string, args ...any) {
+	h.mu.Lock()
+	h.errs = append(h.errs, fmt.Sprintf(format, args...))
+	h.mu.Unlock()
+}
+
+func (h *history) snapshotTerms() []termRec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]termRec, len(h.terms))
+	for i, r := range h.terms {
+		out[i] = *r
+	}
+	return out
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes, the elector logs' sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// regOp is one fenced write.
+type regOp struct {
+	cand      int
+	who       string
+	term      uint64
+	call, ret time.Time
+	accepted  bool
+}
+
+// register is the fenced resource leaders write to: it accepts a write when its term
+// is at least the highest term it accepted, as a store that compares terms does.
+// Writes take a little time on each side, so they overlap. Safe for concurrent use.
+type register struct {
+	// mu guards the fields below.
+	mu  sync.Mutex
+	max uint64
+	ops []regOp
+}
+
+func (r *register) write(cand int, who string, term uint64, before, after time.Duration) bool {
+	call := time.Now()
+	time.Sleep(before)
+	r.mu.Lock()
+	ok := term >= r.max
+	if ok {
+		r.max = term
+	}
+	r.mu.Unlock()
+	time.Sleep(after)
+	r.mu.Lock()
+	r.ops = append(r.ops, regOp{cand: cand, who: who, term: term, call: call, ret: time.Now(), accepted: ok})
+	r.mu.Unlock()
+	return ok
+}
+
+func (r *register) snapshot() []regOp {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ops)
+}
+
+// candidate runs the incarnations of one identity, restarting on request.
+type candidate struct {
+	h       *history
+	idx     int
+	id      string
+	store   *faultStore
+	view    func(who string) leaderelection.LeaseStore
+	release bool
+	logger  *slog.Logger
+	sample  time.Duration // 0: record terms exactly (synctest)
+	restart chan time.Duration
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	inc     int
+	elector *leaderelection.Elector // nil while down
+	cur     *curTerm
+}
+
+// curTerm is the running term of the current incarnation.
+type curTerm struct {
+	ctx context.Context
+	rec *termRec
+}
+
+func (c *candidate) who(inc int) string { return fmt.Sprintf("%s#%d", c.id, inc) }
+
+// run runs incarnations until ctx ends: each runs until ctx ends or a restart is asked.
+func (c *candidate) run(ctx context.Context) {
+	for inc := 0; ; inc++ {
+		ictx, cancel := context.WithCancel(ctx)
+		e, err := c.newElector(inc)
+		if err != nil {
+			cancel()
+			c.h.addErr("%s: new elector: %v", c.who(inc), err)
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ictx) }()
+		var down time.Duration
+		select {
+		case <-ctx.Done():
+		case down = <-c.restart:
+		}
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil {
+			c.h.logFault("start", "%s: Start returned %v", c.who(inc), err)
+		}
+		c.mu.Lock()
+		c.elector = nil
+		c.mu.Unlock()
+		if ctx.Err() != nil || !sleep(ctx, down) {
+			return
+		}
+	}
+}
+
+func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
+	who := c.who(inc)
+	incStart := time.Now()
+	c.store.setInner(c.view(who))
+	cb := leaderelection.Callbacks{
+		OnStartedLeading: func(ctx context.Context) { c.lead(ctx, who, incStart) },
+		OnStoppedLeading: func() { c.stopped(who) },
+	}
+	cfg := c.h.cfg
+	cfg.Identity = c.id
+	cfg.ReleaseOnCancel = c.release
+	e, err := leaderelection.NewWithStore(cfg, c.store, cb, c.logger.With("inc", who))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.inc, c.elector, c.cur = inc, e, nil
+	c.mu.Unlock()
+	return e, nil
+}
+
+// lead is OnStartedLeading: it records the term and writes to the register while it
+// believes it leads.
+func (c *candidate) lead(ctx context.Context, who string, incStart time.Time) {
+	term, ok := leaderelection.TermFromContext(ctx)
+	if !ok {
+		c.h.addErr("%s: term context without a term", who)
+	}
+	if ctx.Err() != nil {
+		return // ended before it began: never believed
+	}
+	rec := &termRec{cand: c.idx, id: c.id, who: who, incStart: incStart, firstSaw: c.store.sawAt(), term: term, start: time.Now()}
+	c.h.mu.Lock()
+	c.h.terms = append(c.h.terms, rec)
+	c.h.mu.Unlock()
+	c.mu.Lock()
+	c.cur = &curTerm{ctx: ctx, rec: rec}
+	c.mu.Unlock()
+	if c.sample == 0 {
+		context.AfterFunc(ctx, func() {
+			end := time.Now()
+			c.h.mu.Lock()
+			rec.end, rec.cause = end, context.Cause(ctx)
+			c.h.mu.Unlock()
+		})
+		c.writeLoop(ctx, who, term, nil)
+		return
+	}
+	c.writeLoop(ctx, who, term, rec)
+}
+
+// writeLoop writes to the register every half RetryPeriod or so while ctx lasts. With
+// sampled (real time) recording, it checks the term every c.sample and records the
+// term's end as the last moment it was seen on (a certain bound of the belief).
+func (c *candidate) writeLoop(ctx context.Context, who string, term uint64, sampled *termRec) {
+	rp := c.h.cfg.RetryPeriod
+	step := rp/2 + time.Duration(c.store.randN(int64(rp/4)+1))
+	if sampled != nil {
+		step = c.sample
+	}
+	next := time.Now().Add(rp / 2)
+	for {
+		if !sleep(ctx, step) {
+			break
+		}
+		before := time.Now()
+		if ctx.Err() != nil {
+			break
+		}
+		if sampled != nil {
+			c.h.mu.Lock()
+			sampled.end = before // certain: still on at before
+			c.h.mu.Unlock()
+			if time.Now().Before(next) {
+				continue
+			}
+			next = time.Now().Add(rp / 2)
+		}
+		if c.store.pausePoint() {
+			c.h.count.add(fFencedStalled, 1) // checked, paused, now writes late
+		}
+		d := int64(rp / 20)
+		c.h.reg.write(c.idx, who, term, time.Duration(c.store.randN(d+1)), time.Duration(c.store.randN(d+1)))
+	}
+	if sampled != nil {
+		c.h.mu.Lock()
+		if sampled.end.IsZero() {
+			sampled.end = sampled.start
+		}
+		sampled.cause = context.Cause(ctx)
+		c.h.mu.Unlock()
+	}
+}
+
+// stopped is OnStoppedLeading: it notes whether the lease still held this
+// incarnation's own write (possible only on the in-memory server).
+func (c *candidate) stopped(who string) {
+	c.mu.Lock()
+	cur := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cur == nil || c.h.srv == nil || cur.rec.who != who {
+		return
+	}
+	if !errors.Is(context.Cause(cur.ctx), leaderelection.ErrLeaseLost) {
+		return
+	}
+	r, exists, writer := c.h.srv.current()
+	if exists && writer == who && r.HolderIdentity == c.id {
+		c.h.mu.Lock()
+		cur.rec.ownLeaseAtEnd = true
+		cur.rec.ownLeaseState = fmt.Sprintf("rv %s holder %s renewed %s; cause %q", r.ResourceVersion, r.HolderIdentity,
+			c.h.rel(r.RenewTime), context.Cause(cur.ctx))
+		c.h.mu.Unlock()
+	}
+}
+
+// state reports the live incarnation's view: leading (and term), and its leader.
+func (c *candidate) state() (who string, live, leading bool, term uint64, leader string) {
+	c.mu.Lock()
+	e, inc := c.elector, c.inc
+	c.mu.Unlock()
+	if e == nil {
+		return c.who(inc), false, false, 0, ""
+	}
+	term = e.Term()
+	return c.who(inc), true, term != 0, term, e.GetLeader()
+}

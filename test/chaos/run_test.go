@@ -1,0 +1,280 @@
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// apiServer is the server side of the faults: the in-memory server, or the real one
+// through what a client can do to it.
+type apiServer interface {
+	breakWatches() int
+	deleteLease() bool
+	restore(back int) (from, to string, ok bool)
+	restart(d time.Duration)
+}
+
+// world is where a history runs.
+type world struct {
+	srv    apiServer
+	mem    *memServer // the in-memory server, for the own-lease check; nil otherwise
+	view   func(who string) leaderelection.LeaseStore
+	test   string        // the test that runs it, for the replay command
+	lease  string        // lease name
+	sample time.Duration // 0 in synctest (exact); the belief sampling period otherwise
+	slack  time.Duration // added to the recovery bound (scheduling on a real clock)
+}
+
+// timed is one step of the timeline.
+type timed struct {
+	at time.Duration
+	do func()
+}
+
+// runner plays a schedule against candidates.
+type runner struct {
+	h     *history
+	w     world
+	cands []*candidate
+
+	// mu guards depth.
+	mu    sync.Mutex
+	depth map[string]int // open windows per candidate and kind
+}
+
+// runHistory plays sched with seed in w and returns the recorded history. It returns
+// after every candidate stopped.
+func runHistory(seed int64, sched schedule, w world) *history {
+	cfg := sched.cfg
+	cfg.LeaseName, cfg.LeaseNamespace = w.lease, "default"
+	h := &history{
+		seed: seed, test: w.test, cfg: cfg, n: sched.n, begin: time.Now(), count: newCounters(),
+		srv: w.mem, reg: &register{}, logs: &syncBuffer{}, exact: w.sample == 0,
+		sched: sched.lines(),
+	}
+	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: h.relTime}))
+	r := &runner{h: h, w: w, depth: make(map[string]int)}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range sched.n {
+		c := &candidate{
+			h: h, idx: i, id: fmt.Sprintf("c%d", i),
+			store:   newFaultStore(uint64(seed)*31+uint64(i), h.count),
+			view:    w.view, release: sched.release[i], logger: logger, sample: w.sample,
+			restart: make(chan time.Duration, 1),
+		}
+		r.cands = append(r.cands, c)
+		wg.Go(func() { c.run(ctx) })
+	}
+	r.play(sched)
+	h.bound = recoveryBound(cfg, h.count) + w.slack
+	h.healAt = h.begin.Add(sched.heal)
+	h.checkAt = h.healAt.Add(h.bound)
+	time.Sleep(time.Until(h.checkAt))
+	r.probe()
+	time.Sleep(cfg.LeaseDuration)
+	r.probe()
+	cancel()
+	wg.Wait()
+	return h
+}
+
+// recoveryBound is how long after the faults stop one leader must be settled:
+// LeaseDuration + 2 × RetryPeriod (a follower takes an expired lease a LeaseDuration
+// after it last saw it renewed; a watch broken at the end of the faults comes back
+// within 1.5 × RetryPeriod). When the lease was deleted or an older snapshot restored,
+// candidates may not know the last holder, and the elector waits out a holder that
+// cannot be judged for twice the lease duration (a client-go holder may lead for
+// RetryPeriod + RenewDeadline after its last renew, which is below 2 × LeaseDuration):
+// then the bound is 2 × LeaseDuration + 2 × RetryPeriod.
+func recoveryBound(cfg leaderelection.Config, count *counters) time.Duration {
+	if count.get(fLeaseDeleted)+count.get(fRestore) > 0 {
+		return 2*cfg.LeaseDuration + 2*cfg.RetryPeriod
+	}
+	return cfg.LeaseDuration + 2*cfg.RetryPeriod
+}
+
+// relTime prints log times relative to the history's start.
+func (h *history) relTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.String("t", h.rel(a.Value.Time()))
+	}
+	return a
+}
+
+// play runs the timeline of sched: each fault at its time, each window closed at its end.
+func (r *runner) play(sched schedule) {
+	var steps []timed
+	for _, f := range sched.faults {
+		steps = append(steps, timed{at: f.at, do: func() {
+			target := r.resolve(f)
+			if end := r.begin(f, target); end != nil {
+				r.at(f.at+f.dur, end)
+			}
+		}})
+	}
+	r.runSteps(steps)
+}
+
+// at runs do at offset from the history's start, in a goroutine of its own.
+func (r *runner) at(offset time.Duration, do func()) {
+	time.AfterFunc(time.Until(r.h.begin.Add(offset)), do)
+}
+
+func (r *runner) runSteps(steps []timed) {
+	slices.SortStableFunc(steps, func(a, b timed) int { return cmp.Compare(a.at, b.at) })
+	for _, s := range steps {
+		time.Sleep(time.Until(r.h.begin.Add(s.at)))
+		s.do()
+	}
+}
+
+// resolve picks the candidate a fault hits: the leader of the moment when it aims at
+// the leader (or, with none, one chosen by the fault's time).
+func (r *runner) resolve(f fault) int {
+	if f.target != leaderTarget {
+		return f.target
+	}
+	for i, c := range r.cands {
+		if _, _, leading, _, _ := c.state(); leading {
+			return i
+		}
+	}
+	return int(f.at/time.Millisecond) % len(r.cands)
+}
+
+// window opens (or, with open false, closes) a window of kind on candidate i and
+// reports whether the state changed: windows of one kind on one candidate nest.
+func (r *runner) window(kind string, i int, open bool) bool {
+	key := fmt.Sprintf("%s/%d", kind, i)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if open {
+		r.depth[key]++
+		return true // a newer window's settings win
+	}
+	r.depth[key]--
+	return r.depth[key] == 0
+}
+
+// begin applies f to candidate i and returns what ends it, nil for a point fault.
+func (r *runner) begin(f fault, i int) func() {
+	c, h := r.cands[i], r.h
+	switch f.kind {
+	case flakyKind:
+		r.window(f.kind, i, true)
+		c.store.setFlaky(true, f.flaky)
+		h.logFault(f.kind, "%s flaky for %v: %+v", c.id, f.dur, f.flaky)
+		return func() {
+			if r.window(f.kind, i, false) {
+				c.store.setFlaky(false, flakiness{})
+				h.logFault(f.kind, "%s flaky ends", c.id)
+			}
+		}
+	case fPartition:
+		r.window(f.kind, i, true)
+		h.count.add(fPartition, 1)
+		c.store.partition(true, f.hang)
+		h.logFault(f.kind, "%s partitioned for %v (hang %v)", c.id, f.dur, f.hang)
+		return func() {
+			if r.window(f.kind, i, false) {
+				c.store.partition(false, false)
+				h.logFault(f.kind, "%s partition heals", c.id)
+			}
+		}
+	case fPause:
+		r.window(f.kind, i, true)
+		h.count.add(fPause, 1)
+		c.store.pause(true)
+		h.logFault(f.kind, "%s paused for %v", c.id, f.dur)
+		return func() {
+			if r.window(f.kind, i, false) {
+				c.store.pause(false)
+				h.logFault(f.kind, "%s resumes", c.id)
+			}
+		}
+	case fWatchLagged:
+		r.window(f.kind, i, true)
+		c.store.setLag(f.lag)
+		h.logFault(f.kind, "%s watch lags %v for %v", c.id, f.lag, f.dur)
+		return func() {
+			if r.window(f.kind, i, false) {
+				c.store.setLag(0)
+				h.logFault(f.kind, "%s watch lag ends", c.id)
+			}
+		}
+	case fCandRestart:
+		select {
+		case c.restart <- f.dur:
+			h.count.add(fCandRestart, 1)
+			h.logFault(f.kind, "%s restarts, down %v (release %v)", c.id, f.dur, c.release)
+		default:
+		}
+		return nil
+	}
+	r.point(f, c)
+	return nil
+}
+
+// point applies a fault without a window.
+func (r *runner) point(f fault, c *candidate) {
+	h := r.h
+	switch f.kind {
+	case fWatchClosed:
+		n := c.store.closeWatches()
+		h.count.add(fWatchClosed, int64(n))
+		h.logFault(f.kind, "closed %d watches of %s", n, c.id)
+	case fGone:
+		n := r.w.srv.breakWatches()
+		if r.w.mem == nil {
+			// A client cannot make the real server send 410 Gone: close every
+			// candidate's watch as a 410 does (the store closes its channel on it).
+			for _, c := range r.cands {
+				n += c.store.closeWatches()
+			}
+		}
+		h.count.add(fGone, 1)
+		h.logFault(f.kind, "410 Gone: %d watches closed", n)
+	case fLeaseDeleted:
+		if r.w.srv.deleteLease() {
+			h.count.add(fLeaseDeleted, 1)
+			h.logFault(f.kind, "lease deleted")
+		}
+	case fRestore:
+		if from, to, ok := r.w.srv.restore(f.back); ok {
+			h.count.add(fRestore, 1)
+			h.logFault(f.kind, "restored rv %s over rv %s", to, from)
+		}
+	case fAPIRestart:
+		r.w.srv.restart(f.dur)
+		h.count.add(fAPIRestart, 1)
+		h.logFault(f.kind, "api server restarts, down %v", f.dur)
+	}
+}
+
+// probe records every candidate's view.
+func (r *runner) probe() {
+	p := probe{at: time.Now(), terms: make(map[string]uint64), views: make(map[string]string)}
+	for _, c := range r.cands {
+		who, live, leading, term, leader := c.state()
+		if !live {
+			p.down = append(p.down, c.id)
+			continue
+		}
+		p.views[c.id] = leader
+		if leading {
+			p.leaders = append(p.leaders, who)
+			p.terms[who] = term
+		}
+	}
+	r.h.mu.Lock()
+	r.h.probes = append(r.h.probes, p)
+	r.h.mu.Unlock()
+}
