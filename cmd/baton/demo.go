@@ -1,12 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -15,124 +15,210 @@ import (
 	"github.com/baton-dev/baton/internal/demo"
 )
 
+// demoFlags are the flags of `baton demo`.
+type demoFlags struct {
+	o        demo.Options
+	timeline string
+	metrics  string
+	live     string
+	logs     logFlags
+	logFile  string
+}
+
+// demoFlagOf names the flag of each demo.Options field a flag sets.
+var demoFlagOf = map[string]string{
+	"Replicas":      "--replicas",
+	"Failovers":     "--failovers",
+	"LeaseDuration": "--lease-duration",
+	"RenewDeadline": "--renew-deadline",
+	"RetryPeriod":   "--retry-period",
+	"Dwell":         "--dwell",
+}
+
+func (d *demoFlags) register(fs *flag.FlagSet) {
+	d.o = demo.DefaultOptions()
+	fs.IntVar(&d.o.Replicas, "replicas", d.o.Replicas, fmt.Sprintf("number of replicas, %d to %d", demo.MinReplicas, demo.MaxReplicas))
+	fs.IntVar(&d.o.Failovers, "failovers", d.o.Failovers, "number of leader failures (kill, pause, release, in an order drawn from --seed); 0 elects a leader and stops")
+	fs.DurationVar(&d.o.LeaseDuration, "lease-duration", d.o.LeaseDuration, fmt.Sprintf("lease duration, at most %v (a kill or a pause waits it out)", demo.MaxLeaseDuration))
+	fs.DurationVar(&d.o.RenewDeadline, "renew-deadline", d.o.RenewDeadline, "renew deadline (below the lease duration)")
+	fs.DurationVar(&d.o.RetryPeriod, "retry-period", d.o.RetryPeriod, "retry period (renew deadline above 1.2 × this)")
+	fs.DurationVar(&d.o.Dwell, "dwell", d.o.Dwell, "how long each leader leads before it is failed; 0 for not at all")
+	fs.Uint64Var(&d.o.Seed, "seed", d.o.Seed, "seed of the fault order and of the changes to the configuration and pods")
+	fs.StringVar(&d.timeline, "timeline", "", "write an SVG timeline of the terms, replays and faults to this file")
+	fs.StringVar(&d.metrics, "metrics-addr", "", "serve each replica's /metrics, /healthz and /readyz under /<replica>/ on this address (e.g. 127.0.0.1:9090); off when empty")
+	fs.StringVar(&d.live, "live", "auto", "redraw a live view in place: auto (when stdout is a terminal), always or never")
+	fs.StringVar(&d.logFile, "log-file", "", "write the replicas' own logs to this file instead of stderr")
+	d.logs.register(fs, "off")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: baton demo [flags]
+
+Runs several replicas of the controller in one process on in-memory leases and
+fails the leader again and again, checking every hand-over. With the defaults a
+run takes about `+demo.DefaultOptions().Estimate().Round(time.Second).String()+`. Exits 0 if every check passed, 1 if one failed,
+2 for bad flags, 130 when interrupted (the report of the run so far is printed).
+
+`)
+		fs.PrintDefaults()
+	}
+}
+
+// check reports every flag out of range, each naming its flag; the run
+// does not start.
+func (d *demoFlags) check(stdout io.Writer) []error {
+	var errs []error
+	if err := d.o.Check(); err != nil {
+		for _, e := range unjoin(err) {
+			var oe *demo.OptionError
+			if errors.As(e, &oe) {
+				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], field) }))
+			}
+			errs = append(errs, e)
+		}
+	}
+	switch d.live {
+	case "auto":
+		d.o.Live = isTerminal(stdout)
+	case "always":
+		d.o.Live = true
+	case "never":
+	default:
+		errs = append(errs, fmt.Errorf("--live %q: want auto, always or never", d.live))
+	}
+	if _, err := d.logs.logger(io.Discard); err != nil {
+		errs = append(errs, err)
+	}
+	if d.metrics != "" {
+		if _, _, err := net.SplitHostPort(d.metrics); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-addr %q: %w", d.metrics, err))
+		}
+	}
+	return errs
+}
+
 func demoMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		o        demo.Options
-		seed     int64
-		timeline string
-		metrics  string
-		live     string
-		logs     logFlags
-		logFile  string
-	)
-	fs.IntVar(&o.Replicas, "replicas", demo.DefaultReplicas, "number of replicas (at least 2)")
-	fs.IntVar(&o.Failovers, "failovers", demo.DefaultFailovers, "number of leader failures (kill, pause, release, in an order drawn from --seed)")
-	fs.DurationVar(&o.LeaseDuration, "lease-duration", demo.DefaultLeaseDuration, "lease duration")
-	fs.DurationVar(&o.RenewDeadline, "renew-deadline", demo.DefaultRenewDeadline, "renew deadline (below the lease duration)")
-	fs.DurationVar(&o.RetryPeriod, "retry-period", demo.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
-	fs.DurationVar(&o.Dwell, "dwell", demo.DefaultDwell, "how long each leader leads before it is failed (0: the default; negative: not at all)")
-	fs.Int64Var(&seed, "seed", 1, "seed of the fault order and of the changes to the configuration and pods")
-	fs.StringVar(&timeline, "timeline", "", "write an SVG timeline of the terms, replays and faults to this file")
-	fs.StringVar(&metrics, "metrics-addr", "", "serve each replica's /metrics, /healthz and /readyz under /<replica>/ on this address (e.g. 127.0.0.1:9090); off when empty")
-	fs.StringVar(&live, "live", "auto", "redraw a live view in place: auto (when stdout is a terminal), always or never")
-	fs.StringVar(&logFile, "log-file", "", "write the replicas' own logs to this file instead of stderr")
-	logs.register(fs, "off")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: baton demo [flags]\n\nRuns several replicas of the controller in one process on in-memory leases and\nfails the leader again and again, checking every hand-over. Exits 1 if a check failed.\n\n")
-		fs.PrintDefaults()
-	}
+	var d demoFlags
+	d.register(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	o.Seed = uint64(seed)
-	switch live {
-	case "auto":
-		o.Live = isTerminal(stdout)
-	case "always":
-		o.Live = true
-	case "never":
-	default:
-		fmt.Fprintf(stderr, "baton demo: --live %q: want auto, always or never\n", live)
-		return exitUsage
+	if errs := d.check(stdout); len(errs) > 0 {
+		return usageErrors(stderr, "demo", errs)
 	}
-	logOut := stderr
-	if logFile != "" {
-		f, err := os.Create(logFile)
-		if err != nil {
-			fmt.Fprintf(stderr, "baton demo: %v\n", err)
-			return exitUsage
-		}
-		defer f.Close()
-		logOut = f
-	}
-	logger, err := logs.logger(logOut)
+	// Everything the run writes to is opened before it starts.
+	files, err := d.open(stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "baton demo: %v\n", err)
-		return exitUsage
+		return usageErrors(stderr, "demo", []error{err})
 	}
+	defer files.close()
+	logger, _ := d.logs.logger(files.log)
 	// Some components log through the default logger; keep them off the view.
-	slog.SetDefault(logger)
-	o.Logger, o.Out = logger, stdout
-
-	if metrics != "" {
-		mux := &demo.Mux{}
-		ln, err := net.Listen("tcp", metrics)
+	useLogger(logger)
+	d.o.Logger, d.o.Out = logger, stdout
+	if d.metrics != "" {
+		stop, err := serveDemoMetrics(&d, stdout, stderr)
 		if err != nil {
-			fmt.Fprintf(stderr, "baton demo: --metrics-addr: %v\n", err)
-			return exitUsage
+			return usageErrors(stderr, "demo", []error{err})
 		}
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fmt.Fprintf(stderr, "baton demo: metrics server: %v\n", err)
-			}
-		}()
-		defer func() {
-			_ = srv.Close()
-			<-done
-		}()
-		if !o.Live {
-			fmt.Fprintf(stdout, "serving the replicas' metrics on http://%s/\n", ln.Addr())
-		}
-		o.Metrics = mux
+		defer stop()
 	}
+	return runDemo(ctx, &d, files, stdout, stderr)
+}
 
-	rep, err := demo.Run(ctx, o)
+// demoFiles are the files a demo run writes, opened before it starts.
+type demoFiles struct {
+	log      io.Writer
+	logFile  *os.File // nil when logging to stderr
+	timeline *os.File // nil without --timeline
+}
+
+func (d *demoFlags) open(stderr io.Writer) (*demoFiles, error) {
+	f := &demoFiles{log: stderr}
+	if d.logFile != "" {
+		lf, err := os.Create(d.logFile)
+		if err != nil {
+			return nil, fmt.Errorf("--log-file: %w", err)
+		}
+		f.log, f.logFile = lf, lf
+	}
+	if d.timeline != "" {
+		tf, err := os.Create(d.timeline)
+		if err != nil {
+			f.close()
+			return nil, fmt.Errorf("--timeline: %w", err)
+		}
+		f.timeline = tf
+	}
+	return f, nil
+}
+
+func (f *demoFiles) close() {
+	for _, c := range []*os.File{f.logFile, f.timeline} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+}
+
+// serveDemoMetrics serves the replicas' handlers on --metrics-addr; stop
+// closes the server and waits for it.
+func serveDemoMetrics(d *demoFlags, stdout, stderr io.Writer) (stop func(), err error) {
+	mux := &demo.Mux{}
+	ln, err := net.Listen("tcp", d.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(stderr, "baton demo: metrics server: %v\n", err)
+		}
+	}()
+	if !d.o.Live {
+		fmt.Fprintf(stdout, "serving the replicas' metrics on http://%s/\n", ln.Addr())
+	}
+	d.o.Metrics = mux
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
+}
+
+// runDemo runs the demo and reports it: the summary, the timeline, and the
+// exit code (exitInterrupted when ctx ended first).
+func runDemo(ctx context.Context, d *demoFlags, files *demoFiles, stdout, stderr io.Writer) int {
+	rep, err := demo.Run(ctx, d.o)
 	if err != nil {
 		fmt.Fprintf(stderr, "baton demo: %v\n", err)
 		return exitUsage
 	}
 	if err := rep.WriteSummary(stdout); err != nil {
-		fmt.Fprintf(stderr, "baton demo: %v\n", err)
+		fmt.Fprintf(stderr, "baton demo: writing the summary: %v\n", err)
 		return exitFailed
 	}
-	if timeline != "" {
-		if err := writeTimeline(timeline, rep); err != nil {
+	if files.timeline != nil {
+		err := rep.WriteSVG(files.timeline)
+		if cerr := files.timeline.Close(); err == nil {
+			err = cerr
+		}
+		files.timeline = nil
+		if err != nil {
 			fmt.Fprintf(stderr, "baton demo: --timeline: %v\n", err)
 			return exitFailed
 		}
-		fmt.Fprintf(stdout, "timeline written to %s\n", timeline)
+		fmt.Fprintf(stdout, "timeline written to %s\n", d.timeline)
 	}
-	if !rep.OK() {
+	switch {
+	case rep.Interrupted:
+		fmt.Fprintln(stderr, "baton demo: interrupted")
+		return exitInterrupted
+	case !rep.OK():
 		return exitFailed
 	}
 	return exitOK
-}
-
-func writeTimeline(path string, rep *demo.Report) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := rep.WriteSVG(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // isTerminal reports whether w is a character device, as a terminal is.

@@ -1,10 +1,3 @@
-// Command baton runs the Baton reference controller.
-//
-//	baton demo [flags]   several replicas in one process, on in-memory leases,
-//	                     put through leader failures with every hand-over checked
-//	baton run [flags]    one replica against a Kubernetes cluster
-//
-// Run `baton demo -h` or `baton run -h` for the flags.
 package main
 
 import (
@@ -18,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"k8s.io/klog/v2"
 )
 
 // Exit codes.
@@ -25,6 +20,9 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a check of the demo failed, or the controller failed
 	exitUsage  = 2 // bad flags or setup
+	// exitInterrupted is the shell's code for a process ended by SIGINT
+	// (128 + 2): the demo interrupted by Ctrl-C.
+	exitInterrupted = 130
 )
 
 func main() {
@@ -40,6 +38,8 @@ commands:
   demo   run several replicas in one process on in-memory leases, fail the
          leader again and again, and check every hand-over (no cluster needed)
   run    run one replica of the controller against a Kubernetes cluster
+  version
+         print the module version and the VCS revision baton was built from
 
 Run "baton <command> -h" for the command's flags.
 `
@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return demoMain(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runMain(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		return versionMain(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -77,6 +79,23 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 		return exitUsage, true
 	}
 	return exitOK, false
+}
+
+// usageErrors prints each error of a command's flags on its own line and
+// returns exitUsage.
+func usageErrors(stderr io.Writer, command string, errs []error) int {
+	for _, err := range errs {
+		fmt.Fprintf(stderr, "baton %s: %v\n", command, err)
+	}
+	return exitUsage
+}
+
+// unjoin returns the errors err joins (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // logFlags are the logging flags both commands take.
@@ -116,4 +135,12 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
+}
+
+// useLogger makes logger the process's logger: slog's default, and klog's
+// (client-go logs through klog), so that every line goes through the one
+// handler, in the one format --log-format chose.
+func useLogger(logger *slog.Logger) {
+	slog.SetDefault(logger)
+	klog.SetSlogLogger(logger)
 }

@@ -39,12 +39,13 @@ func TestUsage(t *testing.T) {
 		{[]string{"demo", "-h"}, exitOK, "-failovers"},
 		{[]string{"run", "-h"}, exitOK, "-lease-namespace"},
 		{[]string{"demo", "extra"}, exitUsage, "unexpected arguments: extra"},
-		{[]string{"demo", "--replicas=1"}, exitUsage, "replicas 1"},
-		{[]string{"demo", "--renew-deadline=2s"}, exitUsage, "leaseDuration 1s must be greater than renewDeadline 2s"},
+		{[]string{"demo", "--replicas=1"}, exitUsage, "baton demo: --replicas 1 is out of range"},
+		{[]string{"demo", "--renew-deadline=2s"}, exitUsage, "baton demo: --lease-duration 1s must be greater than --renew-deadline 2s"},
 		{[]string{"demo", "--live=sometimes"}, exitUsage, `--live "sometimes"`},
 		{[]string{"demo", "--log-level=loud"}, exitUsage, `--log-level "loud"`},
 		{[]string{"demo", "--no-such-flag"}, exitUsage, "flag provided but not defined"},
-		{[]string{"run", "--kubeconfig=/nonexistent/kubeconfig"}, exitUsage, "no API server configuration"},
+		{[]string{"run", "--identity=a", "--kubeconfig=/nonexistent/kubeconfig"}, exitUsage, "baton run: --kubeconfig: "},
+		{[]string{"version", "extra"}, exitUsage, "unexpected arguments: extra"},
 	} {
 		code, stdout, stderr := runCmd(t, tc.args...)
 		if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
@@ -71,7 +72,7 @@ current-context: x
 	if code != exitUsage {
 		t.Errorf("exit %d, want %d", code, exitUsage)
 	}
-	for _, want := range []string{"identity is empty", "podSelector is empty"} {
+	for _, want := range []string{"baton run: --identity is empty", "baton run: --pod-selector is empty"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

@@ -11,8 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,16 +24,17 @@ import (
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
-func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var (
-		c          app.ClusterConfig
-		kubeconfig string
-		metrics    string
-		logs       logFlags
-	)
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+// runFlags are the flags of `baton run`.
+type runFlags struct {
+	c          app.ClusterConfig
+	kubeconfig string
+	metrics    string
+	logs       logFlags
+}
+
+func (r *runFlags) register(fs *flag.FlagSet) {
+	c := &r.c
+	fs.StringVar(&r.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	fs.StringVar(&c.Identity, "identity", os.Getenv("POD_NAME"), "lease holder identity, unique per replica (default $POD_NAME)")
 	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "default"), "namespace of the configuration ConfigMap, the pods and the published ConfigMap ($POD_NAMESPACE when set)")
 	fs.StringVar(&c.LeaseNamespace, "lease-namespace", "", "namespace of the Lease (default: --namespace)")
@@ -39,72 +43,118 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.ConfigKey, "config-key", "config.yaml", "key of the configuration in that ConfigMap")
 	fs.StringVar(&c.PodSelector, "pod-selector", "app=haproxy", "label selector of the target pods")
 	fs.StringVar(&c.PublishedConfigMap, "published-configmap", app.DefaultPublishedName, "ConfigMap the leader publishes to")
-	fs.StringVar(&metrics, "metrics-addr", ":8080", "address serving /metrics, /healthz and /readyz; off when empty")
+	fs.StringVar(&r.metrics, "metrics-addr", ":8080", "address serving /metrics, /healthz and /readyz; off when empty")
 	fs.DurationVar(&c.LeaseDuration, "lease-duration", k8sle.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&c.RenewDeadline, "renew-deadline", k8sle.DefaultRenewDeadline, "renew deadline (below the lease duration)")
 	fs.DurationVar(&c.RetryPeriod, "retry-period", k8sle.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
-	logs.register(fs, "info")
+	r.logs.register(fs, "info")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: baton run [flags]\n\nRuns one replica of the controller against a Kubernetes cluster. SIGTERM or SIGINT\nstops it gracefully: leader work stops, then the lease is released.\n\n")
 		fs.PrintDefaults()
 	}
+}
+
+// check reports every flag the run cannot use, each naming its flag,
+// before anything is built.
+func (r *runFlags) check() []error {
+	c := &r.c
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Identity == "" {
+		bad("--identity is empty and $POD_NAME is not set: each replica needs a unique identity")
+	}
+	for _, ns := range []struct{ flag, v string }{{"--namespace", c.Namespace}, {"--lease-namespace", c.LeaseNamespace}} {
+		if ns.v == "" && ns.flag == "--lease-namespace" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(ns.v); len(msgs) > 0 {
+			bad("%s %q: %s", ns.flag, ns.v, strings.Join(msgs, "; "))
+		}
+	}
+	for _, n := range []struct{ flag, v string }{{"--lease-name", c.LeaseName}, {"--config-configmap", c.ConfigMap}, {"--published-configmap", c.PublishedConfigMap}} {
+		if msgs := validation.IsDNS1123Subdomain(n.v); len(msgs) > 0 {
+			bad("%s %q: %s", n.flag, n.v, strings.Join(msgs, "; "))
+		}
+	}
+	if msgs := validation.IsConfigMapKey(c.ConfigKey); len(msgs) > 0 {
+		bad("--config-key %q: %s", c.ConfigKey, strings.Join(msgs, "; "))
+	}
+	if strings.TrimSpace(c.PodSelector) == "" {
+		bad("--pod-selector is empty: it would select every pod in the namespace")
+	} else if _, err := labels.Parse(c.PodSelector); err != nil {
+		bad("--pod-selector %q: %v", c.PodSelector, err)
+	}
+	errs = append(errs, checkTimings(c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)...)
+	if r.metrics != "" {
+		if _, _, err := net.SplitHostPort(r.metrics); err != nil {
+			bad("--metrics-addr %q: %v", r.metrics, err)
+		}
+	}
+	if _, err := r.logs.logger(io.Discard); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// checkTimings checks the election's timing flags: positive, and ordered
+// as the election needs them.
+func checkTimings(lease, renew, retry time.Duration) []error {
+	var errs []error
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--lease-duration", lease}, {"--renew-deadline", renew}, {"--retry-period", retry}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", d.flag, d.v))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	switch {
+	case lease < k8sle.MinLeaseDuration || lease > k8sle.MaxLeaseDuration:
+		errs = append(errs, fmt.Errorf("--lease-duration %v is out of range: want %v to %v", lease, k8sle.MinLeaseDuration, k8sle.MaxLeaseDuration))
+	case lease%time.Second != 0:
+		errs = append(errs, fmt.Errorf("--lease-duration %v is not whole seconds (the lease stores seconds)", lease))
+	}
+	if retry < k8sle.MinRetryPeriod {
+		errs = append(errs, fmt.Errorf("--retry-period %v is below %v", retry, k8sle.MinRetryPeriod))
+	}
+	if lease <= renew {
+		errs = append(errs, fmt.Errorf("--lease-duration %v must be greater than --renew-deadline %v", lease, renew))
+	}
+	if renew <= retry*6/5 {
+		errs = append(errs, fmt.Errorf("--renew-deadline %v must be greater than 1.2 × --retry-period %v", renew, retry))
+	}
+	return errs
+}
+
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var rf runFlags
+	rf.register(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	logger, err := logs.logger(stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "baton run: %v\n", err)
-		return exitUsage
+	if errs := rf.check(); len(errs) > 0 {
+		return usageErrors(stderr, "run", errs)
 	}
-	slog.SetDefault(logger)
-
-	cfg, err := restConfig(kubeconfig)
+	logger, _ := rf.logs.logger(stderr)
+	useLogger(logger)
+	r, err := rf.replica(logger)
 	if err != nil {
-		logger.Error("no API server configuration", "error", err)
-		return exitUsage
+		return usageErrors(stderr, "run", unjoin(err))
 	}
-	c.Clientset, err = kubernetes.NewForConfig(rest.AddUserAgent(cfg, "baton/"+c.Identity))
-	if err != nil {
-		logger.Error("building the client", "error", err)
-		return exitUsage
-	}
-	c.ReleaseOnCancel = true
-	opts, err := app.Cluster(c)
-	if err != nil {
-		logger.Error("invalid configuration", "error", err)
-		return exitUsage
-	}
-	opts.Logger = logger
-	r, err := app.New(opts)
-	if err != nil {
-		logger.Error("invalid configuration", "error", err)
-		return exitUsage
-	}
-
-	if metrics != "" {
-		ln, err := net.Listen("tcp", metrics)
+	if rf.metrics != "" {
+		stop, err := serveRunMetrics(rf.metrics, r, logger)
 		if err != nil {
 			r.Close()
-			logger.Error("listening for metrics", "addr", metrics, "error", err)
-			return exitUsage
+			return usageErrors(stderr, "run", []error{err})
 		}
-		srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("metrics server failed", "error", err)
-			}
-		}()
-		defer func() {
-			shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdown)
-			<-done
-		}()
-		logger.Info("serving metrics", "addr", ln.Addr().String())
+		defer stop()
 	}
-
+	c := rf.c
 	logger.Info("baton run starting", "identity", c.Identity, "namespace", c.Namespace,
 		"lease", cmp.Or(c.LeaseNamespace, c.Namespace)+"/"+c.LeaseName, "config", c.ConfigMap,
 		"pods", c.PodSelector, "published", c.PublishedConfigMap)
@@ -116,11 +166,58 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// replica builds the replica the flags describe.
+func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, error) {
+	cfg, err := restConfig(r.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	r.c.Clientset, err = kubernetes.NewForConfig(rest.AddUserAgent(cfg, "baton/"+r.c.Identity))
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	r.c.ReleaseOnCancel = true
+	opts, err := app.Cluster(r.c)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = logger
+	return app.New(opts)
+}
+
+// serveRunMetrics serves the replica's /metrics, /healthz and /readyz on
+// addr; stop shuts the server down and waits for it.
+func serveRunMetrics(addr string, r *app.Replica, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server failed", "error", err)
+		}
+	}()
+	logger.Info("serving metrics", "addr", ln.Addr().String())
+	return func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+		<-done
+	}, nil
+}
+
 // restConfig reads the kubeconfig file, or the in-cluster configuration
 // when path is empty.
 func restConfig(path string) (*rest.Config, error) {
 	if path != "" {
-		return clientcmd.BuildConfigFromFlags("", path)
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		return cfg, nil
 	}
 	cfg, err := rest.InClusterConfig()
 	if err != nil {

@@ -2,10 +2,7 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,136 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
-	"github.com/baton-dev/baton/pkg/controller/leaderelection"
 )
-
-// Fault is a way of failing the leader.
-type Fault string
-
-// Faults.
-const (
-	FaultKill    Fault = "kill"
-	FaultPause   Fault = "pause"
-	FaultRelease Fault = "release"
-)
-
-// Defaults of Options.
-const (
-	DefaultReplicas        = 3
-	DefaultFailovers       = 6
-	DefaultLeaseDuration   = time.Second
-	DefaultRenewDeadline   = 700 * time.Millisecond
-	DefaultRetryPeriod     = 200 * time.Millisecond
-	DefaultDwell           = 2500 * time.Millisecond
-	DefaultRefreshInterval = 100 * time.Millisecond
-)
-
-// ErrInvalidOptions is wrapped by Run for options it cannot use; the
-// message names the field.
-var ErrInvalidOptions = errors.New("demo: invalid options")
-
-// Options configure Run. Zero values take the defaults written on each
-// field.
-type Options struct {
-	// Replicas is the number of replicas, at least 2; 0 means 3.
-	Replicas int
-	// Failovers is the number of leader failures; 0 means 6, negative
-	// runs none (start, elect, stop).
-	Failovers int
-	// LeaseDuration, RenewDeadline and RetryPeriod are the election's
-	// timings; zero means 1s, 700ms and 200ms.
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Dwell is how long a leader leads between failovers; 0 means 2.5s,
-	// negative none.
-	Dwell time.Duration
-	// Seed draws the order of the faults and the changes made to the
-	// configuration and the pods.
-	Seed uint64
-	// Out receives the live view or the log lines, and the per-failover
-	// lines; nil discards them.
-	Out io.Writer
-	// Live redraws Out in place with ANSI escapes (for a terminal) instead
-	// of printing log lines.
-	Live bool
-	// RefreshInterval is the live view's redraw interval; 0 means 100ms.
-	RefreshInterval time.Duration
-	// StepTimeout bounds each wait of the run (for a leader, for a sync);
-	// 0 means 10 lease durations, at least 5s.
-	StepTimeout time.Duration
-	// Logger receives the replicas' own log lines; nil discards them.
-	Logger *slog.Logger
-	// Metrics, if set, gets each replica's /metrics, /healthz and /readyz
-	// handler under its name as the replica starts.
-	Metrics *Mux
-}
-
-func (o Options) withDefaults() (Options, error) {
-	if o.Replicas == 0 {
-		o.Replicas = DefaultReplicas
-	}
-	if o.Failovers == 0 {
-		o.Failovers = DefaultFailovers
-	}
-	if o.Failovers < 0 {
-		o.Failovers = 0
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = DefaultLeaseDuration
-	}
-	if o.RenewDeadline == 0 {
-		o.RenewDeadline = DefaultRenewDeadline
-	}
-	if o.RetryPeriod == 0 {
-		o.RetryPeriod = DefaultRetryPeriod
-	}
-	if o.Dwell == 0 {
-		o.Dwell = DefaultDwell
-	}
-	if o.RefreshInterval <= 0 {
-		o.RefreshInterval = DefaultRefreshInterval
-	}
-	if o.StepTimeout == 0 {
-		o.StepTimeout = max(10*o.LeaseDuration, 5*time.Second)
-	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	var errs []error
-	if o.Replicas < 2 {
-		errs = append(errs, fmt.Errorf("%w: replicas %d: need at least 2 for a failover", ErrInvalidOptions, o.Replicas))
-	}
-	if o.StepTimeout < 0 {
-		errs = append(errs, fmt.Errorf("%w: stepTimeout %v is negative", ErrInvalidOptions, o.StepTimeout))
-	}
-	// The election checks its own timings; report them here, by name, too.
-	if o.LeaseDuration <= o.RenewDeadline {
-		errs = append(errs, fmt.Errorf("%w: leaseDuration %v must be greater than renewDeadline %v", ErrInvalidOptions, o.LeaseDuration, o.RenewDeadline))
-	}
-	if o.RenewDeadline <= o.RetryPeriod*6/5 {
-		errs = append(errs, fmt.Errorf("%w: renewDeadline %v must be greater than 1.2 × retryPeriod %v", ErrInvalidOptions, o.RenewDeadline, o.RetryPeriod))
-	}
-	return o, errors.Join(errs...)
-}
-
-// Schedule returns the faults of n failovers drawn from seed: cycles of the
-// three faults, each in a shuffled order, never the same fault twice in a
-// row.
-func Schedule(seed uint64, n int) []Fault {
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	var out []Fault
-	for len(out) < n {
-		cycle := []Fault{FaultKill, FaultPause, FaultRelease}
-		rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
-		if len(out) > 0 && cycle[0] == out[len(out)-1] {
-			cycle[0], cycle[2] = cycle[2], cycle[0]
-		}
-		out = append(out, cycle...)
-	}
-	return out[:n]
-}
 
 // engine is one run.
 type engine struct {
@@ -161,8 +29,10 @@ type engine struct {
 }
 
 // Run runs the demo until its failovers are done or ctx ends, and returns
-// its report. The error is for options it cannot use or a replica it could
-// not build; failed checks are in the report (Report.OK).
+// its report. The error is for options it cannot use (each an
+// *OptionError, checked before anything starts) or a replica it could not
+// build; failed checks are in the report (Report.OK). When ctx ends first,
+// the report is the partial one of the run so far, with Interrupted set.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -181,40 +51,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	defer stopView() // after stopAll: deferred calls run last first
 	defer e.stopAll()
 
-	for i := range opts.Replicas {
-		id := fmt.Sprintf("baton-%d", i)
-		n, err := e.startNode(id, 1)
-		if err != nil {
-			return nil, err
-		}
-		e.mu.Lock()
-		e.nodes = append(e.nodes, n)
-		e.all = append(e.all, n)
-		e.mu.Unlock()
-		rep.Replicas = append(rep.Replicas, id)
+	if err := e.startReplicas(rep); err != nil {
+		return nil, err
 	}
-	e.view.logf("started %d replicas on one in-memory lease; faults in order: %s", opts.Replicas, joinFaults(Schedule(opts.Seed, opts.Failovers)))
-	e.view.setStep("electing a first leader")
-	if _, _, ok := e.waitLeader(0); !ok {
-		rep.Aborted = "no first leader was elected within " + opts.StepTimeout.String()
-	}
-	invalidAt := -1
-	if opts.Failovers >= 2 {
-		invalidAt = 1 + e.rng.IntN(opts.Failovers-1)
-	}
-	for i, fault := range Schedule(opts.Seed, opts.Failovers) {
-		if rep.Aborted != "" {
-			break
-		}
-		f, abort := e.failover(i, fault, i == invalidAt)
-		rep.Failovers = append(rep.Failovers, f)
-		e.view.logf("%s", f.line(opts.Failovers))
-		if abort != "" {
-			rep.Aborted = abort
-		}
-	}
-	if rep.Aborted == "" && ctx.Err() != nil {
-		rep.Aborted = "interrupted"
+	e.failovers(rep)
+	if ctx.Err() != nil {
+		rep.Interrupted = true
 	}
 	e.view.setStep("stopping")
 	rep.Global = e.globalChecks(true)
@@ -229,12 +71,59 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-func joinFaults(fs []Fault) string {
-	s := make([]string, len(fs))
-	for i, f := range fs {
-		s[i] = string(f)
+// startReplicas starts the replicas and says what the run will do.
+func (e *engine) startReplicas(rep *Report) error {
+	o := e.opts
+	e.view.logf("starting %d replicas on one in-memory lease; %d failovers, faults in order: %s; the run takes about %v",
+		o.Replicas, o.Failovers, joinFaults(Schedule(o.Seed, o.Failovers)), o.Estimate().Round(time.Second))
+	e.view.logf("%s", TermExplained)
+	for i := range o.Replicas {
+		id := fmt.Sprintf("baton-%d", i)
+		n, err := e.startNode(id, 1)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		e.nodes = append(e.nodes, n)
+		e.all = append(e.all, n)
+		e.mu.Unlock()
+		rep.Replicas = append(rep.Replicas, id)
 	}
-	return strings.Join(s, ", ")
+	return nil
+}
+
+// failovers elects a first leader and runs the failovers, until one cannot
+// go on or the run's context ends. A failover the end of the context cut
+// short is kept, marked Interrupted, without its checks: they failed for
+// want of time, not for a fault of the replicas.
+func (e *engine) failovers(rep *Report) {
+	o := e.opts
+	e.view.setStep("electing a first leader")
+	if _, _, ok := e.waitLeader(0); !ok {
+		if e.ctx.Err() == nil {
+			rep.Aborted = "no first leader was elected within " + o.StepTimeout.String()
+		}
+		return
+	}
+	invalidAt := -1
+	if o.Failovers >= 2 {
+		invalidAt = 1 + e.rng.IntN(o.Failovers-1)
+	}
+	for i, fault := range Schedule(o.Seed, o.Failovers) {
+		f, abort := e.failover(i, fault, i == invalidAt)
+		if e.ctx.Err() != nil {
+			f.Interrupted, f.Checks = true, nil
+			rep.Failovers = append(rep.Failovers, f)
+			e.view.logf("%s", f.line(o.Failovers))
+			return
+		}
+		rep.Failovers = append(rep.Failovers, f)
+		e.view.logf("%s", f.line(o.Failovers))
+		if abort != "" {
+			rep.Aborted = abort
+			return
+		}
+	}
 }
 
 // runView starts the view's goroutine: the printer of the log lines, or
@@ -437,276 +326,6 @@ func (e *engine) changeConfig(valid bool) error {
 }
 
 func (e *engine) changePods() error { return e.change(MarkPods, e.world.changePods) }
-
-// failover runs one failover and checks it; abort is set when the run
-// cannot go on (no leader).
-func (e *engine) failover(i int, fault Fault, invalid bool) (f Failover, abort string) {
-	o := e.opts
-	f = Failover{N: i + 1, Fault: fault, InvalidConfig: invalid}
-	fail := func(name, format string, args ...any) {
-		f.Checks = append(f.Checks, Check{Name: name, Detail: fmt.Sprintf(format, args...)})
-	}
-	old, oldTerm, ok := e.waitLeader(0)
-	if !ok {
-		fail("leader before the fault", "no single ready leader within %v", o.StepTimeout)
-		return f, "no leader"
-	}
-	f.From, f.OldTerm = old.id, oldTerm
-
-	// The leader leads for a while; the pods change under it.
-	e.view.setStep("failover %d/%d: %s leads term %d; pods change under it", f.N, o.Failovers, old.id, oldTerm)
-	if err := e.changePods(); err != nil {
-		fail("world change", "%v", err)
-		return f, err.Error()
-	}
-	want := e.world.newest()
-	gen := func(n *node) uint64 {
-		cur, _ := n.r.Discovery().Current()
-		return cur.Generation
-	}
-	f.Checks = append(f.Checks, check("live change published",
-		e.waitFor(func() bool {
-			p, err := e.published()
-			return err == nil && holdsNewest(old, want) && p.Term == oldTerm && p.PodGeneration == gen(old)
-		}), "the leader did not publish the pods change of its own term"))
-	e.sleep(o.Dwell)
-
-	// Changes just before the fault, on every replica.
-	if err := e.changeConfig(!invalid); err != nil {
-		fail("world change", "%v", err)
-		return f, err.Error()
-	}
-	if err := e.changePods(); err != nil {
-		fail("world change", "%v", err)
-		return f, err.Error()
-	}
-	if !e.synced(e.liveNodes(nil)) {
-		fail("replicas synced", "the all-replica side did not take the changes within %v", o.StepTimeout)
-	}
-
-	// The fault.
-	e.view.setStep("failover %d/%d: %s %s (term %d)", f.N, o.Failovers, fault, old.id, oldTerm)
-	f.FaultAt = time.Now()
-	switch fault {
-	case FaultKill:
-		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkKill, Replica: old.id, Term: oldTerm, Text: "killed"})
-		e.view.logf("failover %d: killing %s (term %d): its stores fail from now on; the lease is left held", f.N, old.id, oldTerm)
-		old.kill()
-	case FaultPause:
-		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkPause, Replica: old.id, Term: oldTerm, Text: "paused"})
-		e.view.logf("failover %d: pausing %s (term %d) for %v: its store calls hang", f.N, old.id, oldTerm, o.LeaseDuration+o.RenewDeadline)
-		old.gate.pause()
-	case FaultRelease:
-		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkRelease, Replica: old.id, Term: oldTerm, Text: "released"})
-		e.view.logf("failover %d: stopping %s (term %d) gracefully: it releases the lease", f.N, old.id, oldTerm)
-		old.release()
-	}
-	// While nobody leads (kill, pause), the world changes again: the next
-	// leader can only learn it through its own all-replica side and the
-	// replays.
-	if fault != FaultRelease {
-		if !invalid {
-			if err := e.changeConfig(true); err != nil {
-				fail("world change", "%v", err)
-				return f, err.Error()
-			}
-		}
-		if err := e.changePods(); err != nil {
-			fail("world change", "%v", err)
-			return f, err.Error()
-		}
-		if !e.synced(e.liveNodes(old)) {
-			fail("replicas synced", "the all-replica side did not take the changes made while nobody led within %v", o.StepTimeout)
-		}
-	}
-	want = e.world.newest()
-
-	// The new leader.
-	e.view.setStep("failover %d/%d: %s %s; waiting for a new leader", f.N, o.Failovers, fault, old.id)
-	nl, newTerm, ok := e.waitLeader(oldTerm)
-	if !ok {
-		fail("new leader elected", "no single ready leader above term %d within %v", oldTerm, o.StepTimeout)
-		if fault == FaultPause {
-			old.gate.resume()
-		}
-		return f, "no new leader"
-	}
-	f.To, f.NewTerm = nl.id, newTerm
-	f.ConfigVersion, f.PodGeneration = want.ConfigVersion, gen(nl)
-	e.view.setStep("failover %d/%d: %s leads term %d; checking", f.N, o.Failovers, nl.id, newTerm)
-	// The first render, and the object published from it (a term may first
-	// publish only a status, before its first render).
-	e.waitFor(func() bool {
-		t, ok := e.rec.term(newTerm, e.incarnations())
-		p, err := e.published()
-		return ok && t.FirstRender != nil && err == nil && p.Term == newTerm &&
-			p.ConfigVersion == want.ConfigVersion && p.PodGeneration == f.PodGeneration
-	})
-	f.Checks = append(f.Checks, e.checkNewLeader(&f, old, nl, want)...)
-
-	switch fault {
-	case FaultPause:
-		e.sleep(time.Until(f.FaultAt.Add(o.LeaseDuration + o.RenewDeadline)))
-		e.rec.mark(Mark{At: time.Now(), Kind: MarkResume, Replica: old.id, Term: oldTerm, Text: "resumed"})
-		e.view.logf("failover %d: resuming %s; it must find its term %d over", f.N, old.id, oldTerm)
-		old.gate.resume()
-		f.Checks = append(f.Checks, e.checkResumed(old, oldTerm, newTerm)...)
-	default:
-		n, err := e.startNode(old.id, old.inc.n+1)
-		if err != nil {
-			fail("restart", "%v", err)
-			return f, err.Error()
-		}
-		e.replace(old, n)
-		e.rec.mark(Mark{At: time.Now(), Kind: MarkRestart, Replica: n.id, Text: "restarted"})
-		e.view.logf("failover %d: restarted %s as a fresh follower", f.N, n.id)
-		f.Checks = append(f.Checks, check("restarted replica synced", e.synced([]*node{n}),
-			"%s did not sync within %v", n.id, o.StepTimeout))
-	}
-	return f, ""
-}
-
-func check(name string, ok bool, format string, args ...any) Check {
-	c := Check{Name: name, OK: ok}
-	if !ok {
-		c.Detail = fmt.Sprintf(format, args...)
-	}
-	return c
-}
-
-// checkNewLeader checks the hand-over from old to nl.
-func (e *engine) checkNewLeader(f *Failover, old, nl *node, want newest) []Check {
-	var cs []Check
-	add := func(name string, ok bool, format string, args ...any) {
-		cs = append(cs, check(name, ok, format, args...))
-	}
-	incs := e.incarnations()
-	ot, _ := e.rec.term(f.OldTerm, incs)
-	nt, _ := e.rec.term(f.NewTerm, incs)
-
-	add("term increased", f.NewTerm > f.OldTerm, "new term %d is not above %d", f.NewTerm, f.OldTerm)
-	add("no overlap with the old term", !ot.End.IsZero() && !ot.End.After(nt.Sent),
-		"old term %d ended %s, new term %d's acquisition was sent %s", f.OldTerm, e.at(ot.End), f.NewTerm, e.at(nt.Sent))
-	f.Handover = nt.Sent.Sub(f.FaultAt)
-	if !ot.End.IsZero() {
-		f.Gap = nt.Sent.Sub(ot.End)
-	}
-	add("term ready", !nt.Ready.IsZero(), "term %d never became ready", f.NewTerm)
-	f.TermReady = nt.ReadyLatency
-
-	// What the leader-only side holds.
-	gen := f.PodGeneration
-	cur, _ := nl.r.Discovery().Current()
-	add("leader's discovery newest", cur != nil && slices.Equal(cur.Pods, want.Pods), "%s's discovery does not hold the newest pods", nl.id)
-	pub, sched, coord := nl.r.Publisher().State(), nl.r.Scheduler().State(), nl.r.Coordinator().Status()
-	var stale []string
-	if pub.Term != f.NewTerm || pub.ConfigVersion != want.ConfigVersion || pub.PodGeneration != gen || pub.Invalid != want.Invalid {
-		stale = append(stale, fmt.Sprintf("publisher t%d %s/g%d invalid=%v", pub.Term, short(pub.ConfigVersion), pub.PodGeneration, pub.Invalid))
-	}
-	if sched.Term != f.NewTerm || sched.ConfigVersion != want.ConfigVersion || sched.PodGeneration != gen ||
-		sched.Last.ConfigVersion != want.ConfigVersion || sched.Last.PodGeneration != gen {
-		stale = append(stale, fmt.Sprintf("scheduler t%d %s/g%d deployed %s/g%d", sched.Term, short(sched.ConfigVersion), sched.PodGeneration, short(sched.Last.ConfigVersion), sched.Last.PodGeneration))
-	}
-	if coord.Term != f.NewTerm || coord.ConfigVersion != want.ConfigVersion || coord.PodGeneration != gen {
-		stale = append(stale, fmt.Sprintf("coordinator t%d %s/g%d", coord.Term, short(coord.ConfigVersion), coord.PodGeneration))
-	}
-	add("leader-only state newest", len(stale) == 0, "want config %s pods g%d: %s", short(want.ConfigVersion), gen, strings.Join(stale, "; "))
-
-	// The first render.
-	r := nt.FirstRender
-	if r == nil {
-		add("first render newest", false, "no render in term %d", f.NewTerm)
-	} else {
-		f.FirstRender = nt.RenderAt.Sub(nt.Acquired)
-		var bad []string
-		if r.Term != f.NewTerm || r.ConfigVersion != want.ConfigVersion || r.PodGeneration != gen {
-			bad = append(bad, fmt.Sprintf("rendered from t%d %s/g%d", r.Term, short(r.ConfigVersion), r.PodGeneration))
-		}
-		ready, notReady := want.readyIPs()
-		for _, ip := range ready {
-			if !strings.Contains(r.Output, " "+ip+":8080 ") {
-				bad = append(bad, "no server "+ip)
-			}
-		}
-		for _, ip := range notReady {
-			if strings.Contains(r.Output, " "+ip+":8080 ") {
-				bad = append(bad, "a server for not-ready "+ip)
-			}
-		}
-		add("first render newest", len(bad) == 0, "want %s/g%d with %d servers: %s", short(want.ConfigVersion), gen, len(ready), strings.Join(bad, "; "))
-	}
-
-	// The published object.
-	p, err := e.published()
-	switch {
-	case err != nil:
-		add("published by the new term", false, "%v", err)
-	default:
-		var bad []string
-		if p.Term != f.NewTerm || p.PublishedBy != nl.id {
-			bad = append(bad, fmt.Sprintf("term %d by %s", p.Term, p.PublishedBy))
-		}
-		if p.ConfigVersion != want.ConfigVersion || p.PodGeneration != gen {
-			bad = append(bad, fmt.Sprintf("content %s/g%d", short(p.ConfigVersion), p.PodGeneration))
-		}
-		// The content is the render of that state.
-		out, _ := want.readyIPs()
-		for _, ip := range out {
-			if !strings.Contains(p.Data[configpublisher.KeyRendered], " "+ip+":8080 ") {
-				bad = append(bad, "the published render has no server "+ip)
-			}
-		}
-		if want.Invalid {
-			if p.Status != configpublisher.StatusInvalid || p.InvalidVersion != want.InvalidVersion || !strings.Contains(strings.Join(p.Reasons, "\n"), "backends[0].port") {
-				bad = append(bad, fmt.Sprintf("status %s %v, want invalid naming backends[0].port", p.Status, p.Reasons))
-			}
-		} else if p.Status != configpublisher.StatusValid {
-			bad = append(bad, fmt.Sprintf("status %s %v", p.Status, p.Reasons))
-		}
-		add("published by the new term", len(bad) == 0, "%s", strings.Join(bad, "; "))
-	}
-
-	// Fencing: a write with the old term must be refused.
-	before, _ := e.world.e.Published.Get(context.Background())
-	_, err = configpublisher.Write(context.Background(), e.world.e.Published, configpublisher.Record{
-		Term: f.OldTerm, Identity: old.id, Status: configpublisher.StatusValid,
-		Content: &configpublisher.Payload{Data: map[string]string{"stale": "a write from the old term"}, ConfigVersion: "stale"},
-	})
-	after, _ := e.world.e.Published.Get(context.Background())
-	f.Fenced = errors.Is(err, configpublisher.ErrStaleTerm) && after.ResourceVersion == before.ResourceVersion
-	add("old term fenced", f.Fenced, "a write with term %d returned %v (object %s -> %s)", f.OldTerm, err, before.ResourceVersion, after.ResourceVersion)
-
-	// The kind of takeover.
-	wantFrom := old.id
-	if f.Fault == FaultRelease {
-		wantFrom = ""
-	}
-	add("takeover as expected", nt.TakeoverKnown && nt.TakeoverFrom == wantFrom,
-		"the acquiring write saw holder %q, want %q (%s)", nt.TakeoverFrom, wantFrom, map[bool]string{true: "released lease", false: "expired lease"}[wantFrom == ""])
-	f.Newest = true
-	for _, c := range cs {
-		if !c.OK && (c.Name == "leader-only state newest" || c.Name == "first render newest" || c.Name == "published by the new term" || c.Name == "leader's discovery newest") {
-			f.Newest = false
-		}
-	}
-	return cs
-}
-
-// checkResumed checks a paused leader after it resumed.
-func (e *engine) checkResumed(old *node, oldTerm, newTerm uint64) []Check {
-	stepped := e.waitFor(func() bool {
-		t, _ := e.rec.term(oldTerm, e.incarnations())
-		return t.LostReason != "" && !old.r.Manager().Status().Leading && !old.r.Elector().IsLeader()
-	})
-	t, _ := e.rec.term(oldTerm, e.incarnations())
-	p, err := e.published()
-	return []Check{
-		check("paused leader found its term over", stepped && t.LostReason == leaderelection.ReasonRenewDeadlineMissed,
-			"%s: term %d lost with reason %q (stepped down: %v)", old.id, oldTerm, t.LostReason, stepped),
-		check("paused leader wrote nothing", err == nil && p.Term == newTerm,
-			"published object after the resume: term %d by %s (%v)", p.Term, p.PublishedBy, err),
-	}
-}
 
 // globalChecks checks the whole run: while running is true, what must hold
 // of the replicas still running; after they stopped, the terms.

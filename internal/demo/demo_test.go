@@ -28,7 +28,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRunPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
-		rep, err := demo.Run(context.Background(), demo.Options{Replicas: 3, Failovers: 3, Seed: 7, Dwell: 100 * time.Millisecond, Out: &out})
+		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) {
+			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 3, 7, 100*time.Millisecond, &out
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +129,9 @@ func checkSVG(t *testing.T, b []byte, terms int) {
 func TestLiveView(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
-		rep, err := demo.Run(context.Background(), demo.Options{Replicas: 2, Failovers: 1, Seed: 3, Dwell: 300 * time.Millisecond, Out: &out, Live: true})
+		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) {
+			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out, o.Live = 2, 1, 3, 300*time.Millisecond, &out, true
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,31 +152,127 @@ func TestLiveView(t *testing.T) {
 	})
 }
 
-// TestInterrupted: a run whose context ends stops early, says so, and
-// leaves nothing running.
+// options returns DefaultOptions changed by set.
+func options(set func(*demo.Options)) demo.Options {
+	o := demo.DefaultOptions()
+	set(&o)
+	return o
+}
+
+// TestInterrupted: a run whose context ends stops early, says it was
+// interrupted (not that a check failed), keeps the failovers done so far,
+// and leaves nothing running.
 func TestInterrupted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		// Long enough for the first failover and part of the second.
+		ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
 		defer cancel()
-		rep, err := demo.Run(ctx, demo.Options{Failovers: 6})
+		var out bytes.Buffer
+		rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Out = &out }))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.OK() || rep.Aborted == "" {
-			t.Errorf("an interrupted run is OK=%v, aborted %q", rep.OK(), rep.Aborted)
+		if rep.OK() || !rep.Interrupted || rep.Aborted != "" {
+			t.Errorf("an interrupted run: OK=%v, Interrupted=%v, Aborted %q", rep.OK(), rep.Interrupted, rep.Aborted)
+		}
+		if len(rep.Failovers) < 2 || !rep.Failovers[len(rep.Failovers)-1].Interrupted {
+			t.Fatalf("want a done failover and an interrupted one, got %+v", rep.Failovers)
+		}
+		for _, f := range rep.Failovers[:len(rep.Failovers)-1] {
+			if !f.OK() || f.Interrupted {
+				t.Errorf("failover %d before the interruption: OK=%v Interrupted=%v", f.N, f.OK(), f.Interrupted)
+			}
+		}
+		var summary bytes.Buffer
+		if err := rep.WriteSummary(&summary); err != nil {
+			t.Fatal(err)
+		}
+		s := summary.String()
+		done := fmt.Sprintf("interrupted after %d of 6 failovers", len(rep.Failovers)-1)
+		for _, want := range []string{"result: INTERRUPTED", done, " interrupted\n"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("summary lacks %q:\n%s", want, s)
+			}
+		}
+		if strings.Contains(s, "FAIL") {
+			t.Errorf("an interrupted run reports a failure:\n%s", s)
+		}
+		if !strings.Contains(out.String(), "): interrupted") {
+			t.Errorf("no failover line says interrupted:\n%s", out.String())
 		}
 	})
 }
 
-func TestOptionsNamed(t *testing.T) {
-	_, err := demo.Run(context.Background(), demo.Options{Replicas: 1, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 2 * time.Second})
-	if !errors.Is(err, demo.ErrInvalidOptions) {
-		t.Fatalf("Run = %v", err)
-	}
-	for _, field := range []string{"replicas", "leaseDuration", "renewDeadline"} {
-		if !strings.Contains(err.Error(), field) {
-			t.Errorf("error does not name %s: %v", field, err)
+// TestOptionsOutOfRange: each option out of range is refused before
+// anything starts, by an *OptionError naming the field; no zero value is
+// taken for a default.
+func TestOptionsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		set   func(*demo.Options)
+		field string
+		other string
+	}{
+		{func(o *demo.Options) { o.Replicas = 0 }, "Replicas", ""},
+		{func(o *demo.Options) { o.Replicas = 1 }, "Replicas", ""},
+		{func(o *demo.Options) { o.Replicas = demo.MaxReplicas + 1 }, "Replicas", ""},
+		{func(o *demo.Options) { o.Failovers = -1 }, "Failovers", ""},
+		{func(o *demo.Options) { o.LeaseDuration = 0 }, "LeaseDuration", ""},
+		{func(o *demo.Options) { o.LeaseDuration = 24 * time.Hour }, "LeaseDuration", ""},
+		{func(o *demo.Options) { o.RetryPeriod = 0 }, "RetryPeriod", ""},
+		{func(o *demo.Options) { o.Dwell = -time.Second }, "Dwell", ""},
+		{func(o *demo.Options) { o.RefreshInterval = 0 }, "RefreshInterval", ""},
+		{func(o *demo.Options) { o.RenewDeadline = 2 * time.Second }, "LeaseDuration", "RenewDeadline"},
+		{func(o *demo.Options) { o.RetryPeriod = 650 * time.Millisecond }, "RenewDeadline", "RetryPeriod"},
+	} {
+		o := options(tc.set)
+		_, err := demo.Run(context.Background(), o)
+		var oe *demo.OptionError
+		if !errors.Is(err, demo.ErrInvalidOptions) || !errors.As(err, &oe) {
+			t.Errorf("%+v: Run = %v, want an *OptionError", o, err)
+			continue
 		}
+		if oe.Field != tc.field || oe.Other != tc.other {
+			t.Errorf("%v: names %q and %q, want %q and %q", err, oe.Field, oe.Other, tc.field, tc.other)
+		}
+	}
+	// Zero failovers and zero dwell are runs, not defaults.
+	if err := options(func(o *demo.Options) { o.Failovers, o.Dwell = 0, 0 }).Check(); err != nil {
+		t.Errorf("0 failovers, 0 dwell: %v", err)
+	}
+	if err := demo.DefaultOptions().Check(); err != nil {
+		t.Errorf("DefaultOptions: %v", err)
+	}
+}
+
+// TestOptionErrorsAllNamed: several problems give one error each.
+func TestOptionErrorsAllNamed(t *testing.T) {
+	err := options(func(o *demo.Options) { o.Replicas, o.RenewDeadline, o.RetryPeriod = 1, 2*time.Second, 2*time.Second }).Check()
+	for _, field := range []string{"Replicas 1", "LeaseDuration 1s must be greater than RenewDeadline 2s", "RenewDeadline 2s must be greater than 1.2 × RetryPeriod 2s"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error does not say %q: %v", field, err)
+		}
+	}
+}
+
+// TestEstimate: the estimate given up front is within a quarter of the
+// run's duration, measured in a bubble.
+func TestEstimate(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		synctest.Test(t, func(t *testing.T) {
+			o := options(func(o *demo.Options) { o.Seed, o.Failovers = seed, 3 })
+			rep, err := demo.Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK() {
+				t.Fatalf("run failed")
+			}
+			est := o.Estimate()
+			t.Logf("seed %d: estimate %v, run %v", seed, est, rep.Duration)
+			if ratio := float64(rep.Duration) / float64(est); ratio < 0.75 || ratio > 1.25 {
+				t.Errorf("seed %d: estimate %v, run took %v (ratio %.2f)", seed, est, rep.Duration, ratio)
+			}
+		})
 	}
 }
 

@@ -65,6 +65,16 @@
 // Report.WriteSVG draws the timeline of terms, replays, term-ready marks and
 // faults.
 //
+// # Options and interruption
+//
+// Start from DefaultOptions: Run takes every value as given, refuses those
+// out of range before it starts anything (an *OptionError per problem,
+// naming the field), and Options.Estimate says about how long a run takes.
+// When Run's context ends first, the run stops, keeps the report of the
+// failovers done so far, marks the one in progress Interrupted (its checks
+// are left out: they failed for want of time) and sets
+// Report.Interrupted; the verdict is then INTERRUPTED, not FAIL.
+//
 // # Concurrency properties
 //
 // Run owns every goroutine it starts (the replicas, their observers, the

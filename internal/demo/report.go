@@ -42,6 +42,10 @@ type Failover struct {
 	// Newest and Fenced sum up the state and fencing checks.
 	Newest, Fenced bool
 	Checks         []Check
+	// Interrupted is true when the run's context ended during the
+	// failover; its checks are then left out (they failed for want of
+	// time, not for a fault of the replicas).
+	Interrupted bool
 }
 
 // OK reports whether every check of the failover passed.
@@ -65,6 +69,9 @@ func (f Failover) passed() (n int) {
 
 // line is the one-line account printed after the failover.
 func (f Failover) line(total int) string {
+	if f.Interrupted {
+		return fmt.Sprintf("failover %d/%d (%s %s, term %d): interrupted", f.N, total, f.Fault, dash(f.From), f.OldTerm)
+	}
 	if f.To == "" {
 		return fmt.Sprintf("failover %d/%d (%s %s, term %d): FAILED: %s", f.N, total, f.Fault, f.From, f.OldTerm, failedChecks(f.Checks))
 	}
@@ -105,8 +112,12 @@ type Report struct {
 	Failovers []Failover
 	// Global are the checks of the whole run.
 	Global []Check
-	// Aborted says why the run stopped early, "" if it did not.
+	// Aborted says why the run stopped early for a failed step, "" if it
+	// did not.
 	Aborted string
+	// Interrupted is true when the run's context ended before the run did:
+	// the report covers the run so far.
+	Interrupted bool
 	// Terms and Marks are the timeline.
 	Terms []TermRecord
 	Marks []Mark
@@ -132,7 +143,19 @@ func (r *Report) Checks() (passed, total int) {
 // OK reports whether the run completed and every check passed.
 func (r *Report) OK() bool {
 	passed, total := r.Checks()
-	return r.Aborted == "" && passed == total && len(r.Failovers) == r.Options.Failovers
+	return r.Aborted == "" && !r.Interrupted && passed == total && len(r.Failovers) == r.Options.Failovers
+}
+
+// verdict is PASS, FAIL or, for a run cut short by its context,
+// INTERRUPTED.
+func (r *Report) verdict() string {
+	switch {
+	case r.Interrupted:
+		return "INTERRUPTED"
+	case r.OK():
+		return "PASS"
+	}
+	return "FAIL"
 }
 
 // WriteSummary writes the summary table and the verdict.
@@ -148,6 +171,10 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		fault := string(f.Fault)
 		if f.InvalidConfig {
 			fault += "*"
+		}
+		if f.Interrupted {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\tinterrupted\t\n", f.N, fault, dash(f.From), f.OldTerm)
+			continue
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%d/%d\t\n",
 			f.N, fault, f.From, f.OldTerm, dash(f.To), f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
@@ -165,7 +192,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			break
 		}
 	}
-	b.WriteString("\nhandover: from the fault to the new leader's acquiring write; term-ready: from the lease's acquisition to every\nleader-only component holding the replayed state; 1st render: from the acquisition to the term's first TemplateRenderedEvent.\n")
+	b.WriteString("\nhandover: from the fault to the new leader's acquiring write; term-ready: from the lease's acquisition to every\nleader-only component holding the replayed state; 1st render: from the acquisition to the term's first TemplateRenderedEvent.\nterm: " + TermExplained + ".\n")
 	if len(ready) > 0 {
 		slices.Sort(ready)
 		fmt.Fprintf(&b, "term-ready after lease acquired: median %v, max %v over %d failovers\n", ready[len(ready)/2], ready[len(ready)-1], len(ready))
@@ -188,15 +215,18 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	if r.Aborted != "" {
 		fmt.Fprintf(&b, "%s  run stopped early: %s\n", mark(false), r.Aborted)
 	}
+	if r.Interrupted {
+		done := len(r.Failovers)
+		if done > 0 && r.Failovers[done-1].Interrupted {
+			done--
+		}
+		fmt.Fprintf(&b, "interrupted after %d of %d failovers; the report covers the run so far\n", done, r.Options.Failovers)
+	}
 	if r.LostLogLines > 0 {
 		fmt.Fprintf(&b, "(%d log lines were dropped: the output fell behind)\n", r.LostLogLines)
 	}
 	passed, total := r.Checks()
-	verdict := "PASS"
-	if !r.OK() {
-		verdict = "FAIL"
-	}
-	fmt.Fprintf(&b, "\nresult: %s (%d/%d checks passed)\n", verdict, passed, total)
+	fmt.Fprintf(&b, "\nresult: %s (%d/%d checks passed)\n", r.verdict(), passed, total)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

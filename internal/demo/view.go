@@ -135,8 +135,8 @@ func bold(s string) string { return "\x1b[1m" + s + "\x1b[0m" }
 func (e *engine) frame() []string {
 	o := e.opts
 	lines := []string{
-		bold("Baton demo") + fmt.Sprintf("  %d replicas · lease %v / renew %v / retry %v · seed %d · %s",
-			o.Replicas, o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, strings.TrimSpace(e.view.elapsed())),
+		bold("Baton demo") + fmt.Sprintf("  %d replicas · %d failovers · lease %v / renew %v / retry %v · seed %d · %s of about %v",
+			o.Replicas, o.Failovers, o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, strings.TrimSpace(e.view.elapsed()), o.Estimate().Round(time.Second)),
 		"",
 		e.world.describe(),
 	}
@@ -154,6 +154,7 @@ func (e *engine) frame() []string {
 	for _, n := range e.current() {
 		lines = append(lines, n.row())
 	}
+	lines = append(lines, "TERM: the lease's resourceVersion at its acquisition; every lease write raises it, so terms jump (1, 15, 33, ...)")
 	return lines
 }
 

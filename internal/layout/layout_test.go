@@ -25,6 +25,7 @@ var core = []string{
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
 	"pkg/termctx",
+	"pkg/integration/...",
 }
 
 // reference lists packages that must exist and must stay outside the core:
@@ -139,6 +140,22 @@ func chain(parent map[string]string, pkg string) string {
 func TestCoreDependsOnNoReferencePackage(t *testing.T) {
 	for _, v := range violations(t, core) {
 		t.Errorf("core package depends on a package outside the core: %s", v)
+	}
+}
+
+// TestExamplesUseOnlyTheCore: the examples show the library as a stranger
+// uses it, so they import the core and nothing of the reference controller.
+func TestExamplesUseOnlyTheCore(t *testing.T) {
+	g := goList(t, "examples/...")
+	for pkg, imps := range g {
+		if !strings.HasPrefix(pkg, module+"/examples/") {
+			continue
+		}
+		for _, imp := range imps {
+			if strings.HasPrefix(imp, module+"/") && !inCore(imp, core) && !strings.HasPrefix(imp, module+"/examples/") {
+				t.Errorf("%s imports %s, which is not in the core", strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"))
+			}
+		}
 	}
 }
 

@@ -265,8 +265,11 @@ func TestLeaderProcessPaused(t *testing.T) {
 		return ok
 	})
 	time.Sleep(fast.retry) // the new leader renews once while the old one is still paused
-	leader.signal(t, syscall.SIGCONT)
+	// Stamped before SIGCONT: the resumed process may run its first look before this
+	// process gets to read the clock after the signal (a stamp taken after the signal
+	// made the test miss that look, defect 8 of issue 9).
 	contAt := now()
+	leader.signal(t, syscall.SIGCONT)
 	t.Logf("paused %v; %s took over (term %d) while paused", contAt.sub(stoppedAt), nextLeader.who, next.term)
 
 	gap := leader.await(t, 10*time.Second, "its report of the first look after the pause", func(e event) bool {
@@ -519,6 +522,11 @@ func TestAPIServerStoppedAndRestarted(t *testing.T) {
 // TestSharedLeaseWithClientGo runs a Baton elector and client-go's stock elector on
 // one Lease: neither takes the lease while the other renews it, and it passes both
 // ways on release, and from client-go to Baton when client-go stops without release.
+// Baton gives a client-go holder twice its lease duration (its leader may outlive the
+// lease duration by up to RetryPeriod + RenewDeadline - LeaseDuration) and treats
+// client-go's release, which it cannot tell from client-go clearing a lease it lost,
+// as an unknown holder's: also twice the lease duration. The harness's monitor checks
+// that no two terms, of either elector, overlapped.
 func TestSharedLeaseWithClientGo(t *testing.T) {
 	h := newHarness(t, shared)
 	lease := leaseName(t)
@@ -539,15 +547,15 @@ func TestSharedLeaseWithClientGo(t *testing.T) {
 	cg.stop(t)
 	rel, _ := cg.log.lastWrite()
 	var term termRecord
-	waitFor(t, 2*fast.lease, "baton-1 to take the released lease", func() bool {
+	waitFor(t, 2*fast.lease+5*time.Second, "baton-1 to take the released lease", func() bool {
 		var ok bool
 		term, _, ok = firstTermAfter([]*batonCandidate{bt}, rel.Sent)
 		return ok
 	})
 	d1 := term.started.sub(rel.Sent)
 	t.Logf("client-go -> Baton on release: %v", d1)
-	if d1 > 2*time.Second {
-		t.Errorf("Baton took a lease released by client-go after %v, want < 2s (watch-driven; the benchmark measures it)", d1)
+	if d1 < 2*fast.lease || d1 > 2*fast.lease+time.Second {
+		t.Errorf("Baton took a lease released by client-go after %v, want in [%v, %v]", d1, 2*fast.lease, 2*fast.lease+time.Second)
 	}
 	hist.checkAcquisition(t, bt.who, term.term)
 
@@ -577,15 +585,15 @@ func TestSharedLeaseWithClientGo(t *testing.T) {
 	waitFor(t, 10*time.Second, "baton-2 to follow client-go-2", func() bool { return bt2.el.GetLeader() == cg2.who })
 	cg2.stop(t)
 	last, _ := cg2.log.lastWrite()
-	waitFor(t, fast.lease+10*time.Second, "baton-2 to take the abandoned lease", func() bool {
+	waitFor(t, 2*fast.lease+10*time.Second, "baton-2 to take the abandoned lease", func() bool {
 		_, _, ok := firstTermAfter([]*batonCandidate{bt2}, last.Sent)
 		return ok
 	})
 	term2, _ := bt2.lastTerm()
 	d3 := term2.started.sub(last.Sent)
 	t.Logf("client-go -> Baton after a stop without release: %v after the last renew", d3)
-	if d3 < fast.lease || d3 > fast.lease+time.Second {
-		t.Errorf("Baton took an abandoned client-go lease %v after its last renew, want in [%v, %v]", d3, fast.lease, fast.lease+time.Second)
+	if d3 < 2*fast.lease || d3 > 2*fast.lease+time.Second {
+		t.Errorf("Baton took an abandoned client-go lease %v after its last renew, want in [%v, %v]", d3, 2*fast.lease, 2*fast.lease+time.Second)
 	}
 	if term2.term <= term.term {
 		t.Errorf("term %d after client-go's is not above Baton's earlier term %d", term2.term, term.term)

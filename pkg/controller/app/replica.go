@@ -62,36 +62,48 @@ func New(opts Options) (_ *Replica, err error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger = logger.With("replica", opts.Election.Identity)
+	r := newReplica(opts)
+	// 1. The bus, not started. Stopping it undoes the subscriptions made
+	// below if a later step fails.
 	capacity := opts.BusCapacity
 	if capacity == 0 {
 		capacity = DefaultBusCapacity
 	}
-	stop := opts.StopTimeout
-	if stop == 0 {
-		stop = lifecycle.DefaultStopTimeout
-	}
-	r := &Replica{
-		identity:    opts.Election.Identity,
-		logger:      logger,
-		stopTimeout: stop,
-		hooks:       opts.Hooks,
-		done:        make(chan struct{}),
-	}
-
-	// 1. The bus, not started. Stopping it undoes the subscriptions made
-	// below if a later step fails.
-	r.bus = busevents.NewEventBusWithLogger(capacity, logger)
+	r.bus = busevents.NewEventBusWithLogger(capacity, r.logger)
 	defer func() {
 		if err != nil {
 			r.bus.Stop()
 		}
 	}()
+	for _, step := range []func(Options) error{r.buildCore, r.buildAllReplica, r.buildLeaderOnly, r.register, r.buildMetrics} {
+		if err := step(opts); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
 
+// newReplica returns the replica's shell, defaults applied.
+func newReplica(opts Options) *Replica {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	stop := opts.StopTimeout
+	if stop == 0 {
+		stop = lifecycle.DefaultStopTimeout
+	}
+	return &Replica{
+		identity:    opts.Election.Identity,
+		logger:      logger.With("replica", opts.Election.Identity),
+		stopTimeout: stop,
+		hooks:       opts.Hooks,
+		done:        make(chan struct{}),
+	}
+}
+
+// buildCore builds the election adapter and the runtime.
+func (r *Replica) buildCore(opts Options) (err error) {
 	// 2. The election adapter, on the observed lease store.
 	var leases k8sle.LeaseStore
 	if opts.LeaseStore != nil {
@@ -101,14 +113,14 @@ func New(opts Options) (_ *Replica, err error) {
 		OnStartedLeading: opts.Hooks.OnStartedLeading,
 		OnStoppedLeading: opts.Hooks.OnStoppedLeading,
 		OnNewLeader:      opts.Hooks.OnNewLeader,
-	}, logger)
+	}, r.logger)
 	if err != nil {
-		return nil, fmt.Errorf("app: election: %w", err)
+		return fmt.Errorf("app: election: %w", err)
 	}
 
 	// 3. The runtime, before the bus starts.
 	r.manager, err = lifecycle.NewManager(r.bus, lifecycle.Options{
-		Logger:           logger,
+		Logger:           r.logger,
 		StopTimeout:      opts.StopTimeout,
 		SubscribeTimeout: opts.SubscribeTimeout,
 		TermContext:      r.elector.TermContext,
@@ -119,29 +131,38 @@ func New(opts Options) (_ *Replica, err error) {
 		OnTermStopped:    opts.Hooks.OnTermStopped,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("app: runtime: %w", err)
+		return fmt.Errorf("app: runtime: %w", err)
 	}
+	return nil
+}
 
-	// 4. All-replica components; those that consume events subscribe in
-	// their constructor.
-	if r.config, err = configchange.New(r.bus, configchange.Options{Source: opts.ConfigSource, Logger: logger}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+// buildAllReplica builds the all-replica components; those that consume
+// events subscribe in their constructor.
+func (r *Replica) buildAllReplica(opts Options) (err error) {
+	// 4. All-replica components.
+	if r.config, err = configchange.New(r.bus, configchange.Options{Source: opts.ConfigSource, Logger: r.logger}); err != nil {
+		return fmt.Errorf("app: %w", err)
 	}
-	if r.discovery, err = opts.Discovery(r.bus, logger); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	if r.discovery, err = opts.Discovery(r.bus, r.logger); err != nil {
+		return fmt.Errorf("app: %w", err)
 	}
 	if r.discovery == nil {
-		return nil, fmt.Errorf("%w: discovery returned nil", ErrInvalidOptions)
+		return fmt.Errorf("%w: discovery returned nil", ErrInvalidOptions)
 	}
 	recOpts := opts.Reconciler
 	if recOpts.Logger == nil {
-		recOpts.Logger = logger
+		recOpts.Logger = r.logger
 	}
 	if r.reconciler, err = reconciler.NewReconciler(r.bus, recOpts); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+		return fmt.Errorf("app: %w", err)
 	}
+	return nil
+}
 
-	// 5. Leader-only components; each subscribes in Start, per term.
+// buildLeaderOnly builds the leader-only components; each subscribes in
+// Start, per term.
+func (r *Replica) buildLeaderOnly(opts Options) (err error) {
+	// 5. Leader-only components.
 	content := opts.PublisherContent
 	if content == nil {
 		content = configpublisher.RenderedContent{}
@@ -152,25 +173,29 @@ func New(opts Options) (_ *Replica, err error) {
 		Content:       content,
 		RetryInterval: opts.PublisherRetry,
 		OnWrite:       opts.Hooks.OnPublish,
-		Logger:        logger,
+		Logger:        r.logger,
 	}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+		return fmt.Errorf("app: %w", err)
 	}
 	schedOpts := opts.Scheduler
 	if schedOpts.Logger == nil {
-		schedOpts.Logger = logger
+		schedOpts.Logger = r.logger
 	}
 	if r.scheduler, err = deploymentscheduler.New(r.bus, schedOpts); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+		return fmt.Errorf("app: %w", err)
 	}
 	coordOpts := opts.Coordinator
 	if coordOpts.Logger == nil {
-		coordOpts.Logger = logger
+		coordOpts.Logger = r.logger
 	}
 	if r.coordinator, err = reconciler.NewCoordinator(r.bus, coordOpts); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+		return fmt.Errorf("app: %w", err)
 	}
+	return nil
+}
 
+// register hands the components, replayers and term hooks to the runtime.
+func (r *Replica) register(opts Options) error {
 	adds := []error{
 		r.manager.AddAllReplica(r.elector),
 		r.manager.AddAllReplica(r.config),
@@ -187,25 +212,29 @@ func New(opts Options) (_ *Replica, err error) {
 	if opts.AllReplica != nil {
 		extra, err := opts.AllReplica(r)
 		if err != nil {
-			return nil, fmt.Errorf("app: all-replica components: %w", err)
+			return fmt.Errorf("app: all-replica components: %w", err)
 		}
 		for _, c := range extra {
 			adds = append(adds, r.manager.AddAllReplica(c))
 		}
 	}
 	if err := errors.Join(adds...); err != nil {
-		return nil, fmt.Errorf("app: register: %w", err)
+		return fmt.Errorf("app: register: %w", err)
 	}
+	return nil
+}
 
-	// 7. Metrics, read at scrape time.
-	// The core's (bus, election, runtime) and the reference controller's own.
+// buildMetrics builds the metrics, read at scrape time: the core's (bus,
+// election, runtime) and the reference controller's own.
+func (r *Replica) buildMetrics(opts Options) (err error) {
+	// 7. Metrics.
 	own := refmetrics.NewCollector(refmetrics.Sources{Config: r.config, Publisher: r.publisher})
 	if r.metrics, err = metrics.New(metrics.Sources{
 		Bus: r.bus, Runtime: r.manager, Election: r.elector,
 	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics, Collectors: []prometheus.Collector{own}}); err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+		return fmt.Errorf("app: %w", err)
 	}
-	return r, nil
+	return nil
 }
 
 func (r *Replica) takeover(prev, acquired k8sle.LeaseRecord) {
@@ -293,7 +322,7 @@ func (r *Replica) Done() <-chan struct{} { return r.done }
 // the elector holds the lease but missed its renew deadline, or the runtime
 // reports a failed component. It backs /healthz.
 func (r *Replica) Healthy() error {
-	return errors.Join(r.elector.Healthy(), r.manager.Status().Healthy())
+	return metrics.Sources{Election: r.elector, Runtime: r.manager}.Healthy()
 }
 
 // Ready returns nil once the all-replica side has synced: the runtime runs,
@@ -329,25 +358,9 @@ func (r *Replica) Ready() error {
 func (r *Replica) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", r.metrics.Handler())
-	mux.Handle("GET /healthz", checkHandler(r.Healthy))
-	mux.Handle("GET /readyz", checkHandler(r.Ready))
+	mux.Handle("GET /healthz", metrics.CheckHandler(r.Healthy))
+	mux.Handle("GET /readyz", metrics.CheckHandler(r.Ready))
 	return mux
-}
-
-// checkHandler answers 200 "ok" when check returns nil, else 503 with the
-// reasons, one per line.
-func checkHandler(check func() error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		err := check()
-		if err == nil {
-			_, _ = w.Write([]byte("ok\n"))
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(err.Error() + "\n"))
-	})
 }
 
 // Identity returns the replica's identity (its lease holder name).

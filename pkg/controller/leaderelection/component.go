@@ -35,6 +35,9 @@ const (
 	// ReasonLeaseTakenPrefix starts the reason when another candidate holds
 	// the lease; the holder's identity follows.
 	ReasonLeaseTakenPrefix = "lease taken by "
+	// ReasonHandedOver: this replica handed the lease over (HandOver, or the
+	// lease's preferredHolder named another candidate).
+	ReasonHandedOver = "handed over"
 )
 
 // Callbacks are called by a running Component, after the matching event was
@@ -162,6 +165,18 @@ func (c *Component) GetLeader() string { return c.elector.GetLeader() }
 // Term returns the current term, 0 when not leading.
 func (c *Component) Term() uint64 { return c.elector.Term() }
 
+// HandOver ends this replica's term and hands the lease to the candidate
+// identity, which takes it at once (see k8sle.Elector.HandOver, whose errors
+// it returns: k8sle.ErrNotLeader when this replica does not lead,
+// k8sle.ErrInvalidHandOver for an empty or its own identity). The term's
+// LostLeadershipEvent carries ReasonHandedOver.
+func (c *Component) HandOver(ctx context.Context, identity string) error {
+	return c.elector.HandOver(ctx, identity)
+}
+
+// Stats returns the elector's counters (k8sle.Elector.Stats).
+func (c *Component) Stats() k8sle.Stats { return c.elector.Stats() }
+
 // Healthy returns the elector's health: an error wrapping
 // k8sle.ErrRenewDeadlineMissed while this replica believes it holds the
 // lease but missed its renew deadline. For /healthz.
@@ -224,6 +239,8 @@ func (c *Component) reason(ctx context.Context) string {
 		return "term ended"
 	case errors.Is(cause, k8sle.ErrRenewDeadlineMissed):
 		return ReasonRenewDeadlineMissed
+	case errors.Is(cause, k8sle.ErrHandedOver):
+		return ReasonHandedOver
 	case errors.Is(cause, k8sle.ErrResigned):
 		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):

@@ -333,8 +333,8 @@ func TestReCampaignAfterLosses(t *testing.T) {
 			t.Fatal("not leading")
 		}
 
-		// 1. An intruder overwrites the lease; it never renews, so after
-		// LeaseDuration a re-acquires.
+		// 1. An intruder overwrites the lease; it never renews, so after twice
+		// its LeaseDuration (not a Baton holder) a re-acquires.
 		cur, err := mem.Get(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -342,7 +342,7 @@ func TestReCampaignAfterLosses(t *testing.T) {
 		cur.HolderIdentity = "intruder"
 		cur.LeaseTransitions++
 		mem.Set(cur)
-		time.Sleep(20 * time.Second)
+		time.Sleep(2*k8sle.DefaultLeaseDuration + 5*time.Second)
 		if !r.c.IsLeader() {
 			t.Fatal("did not re-acquire after the intruder's lease expired")
 		}
@@ -578,6 +578,44 @@ func TestLostNeverPrecedesBecame(t *testing.T) {
 				t.Fatalf("iteration %d: terms %v reasons %q: %v", i, terms, reasons, r.entries())
 			}
 			r.bus.Stop()
+		}
+	})
+}
+
+// TestHandOver: HandOver moves the lease to the named replica; the old
+// leader's LostLeadershipEvent carries ReasonHandedOver, and the new one's
+// BecameLeaderEvent follows with a higher term.
+func TestHandOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := k8sle.NewMemoryStore("baton")
+		a := newReplica(t, "a", store, nil)
+		a.start()
+		time.Sleep(time.Second)
+		b := newReplica(t, "b", store, nil)
+		b.start()
+		time.Sleep(time.Second)
+		if err := b.c.HandOver(context.Background(), "a"); !errors.Is(err, k8sle.ErrNotLeader) {
+			t.Fatalf("follower HandOver = %v, want ErrNotLeader", err)
+		}
+		term := a.c.Term()
+		if err := a.c.HandOver(context.Background(), "b"); err != nil {
+			t.Fatalf("HandOver: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if !b.c.IsLeader() || b.c.Term() <= term || a.c.IsLeader() {
+			t.Fatalf("after HandOver: a leads %v, b leads %v with term %d (a's was %d)", a.c.IsLeader(), b.c.IsLeader(), b.c.Term(), term)
+		}
+		if st := a.c.Stats(); st.HandOvers != 1 {
+			t.Errorf("a: stats %+v", st)
+		}
+		b.stop()
+		a.stop()
+		// b released on stop, so a may have led again until its own stop.
+		if _, reasons := a.check(); len(reasons) == 0 || reasons[0] != leaderelection.ReasonHandedOver {
+			t.Errorf("a: reasons %q, want %q", reasons, leaderelection.ReasonHandedOver)
+		}
+		if terms, _ := b.check(); len(terms) != 1 {
+			t.Errorf("b: terms %v, want one", terms)
 		}
 	})
 }

@@ -23,10 +23,13 @@
 //     OnStoppedLeading, exactly once per BecameLeaderEvent and always after
 //     it, also when the term ended before its OnStartedLeading goroutine ran;
 //     Reason is one of ReasonContextCancelled, ReasonRenewDeadlineMissed,
-//     ReasonLeaseCleared, ReasonLeaseTakenPrefix + the new holder's identity,
-//     or the text of another cause the elector gave;
+//     ReasonLeaseCleared, ReasonHandedOver, ReasonLeaseTakenPrefix + the new
+//     holder's identity, or the text of another cause the elector gave;
 //   - NewLeaderObservedEvent{Identity, IsSelf} before calling OnNewLeader,
 //     for each observed change of holder.
+//
+// HandOver hands the lease to a named candidate (a planned handover, e.g.
+// before a rolling update drains this pod); see k8sle.Elector.HandOver.
 //
 // Terms on one bus therefore come as strictly alternating BecameLeader/Lost
 // pairs with strictly increasing terms: losing the lease ends the term, not
@@ -46,6 +49,6 @@
 // drops for full subscribers instead); the LostLeadershipEvent of a term
 // waits only for the BecameLeaderEvent of the same term to be published by
 // its goroutine. Run returns after all of them returned. IsLeader, GetLeader,
-// Term, Healthy and TermContext are safe from any goroutine; no lock is held
+// Term, Healthy, Stats, HandOver and TermContext are safe from any goroutine; no lock is held
 // while publishing or calling back.
 package leaderelection

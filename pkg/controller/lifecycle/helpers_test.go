@@ -112,7 +112,12 @@ func (h *holder) Start(ctx context.Context) error {
 			}
 		}
 	}
-	ch := h.bus.SubscribeLeaderOnly(h.name, 16, h.types)
+	var ch <-chan busevents.Event
+	if len(h.types) == 0 {
+		ch = h.bus.Subscribe(h.name, 16, busevents.LeaderOnly())
+	} else {
+		ch = h.bus.SubscribeLeaderOnly(h.name, 16, h.types)
+	}
 	defer h.bus.Unsubscribe(ch)
 	lifecycle.Subscribed(ctx)
 	if h.fail != nil {

@@ -155,7 +155,7 @@ type Manager struct {
 
 type counters struct {
 	terms, readyTerms, failures, overstays, subscribeTimeouts, hookFailures uint64
-	panics, missingTerms, stepDowns                                          uint64
+	panics, missingTerms, stepDowns                                         uint64
 }
 
 // unit is a registered component. Its mutable fields are guarded by
@@ -264,10 +264,15 @@ func (m *Manager) add(c Component, leaderOnly bool) error {
 // AddReplayer registers r's Replay as a term hook named name: it is
 // AddTermHook(name, func(uint64) { r.Replay() }). Register replayers before
 // the other term hooks (such as the reconciler's trigger), so that they run
-// first.
+// first. A replayer that has an InheritLogger(*slog.Logger) method, as
+// leadership.StateReplayer does, is given the Manager's logger, with the
+// attribute replayer=name, unless it chose its own.
 func (m *Manager) AddReplayer(name string, r Replayer) error {
 	if isNil(r) {
 		return fmt.Errorf("%w: replayer %q is nil", ErrInvalidRegistration, name)
+	}
+	if l, ok := r.(interface{ InheritLogger(*slog.Logger) }); ok {
+		l.InheritLogger(m.logger.With("replayer", name))
 	}
 	return m.addHook(hook{name: name, fn: func(uint64) {
 		if !r.Replay() {

@@ -200,5 +200,5 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 // panicking is a leader-only component that panics at once.
 type panicking struct{}
 
-func (panicking) Name() string { return "panicking" }
+func (panicking) Name() string                { return "panicking" }
 func (panicking) Start(context.Context) error { panic("kaboom") }

@@ -1,5 +1,6 @@
 // Package metrics exposes the generic state of a Baton replica as Prometheus
-// metrics: the bus, the election, the runtime's terms and components.
+// metrics and health checks: the bus, the election, the runtime's terms and
+// components.
 //
 // # Usage
 //
@@ -8,15 +9,22 @@
 //	})
 //	lifecycle.Options{OnTermReady: func(r lifecycle.TermReport) { m.ObserveTermReady(r.Latency) }}
 //	http.Handle("/metrics", m.Handler())
+//	http.Handle("/healthz", metrics.CheckHandler(src.Healthy))
 //
 // # Read at scrape time
 //
 // Most metrics are not counted here: a custom collector reads the counters
 // the components already keep (the bus's Stats, the runtime's Status, the
-// elector's IsLeader and Term) each time the registry is gathered, so there is one source of truth and nothing to
-// keep in step. Only the two latency histograms, which need every
-// observation rather than a running total, are recorded as events happen,
-// through ObserveTermReady and ObserveHandover.
+// elector's IsLeader and Term) each time the registry is gathered, so there
+// is one source of truth and nothing to keep in step. Only the two latency
+// histograms, which need every observation rather than a running total, are
+// recorded as events happen, through ObserveTermReady and ObserveHandover.
+//
+// # Health
+//
+// Sources.Healthy joins the core's health checks (the runtime's Status and
+// the elector's Healthy), and CheckHandler serves any check as /healthz or
+// /readyz: 200 "ok", or 503 with the reasons.
 //
 // # Metrics
 //

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 

@@ -186,7 +186,7 @@ type stateEvent struct {
 	at    time.Time
 }
 
-func (*stateEvent) EventType() string     { return "test.state" }
+func (*stateEvent) EventType() string      { return "test.state" }
 func (e *stateEvent) Timestamp() time.Time { return e.at }
 
 // TestStateHandedToTheNewLeader: the follower computes state while it follows, with

@@ -11,42 +11,111 @@
 // until its context ends. Leader work goes in Callbacks.OnStartedLeading and runs under
 // the term context; IsLeader, Term and GetLeader answer at any time.
 //
+// # Configuration
+//
+// The zero Config (with Identity, LeaseName, LeaseNamespace and a clientset or store)
+// runs an election with the defaults 15s/10s/2s. Running without one must be asked
+// for with Config.SingleReplica, which refuses every election field. Durations are
+// bounded, each error naming its field: LeaseDuration in whole seconds (the Lease
+// stores seconds) from 1s to 1h, RetryPeriod at least 100ms, LeaseDuration >
+// RenewDeadline > 1.2 × RetryPeriod.
+//
 // # Protocol
 //
 // The lease fields are client-go's: holderIdentity, leaseDurationSeconds, acquireTime,
-// renewTime, leaseTransitions. A candidate takes the lease when it is absent, released
-// (holder ""), or not renewed for leaseDurationSeconds; leaseTransitions grows when the
-// holder changes. Every write is a compare-and-swap on the resourceVersion. The leader
-// renews every RetryPeriod; if it has not renewed successfully for RenewDeadline
-// (counted from the send time of its last successful renew), its term ends. Releasing
-// (Config.ReleaseOnCancel) writes holder "", leaseDurationSeconds 1 and both times, as
-// client-go does.
+// renewTime, leaseTransitions, plus the coordinated leader election fields strategy and
+// preferredHolder (KEP-4355), which are kept. A candidate takes the lease when it is
+// absent, released (holder ""), or not renewed in time (see Expiry); leaseTransitions
+// grows when the holder changes. Every write is a compare-and-swap on the
+// resourceVersion. The leader renews every RetryPeriod; if it has not renewed
+// successfully for RenewDeadline (counted from the send time of its last successful
+// renew), its term ends. Releasing (Config.ReleaseOnCancel, HandOver) writes holder "",
+// leaseDurationSeconds 1 and both times, as client-go does.
+//
+// Every Baton write also sets the annotation leaderelection.baton.dev/marker (see
+// LeaseRecord.Marker): "holder:<identity>" on an acquire or renew, "release:<transitions>:
+// <identity>" on a release. Other writers keep annotations as they find them, so the
+// marker tells a Baton holder from any other, and a Baton release from a foreign clear
+// (client-go's release of a lease it lost without noticing keeps the Baton holder's
+// marker). A leader recognises any of its writes of the term, also one whose answer was
+// lost, by its fields.
 //
 // # Expiry
 //
 // Followers judge expiry by their own monotonic clock from the moment they saw the
 // lease's fields last change, never by the remote renewTime, so clock offsets between
-// nodes do not matter. Because the observation comes after the renew was sent, and
-// RenewDeadline < LeaseDuration, the old leader's term has ended by its own clock
-// before any follower takes over; the difference is the margin for clock rate skew.
+// nodes do not matter. A Baton holder's lease is taken leaseDurationSeconds after that
+// moment: its term ended by its RenewDeadline after its last renew, which came before
+// the follower saw it; LeaseDuration − RenewDeadline is the margin for clock rate skew.
+// Any other holder (client-go's elector, a hand-written holder) is given twice its
+// leaseDurationSeconds, since client-go's leader keeps leading for up to RetryPeriod +
+// RenewDeadline after its last renew, which its validation keeps below 1.84 ×
+// LeaseDuration. The wait for an unknown holder is twice the longer of the last
+// holder's lease duration and the configured one.
+//
+// # Releases, deletes and cold starts
+//
+// A Baton release is taken at once (by the candidate it names as preferredHolder, if
+// any). A holder cleared by anyone else is waited out as an unknown holder from when the
+// clear was seen, except by its own last holder, whose term is over. A Lease deleted
+// while a candidate watches (the delete carries its last state) is waited out as that
+// state's holder from when the delete was seen; a candidate that finds the Lease gone
+// after having seen it, without its last state (a re-list), waits as for an unknown
+// holder from then. The holder that sees its own lease deleted re-creates it at once.
+//
+// A cold start, a candidate that has never seen the Lease and finds it absent, creates
+// it at once, as client-go does: no store tells a Lease that never existed from one
+// deleted by hand. That leaves one window: deleting the Lease of a running election by
+// hand while its holder is cut off from the API server, and starting a candidate
+// before that holder's RenewDeadline has passed, gives two leaders until it has. Do not
+// delete the Lease of a running election; move leadership with HandOver or
+// preferredHolder.
+//
+// # History going back
+//
+// An etcd restore or a stale API server can move resourceVersions back. A current state
+// (a watch's list, a read, a write's answer) below the highest resourceVersion seen
+// ends a running term, forgets the writes this elector remembers, and waits as for an
+// unknown holder; Stats.VersionResets counts it. Terms stay above every version seen
+// before: an acquisition below them renews (within half a RenewDeadline) until its
+// resourceVersion is above, and releases otherwise. Watch errors (410 Gone) are logged,
+// counted (Stats.WatchErrors) and followed by a re-list.
+//
+// # Hand-over
+//
+// Elector.HandOver(ctx, identity) ends the term, waits for its OnStartedLeading to
+// return, and releases naming identity as preferredHolder; that candidate takes the
+// lease on the release's watch event (a few milliseconds on a real API server), the
+// others wait a LeaseDuration for it. A leader that sees another candidate named as its
+// lease's preferredHolder (e.g. by Kubernetes' coordinated leader election) hands over
+// the same way. An acquisition clears preferredHolder. The preferred holder is also
+// kept in the annotation leaderelection.baton.dev/preferred-holder, since API servers
+// without the CoordinatedLeaderElection feature drop spec.preferredHolder.
+//
+// # Mixed with client-go
+//
+// Baton and client-go electors may share a Lease (during a migration) without two
+// leaders: Baton waits out client-go holders and clears as above. client-go's followers
+// see a renew only when renewTime's whole second changes, so with them on the Lease use
+// LeaseDuration − RenewDeadline ≥ 1s (the defaults have 5s). client-go's followers take
+// a cleared lease at once; a Baton leader whose lease a client-go elector cleared ends
+// its term on the watch event, which client-go's next poll normally comes after.
 //
 // # Watching
 //
 // Unlike client-go's followers, which poll, followers here watch the lease
 // (LeaseStore.Watch). A released lease is taken on the watch event; a crashed leader's
-// lease is taken by a timer at observation + leaseDurationSeconds; a follower sends no
-// requests at all while the holder keeps renewing. When the watch breaks it is opened
-// again (which re-lists) after a jittered backoff; an open that takes RenewDeadline is
-// abandoned and retried, and a watch that stays silent for a RetryPeriod after a write
-// conflicted is replaced, so a stalled connection cannot blind a follower. A lease
-// deleted by hand is re-created at once by a candidate that knows its last holder's
-// term is over (no holder, or the candidate itself); the others wait out its last
-// holder's lease duration. A holder written by hand is never taken over before its
-// lease duration, not even by the candidate it names.
+// lease is taken by a timer; a follower sends no requests at all while the holder keeps
+// renewing. When the watch breaks it is opened again (which re-lists) after a jittered
+// backoff; an open that takes RenewDeadline is abandoned and retried, and a watch that
+// stays silent for a RetryPeriod after a write conflicted is replaced, so a stalled
+// connection cannot blind a follower. Abandoned watches are drained until the store
+// closes them, and Start waits for that.
 //
 // # Terms
 //
-// Each acquisition is a term, numbered by the resourceVersion of the acquiring write.
+// Each acquisition is a term, numbered by the resourceVersion of the acquiring write (or
+// of the renew that moved it above earlier terms after the history went back).
 // resourceVersions of one resource are comparable (Kubernetes 1.35, KEP-5504), so terms
 // are strictly increasing over all acquisitions of the lease, also after it was deleted
 // and re-created, and serve as fencing tokens. TermFromContext reads the term from the
@@ -57,9 +126,11 @@
 // clock check: its Err and Done report the term over as soon as RenewDeadline has
 // passed since the last successful renew, even before any goroutine ran to cancel it,
 // so a process resumed after SIGSTOP sees at once that it no longer leads.
-// context.Cause gives ErrRenewDeadlineMissed, ErrLeaseLost or the cause of Start's
-// context. Contexts derived from it end when the elector's timer cancels it, which runs
-// as soon as the process does.
+// context.Cause gives ErrRenewDeadlineMissed, ErrLeaseLost, ErrHandedOver or the cause
+// of Start's context. Contexts derived from it end when the elector's timer cancels it,
+// which runs as soon as the process does, or at once when TermFromContext (or any
+// Value lookup) is called on them past the deadline: leader work that calls
+// TermFromContext before acting never acts on a term that is over.
 //
 // Losing the lease ends the term, not the elector: it follows again and campaigns for a
 // new term in place, once the previous term's OnStartedLeading has returned.
@@ -70,14 +141,16 @@
 // OnStoppedLeading; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
 // List cannot stall renews), each term's OnStartedLeading runs in a goroutine of its
 // own, and OnNewLeader calls come in order from one notifier goroutine. Start waits for
-// all of them before it returns. OnStoppedLeading runs exactly once per started term, after the
-// term context was cancelled, also when the election goroutine panics. Terms of one
-// elector never overlap. IsLeader, Term, GetLeader, Healthy and Identity are safe to call
-// from any goroutine. No lock is held while calling a callback or the store.
+// all of them, and for abandoned watches to close, before it returns. OnStoppedLeading
+// runs exactly once per started term, after the term context was cancelled, also when
+// the election goroutine panics. Terms of one elector never overlap. IsLeader, Term,
+// GetLeader, Healthy, Stats, HandOver and Identity are safe to call from any goroutine.
+// No lock is held while calling a callback or the store.
 //
 // # Testing
 //
 // MemoryStore has the compare-and-swap and watch semantics of the Kubernetes store and
 // runs in testing/synctest bubbles, where all timing here (expiry, renew deadline,
-// backoff) runs on the fake clock.
+// backoff) runs on the fake clock. Restore and FailWatches simulate an etcd restore and
+// watch errors.
 package leaderelection

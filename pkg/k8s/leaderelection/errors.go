@@ -21,6 +21,17 @@ var (
 	// ErrLeaseLost is the cause of a term that ended because the lease was taken,
 	// overwritten or deleted by someone else.
 	ErrLeaseLost = errors.New("leaderelection: lease lost")
+	// ErrHandedOver is the cause of a term that ended to hand the lease over: through
+	// Elector.HandOver, or because the lease's preferredHolder names another candidate.
+	ErrHandedOver = errors.New("leaderelection: lease handed over")
+	// ErrNotLeader is returned by Elector.HandOver when the elector does not lead: not
+	// started, stopped, or following.
+	ErrNotLeader = errors.New("leaderelection: not leading")
+	// ErrInvalidHandOver is returned by Elector.HandOver for an empty identity or the
+	// elector's own.
+	ErrInvalidHandOver = errors.New("leaderelection: invalid hand-over target")
+	// ErrHistoryRestored is the watch error of MemoryStore.Restore.
+	ErrHistoryRestored = errors.New("leaderelection: store history restored")
 	// ErrResigned is the cause of a term ended by Elector.Resign.
 	ErrResigned = errors.New("leaderelection: resigned")
 	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a

@@ -51,3 +51,44 @@ func ExampleNewWithStore_invalidConfig() {
 	// leaderelection: lease name is empty
 	// leaderelection: lease namespace is empty
 }
+
+// A leader hands the lease to a named candidate, which takes it on the release's watch
+// event, as before a rolling update drains the leader's pod.
+func ExampleElector_HandOver() {
+	store := leaderelection.NewMemoryStore("baton")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	aLeads, bSeesA, bLeads := make(chan struct{}), make(chan struct{}, 1), make(chan uint64, 1)
+	config := func(id string) leaderelection.Config {
+		return leaderelection.Config{Identity: id, LeaseName: "baton", LeaseNamespace: "default"}
+	}
+	a, _ := leaderelection.NewWithStore(config("a"), store, leaderelection.Callbacks{
+		OnStartedLeading: func(ctx context.Context) { close(aLeads); <-ctx.Done() },
+	}, nil)
+	b, _ := leaderelection.NewWithStore(config("b"), store, leaderelection.Callbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			term, _ := leaderelection.TermFromContext(ctx)
+			bLeads <- term
+		},
+		OnNewLeader: func(id string) {
+			if id == "a" {
+				bSeesA <- struct{}{}
+			}
+		},
+	}, nil)
+	done := make(chan struct{}, 2)
+	go func() { _ = a.Start(ctx); done <- struct{}{} }()
+	<-aLeads
+	go func() { _ = b.Start(ctx); done <- struct{}{} }()
+	<-bSeesA
+	fmt.Println("a leads, term", a.Term())
+	fmt.Println("hand-over:", a.HandOver(ctx, "b"))
+	fmt.Println("b leads, term", <-bLeads)
+	cancel()
+	<-done
+	<-done
+	// Output:
+	// a leads, term 1
+	// hand-over: <nil>
+	// b leads, term 3
+}

@@ -48,6 +48,9 @@ type testStore struct {
 	// silent makes new watches deliver their first event only, then nothing, without
 	// closing (a stalled connection).
 	silent bool
+	// loseReplies is how many of the next successful Updates answer with
+	// errInjected although the store applied them (a reply lost on the way back).
+	loseReplies int
 }
 
 func newTestStore(inner LeaseStore, latency time.Duration) *testStore {
@@ -191,7 +194,14 @@ func (s *testStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 		} else {
 			s.renewSent, s.renewDone = sent, time.Now()
 		}
+		lose := s.loseReplies > 0
+		if lose {
+			s.loseReplies--
+		}
 		s.mu.Unlock()
+		if lose {
+			return LeaseRecord{}, errInjected
+		}
 	}
 	return out, err
 }

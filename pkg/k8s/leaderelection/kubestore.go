@@ -18,6 +18,15 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
+// Annotations of the Lease that keep Baton's fields. PreferredHolderAnnotation keeps
+// LeaseRecord.PreferredHolder as well as spec.preferredHolder, since an API server
+// without the CoordinatedLeaderElection feature drops that field, and one with it
+// refuses it without spec.strategy.
+const (
+	MarkerAnnotation          = "leaderelection.baton.dev/marker"
+	PreferredHolderAnnotation = "leaderelection.baton.dev/preferred-holder"
+)
+
 // kubernetesStore is the LeaseStore of one coordination.k8s.io/v1 Lease.
 type kubernetesStore struct {
 	leases    coordinationv1client.LeaseInterface
@@ -201,6 +210,11 @@ func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) 
 					s.remember(l)
 				}
 			case watch.Error:
+				ev = LeaseEvent{Err: fmt.Errorf("leaderelection: watch lease %s: %w", s, apierrors.FromObject(we.Object))}
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+				}
 				return
 			default: // bookmarks
 				continue
@@ -233,11 +247,20 @@ func recordOf(l *coordinationv1.Lease) LeaseRecord {
 	if p := l.Spec.LeaseTransitions; p != nil {
 		r.LeaseTransitions = *p
 	}
+	if p := l.Spec.Strategy; p != nil {
+		r.Strategy = string(*p)
+	}
+	r.PreferredHolder = l.Annotations[PreferredHolderAnnotation]
+	if p := l.Spec.PreferredHolder; p != nil && *p != "" {
+		r.PreferredHolder = *p
+	}
+	r.Marker = l.Annotations[MarkerAnnotation]
 	return r
 }
 
-// setSpec writes r into l's spec as client-go's LeaseLock does; the duration is rounded
-// up to whole seconds, so followers never wait less than the holder promised.
+// setSpec writes r into l's spec as client-go's LeaseLock does, and its Marker into
+// MarkerAnnotation; the duration is rounded up to whole seconds, so followers never
+// wait less than the holder promised. Other metadata of l is kept.
 func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	holder := r.HolderIdentity
 	seconds := leaseSeconds(r.LeaseDuration)
@@ -247,6 +270,30 @@ func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	l.Spec.AcquireTime = microTime(r.AcquireTime)
 	l.Spec.RenewTime = microTime(r.RenewTime)
 	l.Spec.LeaseTransitions = &transitions
+	l.Spec.Strategy, l.Spec.PreferredHolder = nil, nil
+	if r.Strategy != "" {
+		strategy := coordinationv1.CoordinatedLeaseStrategy(r.Strategy)
+		l.Spec.Strategy = &strategy
+		if r.PreferredHolder != "" { // the API server refuses it without a strategy
+			preferred := r.PreferredHolder
+			l.Spec.PreferredHolder = &preferred
+		}
+	}
+	setAnnotation(l, MarkerAnnotation, r.Marker)
+	setAnnotation(l, PreferredHolderAnnotation, r.PreferredHolder)
+}
+
+// setAnnotation sets l's annotation key to value, or removes it for "".
+func setAnnotation(l *coordinationv1.Lease, key, value string) {
+	switch {
+	case value != "":
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[key] = value
+	case l.Annotations != nil:
+		delete(l.Annotations, key)
+	}
 }
 
 // leaseSeconds is d in whole seconds, rounded up, at least 1 for a positive d, and

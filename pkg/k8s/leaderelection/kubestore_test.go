@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -103,17 +105,54 @@ func TestKubernetesStoreMapping(t *testing.T) {
 		t.Fatalf("Update with stale version: %v", err)
 	}
 	got, err := s.Get(ctx)
-	if err != nil || got.ResourceVersion != l2.ResourceVersion || !sameSpec(got, r1) {
+	if err != nil || got.ResourceVersion != l2.ResourceVersion || !sameCore(got, r1) || got.PreferredHolder != "b" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
-	r3, err := s.Update(ctx, LeaseRecord{HolderIdentity: "b", LeaseDuration: time.Second, ResourceVersion: got.ResourceVersion})
-	if err != nil || r3.HolderIdentity != "b" {
-		t.Fatalf("Update = %+v, %v", r3, err)
+	// The record's strategy, preferred holder and marker round-trip; labels and other
+	// annotations are kept.
+	l2.Annotations = map[string]string{"note": "kept"}
+	if l2, err = cs.CoordinationV1().Leases("ns").Update(ctx, l2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got.ResourceVersion = l2.ResourceVersion
+	want3 := LeaseRecord{HolderIdentity: "b", LeaseDuration: time.Second, Strategy: "OldestEmulationVersion",
+		PreferredHolder: "c", Marker: holderMarker("b"), ResourceVersion: got.ResourceVersion}
+	r3, err := s.Update(ctx, want3)
+	if err != nil || !sameSpec(r3, want3) {
+		t.Fatalf("Update = %+v, %v; want %+v", r3, err, want3)
 	}
 	l3, _ := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
-	if l3.Labels["team"] != "x" || l3.Spec.PreferredHolder == nil || *l3.Spec.PreferredHolder != "b" {
-		t.Fatalf("Update dropped metadata or foreign spec fields: %+v", l3)
+	if l3.Labels["team"] != "x" || l3.Annotations["note"] != "kept" || l3.Annotations[MarkerAnnotation] != holderMarker("b") ||
+		l3.Annotations[PreferredHolderAnnotation] != "c" ||
+		ptrDeref(l3.Spec.PreferredHolder) != "c" || l3.Spec.Strategy == nil || *l3.Spec.Strategy != "OldestEmulationVersion" {
+		t.Fatalf("Update dropped metadata or spec fields: %+v", l3)
 	}
+	if got, err := s.Get(ctx); err != nil || !sameSpec(got, want3) {
+		t.Fatalf("Get after Update = %+v, %v", got, err)
+	}
+	// A record without them clears them, the marker annotation included.
+	r3, err = s.Update(ctx, LeaseRecord{HolderIdentity: "b", LeaseDuration: time.Second, ResourceVersion: r3.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l3, _ = cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{})
+	if _, ok := l3.Annotations[MarkerAnnotation]; ok || l3.Spec.PreferredHolder != nil || l3.Spec.Strategy != nil || l3.Annotations["note"] != "kept" {
+		t.Fatalf("Update without marker, strategy and preferred holder: %+v", l3)
+	}
+	if _, ok := l3.Annotations[PreferredHolderAnnotation]; ok {
+		t.Fatalf("preferred holder annotation kept: %+v", l3.Annotations)
+	}
+	// Without a strategy the preferred holder goes to the annotation only (the API
+	// server refuses spec.preferredHolder without spec.strategy).
+	r4, err := s.Update(ctx, LeaseRecord{HolderIdentity: "", PreferredHolder: "d", ResourceVersion: r3.ResourceVersion})
+	if err != nil || r4.PreferredHolder != "d" {
+		t.Fatalf("Update = %+v, %v", r4, err)
+	}
+	if l4, _ := cs.CoordinationV1().Leases("ns").Get(ctx, "lease", metav1.GetOptions{}); l4.Spec.PreferredHolder != nil ||
+		l4.Annotations[PreferredHolderAnnotation] != "d" {
+		t.Fatalf("preferred holder without strategy: %+v", l4)
+	}
+	r3 = r4
 	if _, err := s.Update(ctx, LeaseRecord{HolderIdentity: "c"}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("Update without version: %v", err)
 	}
@@ -198,6 +237,13 @@ func TestKubernetesStoreWatch(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+func ptrDeref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
 // TestLeaseSeconds: durations round up to whole seconds and saturate instead of
 // wrapping (2^31 s once became 1 s, defect 5).
 func TestLeaseSeconds(t *testing.T) {
@@ -211,5 +257,29 @@ func TestLeaseSeconds(t *testing.T) {
 		if got := leaseSeconds(tc.d); got != tc.want {
 			t.Errorf("leaseSeconds(%v) = %d, want %d", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestKubernetesStoreWatchError: a watch.Error event (410 Gone) is delivered as an
+// event with Err, after which the channel closes.
+func TestKubernetesStoreWatchError(t *testing.T) {
+	cs := versionedClientset()
+	fw := watch.NewFake()
+	cs.PrependWatchReactor("leases", k8stesting.DefaultWatchReactor(fw, nil))
+	s, _ := NewKubernetesStore(cs, "ns", "lease")
+	events, err := s.Watch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; !ev.Deleted || ev.Err != nil {
+		t.Fatalf("first event %+v", ev)
+	}
+	go fw.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus)
+	ev := <-events
+	if ev.Err == nil || !apierrors.IsResourceExpired(ev.Err) || !strings.Contains(ev.Err.Error(), "watch lease ns/lease") {
+		t.Fatalf("error event %+v", ev)
+	}
+	if _, ok := <-events; ok {
+		t.Fatal("channel open after the error")
 	}
 }

@@ -107,6 +107,43 @@ func (s *MemoryStore) Delete() {
 	s.notifyLocked(LeaseEvent{Record: last, Deleted: true})
 }
 
+// Restore puts the store back to an earlier state, as an etcd restore from a backup
+// does: the lease becomes r (absent when exists is false) at resourceVersion version,
+// the counter goes on from there, and every watch gets an Err event and is closed (the
+// API server restarts). version may be below versions already handed out. For tests of
+// history going back.
+func (s *MemoryStore) Restore(version uint64, r LeaseRecord, exists bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version, s.exists = version, exists
+	s.record = LeaseRecord{}
+	if exists {
+		r.ResourceVersion = strconv.FormatUint(version, 10)
+		s.record = r
+	}
+	s.failWatchersLocked(fmt.Errorf("%s: %w", s, ErrHistoryRestored))
+}
+
+// FailWatches ends every open watch with an event carrying err (e.g. a 410 Gone), then
+// closes it, as an API server ending its watches does. For tests.
+func (s *MemoryStore) FailWatches(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWatchersLocked(err)
+}
+
+func (s *MemoryStore) failWatchersLocked(err error) {
+	for ch := range s.watchers {
+		select { // room for the error: drop an undelivered state, the next watch re-lists
+		case <-ch:
+		default:
+		}
+		ch <- LeaseEvent{Err: err}
+		close(ch)
+		delete(s.watchers, ch)
+	}
+}
+
 // Watch delivers the current state first, then every change, skipping to the latest
 // when the reader is slow. The channel is closed by the store when ctx ends.
 func (s *MemoryStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {

@@ -1,15 +1,13 @@
 package leaderelection
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // Resign ends term early, if it is the term this elector leads now, so that
 // another candidate leads instead: the term context ends with cause
 // ErrResigned (OnStoppedLeading runs as for any end of term), the election
-// goroutine clears the lease's holder with a compare-and-swap, as a release
-// does, so that the other candidates may take it at once, and this elector
+// goroutine clears the lease's holder with a compare-and-swap once the term's
+// OnStartedLeading returned, as a release does, so that the other candidates
+// may take it at once, and this elector
 // does not campaign again for a LeaseDuration, so that one of them does. It
 // reports whether it ended the term: false for any other term, once the term
 // ended, and with election disabled (a replica leading alone has nobody to
@@ -27,15 +25,12 @@ func (e *Elector) Resign(term uint64) bool {
 	return true
 }
 
-// resigned follows the end of a term by Resign, on the election goroutine:
-// it releases the lease and holds the next campaign back by a
-// LeaseDuration.
+// resigned follows the end of a term by Resign, on the election goroutine: like a
+// hand-over to nobody, the lease is released once the term's OnStartedLeading
+// returned, and the next campaign is held back by a LeaseDuration (finishHandOver).
 func (c *campaign) resigned(cause error) {
-	if !errors.Is(cause, ErrResigned) {
+	if !errors.Is(cause, ErrResigned) || c.handover != nil {
 		return
 	}
-	if err := c.release(); err != nil && c.ctx.Err() == nil {
-		c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
-	}
-	c.acquireAt = time.Now().Add(c.e.config.LeaseDuration)
+	c.handover = &handoverRequest{}
 }

@@ -64,7 +64,7 @@ func TestResign(t *testing.T) {
 // TestResignDisabled: a replica leading alone has nobody to hand over to.
 func TestResignDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, err := NewWithStore(Config{Identity: "solo"}, nil, Callbacks{}, nil)
+		e, err := NewWithStore(Config{SingleReplica: true, Identity: "solo"}, nil, Callbacks{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

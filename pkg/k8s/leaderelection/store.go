@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,14 +24,30 @@ type LeaseRecord struct {
 	// LeaseTransitions counts changes of holder; it restarts at 0 when the lease is
 	// created.
 	LeaseTransitions int32
+	// Strategy is the lease's spec.strategy (coordinated leader election, KEP-4355).
+	// The elector keeps it as it found it.
+	Strategy string
+	// PreferredHolder is the lease's spec.preferredHolder (KEP-4355): the candidate the
+	// holder should hand the lease to. A leader that sees another candidate named here
+	// ends its term and releases the lease, keeping the field, so that candidate takes
+	// it at once (see Elector.HandOver). An acquisition clears it.
+	PreferredHolder string
+	// Marker is Baton's note of its own protocol, kept on Kubernetes in the annotation
+	// leaderelection.baton.dev/marker: "holder:<identity>" on a Baton acquire or renew,
+	// "release:<leaseTransitions>:<identity>" on a Baton release, so candidates can tell
+	// a Baton leader's lease and a Baton release from the writes of other electors or
+	// people, who keep annotations as they find them. "" when never set.
+	Marker string
 	// ResourceVersion is set by the store on every write: a decimal number that grows
 	// with every write of the lease, including deletes and re-creates. Update is a
 	// compare-and-swap on it.
 	ResourceVersion string
 }
 
-// sameSpec reports whether a and b agree in everything but the resourceVersion.
-func sameSpec(a, b LeaseRecord) bool {
+// sameCore reports whether a and b agree in the fields of client-go's protocol: the
+// holder, the duration, both times and the transitions. A record of the same core as
+// one this elector wrote is that write (the times are unique), whatever else changed.
+func sameCore(a, b LeaseRecord) bool {
 	return a.HolderIdentity == b.HolderIdentity &&
 		a.LeaseDuration == b.LeaseDuration &&
 		a.AcquireTime.Equal(b.AcquireTime) &&
@@ -38,8 +55,46 @@ func sameSpec(a, b LeaseRecord) bool {
 		a.LeaseTransitions == b.LeaseTransitions
 }
 
+// sameSpec reports whether a and b agree in everything but the resourceVersion.
+func sameSpec(a, b LeaseRecord) bool {
+	return sameCore(a, b) && a.Strategy == b.Strategy && a.PreferredHolder == b.PreferredHolder &&
+		a.Marker == b.Marker
+}
+
 // zeroSpec reports whether r carries no lease state (at most a resourceVersion).
 func zeroSpec(r LeaseRecord) bool { return sameSpec(r, LeaseRecord{}) }
+
+// holderMarker is the Marker of a Baton acquire or renew by identity.
+func holderMarker(identity string) string { return "holder:" + identity }
+
+// releaseMarker is the Marker of a Baton release by identity of a lease with the given
+// transitions.
+func releaseMarker(transitions int32, identity string) string {
+	return "release:" + strconv.FormatInt(int64(transitions), 10) + ":" + identity
+}
+
+// heldByBaton reports whether r's holder is a Baton elector: its marker is the holder
+// marker of that holder, which other writers keep but cannot have made for their own
+// holder.
+func heldByBaton(r LeaseRecord) bool {
+	return r.HolderIdentity != "" && r.Marker == holderMarker(r.HolderIdentity)
+}
+
+// releasedByBaton reports whether r is a Baton release as written: holder cleared, the
+// release marker naming the transitions r still has. Another writer clearing a Baton
+// holder keeps its holder marker; a clear of a lease that another elector acquired
+// after a Baton release has more transitions than the stale marker names.
+func releasedByBaton(r LeaseRecord) bool {
+	if r.HolderIdentity != "" {
+		return false
+	}
+	rest, ok := strings.CutPrefix(r.Marker, "release:")
+	if !ok {
+		return false
+	}
+	n, identity, ok := strings.Cut(rest, ":")
+	return ok && identity != "" && n == strconv.FormatInt(int64(r.LeaseTransitions), 10)
+}
 
 // LeaseEvent is one observation of a watched lease.
 type LeaseEvent struct {
@@ -49,6 +104,10 @@ type LeaseEvent struct {
 	Record LeaseRecord
 	// Deleted reports that the lease does not exist.
 	Deleted bool
+	// Err, when set, is a watch error the store reports (e.g. 410 Gone: the version is
+	// too old): the event carries no state, and the store closes the channel after it.
+	// The elector logs and counts it and watches again, which re-lists.
+	Err error
 }
 
 // LeaseStore reads and writes one lease. Implementations are safe for concurrent use.
@@ -65,8 +124,10 @@ type LeaseStore interface {
 	Update(ctx context.Context, r LeaseRecord) (LeaseRecord, error)
 	// Watch delivers the lease's current state first (Deleted when absent), then its
 	// changes in order; a store may skip intermediate states but always delivers the
-	// latest. The store closes the channel when ctx ends or the watch breaks; the caller
-	// then watches again, which re-reads the current state.
+	// latest. The store closes the channel when ctx ends or the watch breaks, after an
+	// event with Err set if it knows why; the caller then watches again, which re-reads
+	// the current state. The first event is authoritative: a resourceVersion below one
+	// seen before means the store's history went back (an etcd restore).
 	Watch(ctx context.Context) (<-chan LeaseEvent, error)
 	// String names the lease for logs: "namespace/name" or "memory/name".
 	String() string

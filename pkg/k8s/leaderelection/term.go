@@ -11,8 +11,12 @@ import (
 )
 
 // TermFromContext returns the term of the leadership ctx belongs to: ctx is the context
-// given to OnStartedLeading or one derived from it. ok is false for other contexts. It
-// is termctx.FromContext, the one term accessor of the core.
+// given to OnStartedLeading or one derived from it. ok is false for other contexts.
+// It also checks the term's renew deadline by the local clock: once it returned, Err of
+// ctx reports the term over if the deadline has passed, also when ctx is a context
+// derived from the term context (whose own Err does not look at the clock), so leader
+// work that calls it before acting never acts on a term that is over. It is
+// termctx.FromContext, the one term accessor of the core.
 func TermFromContext(ctx context.Context) (term uint64, ok bool) {
 	return termctx.FromContext(ctx)
 }
@@ -88,6 +92,17 @@ func (t *termContext) Done() <-chan struct{} {
 		t.cancel(ErrRenewDeadlineMissed)
 	}
 	return t.Context.Done()
+}
+
+// Value returns the value for key; like Err, it first ends the term if its renew
+// deadline has passed, which cancels every context derived from it at once. Lookups
+// through derived contexts (TermFromContext among them) end here, so they see the
+// expiry even before the timer ran.
+func (t *termContext) Value(key any) any {
+	if t.Context.Err() == nil && t.expired() {
+		t.cancel(ErrRenewDeadlineMissed)
+	}
+	return t.Context.Value(key)
 }
 
 // String describes the context for debugging.

@@ -1,0 +1,238 @@
+package leaderelection
+
+import (
+	"fmt"
+	"time"
+)
+
+// observe takes in a state of the lease: from the watch, a read or our own write.
+// current is the highest resourceVersion seen when the state was read as current (a
+// watch's list, a Get, a write's answer), 0 for a watch event: a state below it means
+// the store's history went back. Other states below the highest seen are skipped (the
+// late echo of our own write, a list taken before our write).
+func (c *campaign) observe(ev LeaseEvent, current uint64) {
+	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
+		if v < c.seen {
+			if v >= current {
+				return
+			}
+			c.versionReset(v)
+		}
+		c.seen = v
+	}
+	now := time.Now()
+	c.stale = false
+	if ev.Deleted {
+		c.observeAbsent(ev.Record, now)
+	} else {
+		if !c.known || !c.exists || !sameSpec(ev.Record, c.record) {
+			c.observedAt = now
+		}
+		c.record, c.exists, c.lastKnown = ev.Record, true, true
+		if ev.Record.HolderIdentity != "" {
+			c.heldLease = c.leaseDuration(ev.Record)
+		}
+	}
+	c.known = true
+	c.reportHolder()
+	if c.term != nil {
+		c.checkTerm()
+	}
+}
+
+// observeAbsent takes in the absence of the lease; last is the state before the delete
+// when the store knows it, zero otherwise.
+func (c *campaign) observeAbsent(last LeaseRecord, now time.Time) {
+	switch {
+	case !zeroSpec(last):
+		if !c.known || c.exists || !c.lastKnown || !sameSpec(last, c.record) {
+			c.observedAt = now
+		}
+		c.record, c.lastKnown = last, true
+	case !c.known:
+		// A cold start: nothing of a holder was ever seen, so the lease may be created
+		// at once (see the package doc for the window this leaves).
+		c.record, c.lastKnown, c.observedAt = LeaseRecord{}, false, now
+	case c.exists || c.lastKnown:
+		// Deleted, last state unknown: whoever held it last may have renewed until the
+		// delete, which came before now. Wait as for an unknown holder, from now.
+		c.e.logger.Info("lease gone, last holder unknown: waiting for its term to end")
+		c.record, c.lastKnown, c.observedAt = LeaseRecord{}, false, now
+		c.holdUntil = later(c.holdUntil, now.Add(c.unknownWait()))
+	}
+	c.exists = false
+}
+
+// versionReset handles a current state whose resourceVersion v is below one seen
+// before: the store's history went back (an etcd restore, a stale API server). Writes
+// this elector remembers may belong to the lost history, and any candidate may still
+// lead a term of it, so: end a running term, forget our writes, and wait as for an
+// unknown holder before acquiring. Terms stay above every version seen: see acquired.
+func (c *campaign) versionReset(v uint64) {
+	c.e.versionResets.Add(1)
+	c.floor = max(c.floor, c.seen)
+	c.e.logger.Error("lease resourceVersion went back: treating the holder as unknown",
+		"seen", c.seen, "now", v)
+	if c.term != nil {
+		c.stepDown(fmt.Errorf("%w: resource version went back from %d to %d", ErrLeaseLost, c.seen, v))
+	}
+	c.wrote, c.hasWritten, c.sends = LeaseRecord{}, false, nil
+	c.holdUntil = later(c.holdUntil, time.Now().Add(c.unknownWait()))
+}
+
+// reportHolder publishes a change of the observed holder.
+func (c *campaign) reportHolder() {
+	holder := ""
+	if c.exists {
+		holder = c.record.HolderIdentity
+	}
+	c.e.setLeader(holder)
+	if holder != c.reported {
+		c.reported = holder
+		if holder != "" && c.notify != nil {
+			c.notify.push(holder)
+		}
+	}
+}
+
+// checkTerm judges the observed state while leading: our write (or one whose answer we
+// missed) keeps the term; anything else ends it. A preferredHolder naming another
+// candidate starts a hand-over.
+func (c *campaign) checkTerm() {
+	r := c.record
+	switch {
+	case c.exists && c.hasWritten && sameCore(r, c.wrote):
+		c.wrote = r // our write, or only metadata or advisory fields changed since
+	case c.exists && r.HolderIdentity == c.self && c.sentMatch(r) != nil:
+		// A write whose answer we missed went through.
+		s := c.sentMatch(r)
+		c.confirm(r, s.at)
+		c.term.markRenewed(s.at)
+	default:
+		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.exists, "term", c.term.term)
+		c.stepDown(ErrLeaseLost)
+		return
+	}
+	if p := c.wrote.PreferredHolder; p != "" && p != c.self && c.handover == nil {
+		c.e.logger.Info("lease prefers another holder: handing over", "to", p, "term", c.term.term)
+		c.beginHandOver(handoverRequest{target: p})
+	}
+}
+
+// sentMatch returns the write of ours of the same core as r, nil if none.
+func (c *campaign) sentMatch(r LeaseRecord) *sentWrite {
+	for i := len(c.sends) - 1; i >= 0; i-- {
+		if sameCore(r, c.sends[i].record) {
+			return &c.sends[i]
+		}
+	}
+	return nil
+}
+
+// addSend remembers a write of ours about to be sent.
+func (c *campaign) addSend(r LeaseRecord, at time.Time) {
+	if len(c.sends) == maxSends {
+		c.sends = append(c.sends[:0], c.sends[1:]...)
+	}
+	c.sends = append(c.sends, sentWrite{record: r, at: at})
+}
+
+// confirm records r, a write of ours sent at at, as stored: the writes sent before it
+// can no longer go through (each was a compare-and-swap on a version it replaced).
+func (c *campaign) confirm(r LeaseRecord, at time.Time) {
+	c.wrote, c.hasWritten = r, true
+	kept := c.sends[:0]
+	for _, s := range c.sends {
+		if s.at.After(at) {
+			kept = append(kept, s)
+		}
+	}
+	c.sends = kept
+}
+
+// ours reports whether r holds fields this elector wrote (or sent), so nobody else wrote
+// the lease since: then it may take it back at once.
+func (c *campaign) ours(r LeaseRecord) bool {
+	if r.HolderIdentity != c.self {
+		return false
+	}
+	return (c.hasWritten && sameCore(r, c.wrote)) || c.sentMatch(r) != nil
+}
+
+// leaseDuration is how long the holder of r may go without renewing, by its record.
+func (c *campaign) leaseDuration(r LeaseRecord) time.Duration {
+	if r.LeaseDuration > 0 {
+		return r.LeaseDuration
+	}
+	return c.e.config.LeaseDuration
+}
+
+// expiryWait is how long after observing r a follower waits before taking it from its
+// holder. A Baton holder's term ends by its RenewDeadline after its last renew, before
+// its leaseDuration. Any other holder (client-go's elector, a hand-written holder) gets
+// twice its leaseDuration: client-go's leader keeps leading for up to RetryPeriod +
+// RenewDeadline after its last renew, which its validation (RenewDeadline <
+// LeaseDuration, 1.2 × RetryPeriod < RenewDeadline) keeps below 1.84 × LeaseDuration.
+func (c *campaign) expiryWait(r LeaseRecord) time.Duration {
+	if heldByBaton(r) {
+		return c.leaseDuration(r)
+	}
+	return 2 * c.leaseDuration(r)
+}
+
+// unknownWait is the wait for a holder that cannot be judged: twice the lease duration
+// of the last holder seen or the configured one, the longer, as for a holder that is
+// not Baton's.
+func (c *campaign) unknownWait() time.Duration {
+	return 2 * max(c.e.config.LeaseDuration, c.heldLease)
+}
+
+// takeAt is when the observed state lets this follower take the lease, zero for now.
+func (c *campaign) takeAt() time.Time {
+	r := c.record
+	switch {
+	case !c.exists && !c.lastKnown:
+		return time.Time{} // cold start, or unknown (holdUntil has the wait)
+	case r.HolderIdentity == "" && releasedByBaton(r):
+		if r.PreferredHolder == "" || r.PreferredHolder == c.self {
+			return time.Time{} // released: its holder's term ended before
+		}
+		// Handed over to another candidate: give it a LeaseDuration to take it.
+		return c.observedAt.Add(max(c.e.config.LeaseDuration, c.heldLease))
+	case r.HolderIdentity == "" && c.clearedFromUs(r):
+		return time.Time{} // we were its last holder, and our term is over
+	case r.HolderIdentity == "":
+		// Cleared, but not by a Baton release (client-go's release, a person): the last
+		// holder may not know yet, and may lead until its term ends.
+		return c.observedAt.Add(c.unknownWait())
+	case c.ours(r):
+		return time.Time{} // nobody wrote since us, and our term is over
+	default:
+		return c.observedAt.Add(c.expiryWait(r))
+	}
+}
+
+// clearedFromUs reports whether r is our last confirmed write with its holder cleared
+// by someone else: it still carries our holder marker and our transitions (an
+// acquisition in between would have counted one more).
+func (c *campaign) clearedFromUs(r LeaseRecord) bool {
+	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
+		r.LeaseTransitions == c.wrote.LeaseTransitions
+}
+
+// acquireTime is when a follower may try to take the lease; ok is false while it may not
+// (state unknown or stale, the last term's leader work still running, a hand-over
+// pending).
+func (c *campaign) acquireTime() (time.Time, bool) {
+	if c.term != nil || !c.known || c.stale || c.work != nil || c.handover != nil {
+		return time.Time{}, false
+	}
+	return later(later(c.takeAt(), c.holdUntil), c.acquireAt), true
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

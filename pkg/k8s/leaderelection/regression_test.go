@@ -1,0 +1,223 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The regression tests of the defects of issue 9, each failing on the elector before
+// its fix. The cluster's poller fails any of them on two leaders at once.
+
+// TestDeletedLeaseRelistWaits (defect 1): a follower that was cut off while the leader
+// kept renewing, and that re-lists after the Lease was deleted, must not take the lease
+// by the clock of its old observation: the leader (cut off too) still leads until its
+// renew deadline.
+func TestDeletedLeaseRelistWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		time.Sleep(time.Second)
+		b.store.setMode(modeFail) // b sees nothing more of a's renews
+		time.Sleep(12 * time.Second)
+		a.store.setMode(modeHang) // a is cut off, inside its term
+		synctest.Wait()           // its watch closed
+		cl.mem.Delete()
+		time.Sleep(time.Second)
+		b.store.setMode(modePass) // b re-lists within a backoff: the lease is absent
+		time.Sleep(DefaultRenewDeadline)
+		if a.e.IsLeader() {
+			t.Fatal("a still leads past its renew deadline")
+		}
+		nl := cl.waitLeader(a, 3*DefaultLeaseDuration)
+		a.store.setMode(modePass)
+		t.Logf("%s leads after the delete", nl.id)
+	})
+}
+
+// TestLostRenewReply (defect 3): the reply to a renew that went through is lost and the
+// leader's watch is silent; the retry conflicts with the leader's own write. The leader
+// must recognise its write and keep its term.
+func TestLostRenewReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startWith("a", nil, func(s *testStore) { s.silent = true })
+		time.Sleep(time.Second)
+		cl.start("b", nil)
+		time.Sleep(time.Second)
+		term := a.e.Term()
+		a.store.mu.Lock()
+		a.store.loseReplies = 1
+		a.store.mu.Unlock()
+		time.Sleep(time.Minute)
+		if !a.e.IsLeader() || a.e.Term() != term {
+			terms, _, _, _ := a.snapshot()
+			t.Fatalf("a: IsLeader %v, term %d (terms %v), want term %d kept", a.e.IsLeader(), a.e.Term(), terms, term)
+		}
+	})
+}
+
+// TestVersionGoesBackwards (defect 4): after the store's history is rewound below the
+// versions every candidate has seen, the candidates must not wedge: one leads again,
+// under a term above each of its earlier terms, and never two at once.
+func TestVersionGoesBackwards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		time.Sleep(5 * time.Second)
+		snapshot, err := cl.mem.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		a.store.setMode(modeHang)
+		if nl := cl.waitLeader(a, time.Minute); nl != b {
+			t.Fatalf("leader %s, want b", nl.id)
+		}
+		a.store.setMode(modePass)
+		time.Sleep(time.Minute)
+		bTerm := b.e.Term()
+		if v, _ := parseVersion(snapshot.ResourceVersion); v >= bTerm {
+			t.Fatalf("snapshot version %d not below b's term %d", v, bTerm)
+		}
+		v, _ := parseVersion(snapshot.ResourceVersion)
+		cl.mem.Restore(v, snapshot, true)
+		restoredAt := time.Now()
+		time.Sleep(time.Second)
+		if l := cl.leader(); l != nil {
+			t.Fatalf("%s still leads a second after the history was rewound", l.id)
+		}
+		nl := cl.waitLeader(nil, 5*DefaultLeaseDuration)
+		t.Logf("%s leads %v after the rewind", nl.id, time.Since(restoredAt))
+		for _, c := range []*candidate{a, b} {
+			terms, _, _, _ := c.snapshot()
+			for i := 1; i < len(terms); i++ {
+				if terms[i] <= terms[i-1] {
+					t.Errorf("%s: terms %v not increasing", c.id, terms)
+				}
+			}
+		}
+		rec, _ := cl.mem.Get(context.Background())
+		if rec.HolderIdentity != nl.id {
+			t.Fatalf("lease %+v, want held by %s", rec, nl.id)
+		}
+		if term := nl.e.Term(); term <= bTerm {
+			t.Errorf("term %d after the rewind, want above every term before (%d)", term, bTerm)
+		}
+		var resets uint64
+		for _, c := range []*candidate{a, b} {
+			resets += c.e.Stats().VersionResets
+		}
+		if resets < 2 {
+			t.Errorf("%d version resets counted, want one per candidate", resets)
+		}
+	})
+}
+
+// TestDerivedContextSeesLazyExpiry (defect 7): a context derived from the term context
+// reports the end of the term as soon as anything on its chain is asked, even before the
+// timer ran (a process resumed after SIGSTOP).
+func TestDerivedContextSeesLazyExpiry(t *testing.T) {
+	start := time.Now()
+	clock := &fakeClock{now: start}
+	tc := newTermContextClock(context.Background(), 7, start, 10*time.Second, clock.Now)
+	defer tc.end(context.Canceled)
+	child, cancel := context.WithCancel(tc)
+	defer cancel()
+	grandchild, cancel2 := context.WithTimeout(child, time.Hour)
+	defer cancel2()
+	clock.now = start.Add(10 * time.Second)
+	if term, ok := TermFromContext(grandchild); !ok || term != 7 {
+		t.Fatalf("TermFromContext = %d, %v", term, ok)
+	}
+	if grandchild.Err() == nil || child.Err() == nil {
+		t.Fatalf("derived contexts live past the renew deadline: child %v, grandchild %v", child.Err(), grandchild.Err())
+	}
+}
+
+// lingeringStore is a MemoryStore whose first Watch hangs until its context ends, then
+// returns a channel anyway, which its producer closes only an hour later, like a watch
+// stream whose connection dies slowly.
+type lingeringStore struct {
+	*MemoryStore
+	calls  atomic.Int32
+	closed atomic.Bool // the lingering channel was closed
+}
+
+func (s *lingeringStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	if s.calls.Add(1) > 1 {
+		return s.MemoryStore.Watch(ctx)
+	}
+	<-ctx.Done()
+	out := make(chan LeaseEvent)
+	go func() {
+		time.Sleep(time.Hour)
+		s.closed.Store(true)
+		close(out)
+	}()
+	return out, nil
+}
+
+// TestStartWaitsForAbandonedWatchStream (defect 7): a watch whose open was abandoned but
+// which returned a channel is drained until the store closes it, and Start waits for
+// that: nothing of the store's watch outlives Start.
+func TestStartWaitsForAbandonedWatchStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &lingeringStore{MemoryStore: NewMemoryStore("lease")}
+		e, err := NewWithStore(testConfig("a"), store, Callbacks{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ctx) }()
+		time.Sleep(DefaultRenewDeadline + 2*DefaultRetryPeriod)
+		if !e.IsLeader() {
+			t.Fatal("not leading through the second watch")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if !store.closed.Load() {
+			t.Fatal("Start returned while the abandoned watch's stream was still open")
+		}
+	})
+}
+
+// TestWatchErrorRelists (defect 7): a watch error is counted and followed by a new watch
+// (a re-list); the follower keeps following.
+func TestWatchErrorRelists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		time.Sleep(time.Second)
+		gone := errors.New("too old resource version (410)")
+		for range 3 {
+			cl.mem.FailWatches(gone)
+			time.Sleep(10 * time.Second)
+		}
+		for _, c := range []*candidate{a, b} {
+			st := c.e.Stats()
+			if st.WatchErrors != 3 || st.Watches != 4 {
+				t.Errorf("%s: stats %+v, want 3 watch errors and 4 watches", c.id, st)
+			}
+		}
+		if cl.leader() != a || b.e.GetLeader() != "a" {
+			t.Fatal("leadership changed over watch errors")
+		}
+	})
+}

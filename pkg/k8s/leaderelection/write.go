@@ -1,0 +1,289 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// maxCatchUpWrites bounds the writes acquired makes to move the resourceVersion past
+// the floor of terms after the history went back.
+const maxCatchUpWrites = 10000
+
+// wallClock is the time written to the lease: wall clock only, to the microsecond
+// that a Kubernetes MicroTime keeps.
+func wallClock(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
+// refresh reads the lease (outside the watch) and observes it.
+func (c *campaign) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.e.config.RenewDeadline)
+	defer cancel()
+	r, err := c.e.store.Get(ctx)
+	switch {
+	case err == nil:
+		c.observe(LeaseEvent{Record: r}, c.seen)
+	case errors.Is(err, ErrLeaseNotFound):
+		c.observe(LeaseEvent{Deleted: true}, c.seen)
+	default:
+		return err
+	}
+	return nil
+}
+
+func (c *campaign) markStale() {
+	c.stale = true
+	c.staleAt = time.Now().Add(c.e.config.RetryPeriod)
+}
+
+// written records r, the answer to our write sent at at, and observes it.
+func (c *campaign) written(r LeaseRecord, at time.Time) {
+	c.confirm(r, at)
+	c.observe(LeaseEvent{Record: r}, c.seen)
+}
+
+// acquire tries to take the lease with a compare-and-swap on the observed version.
+func (c *campaign) acquire() {
+	cfg := c.e.config
+	sentAt := time.Now()
+	r := LeaseRecord{
+		HolderIdentity: c.self,
+		LeaseDuration:  cfg.LeaseDuration,
+		AcquireTime:    wallClock(sentAt),
+		RenewTime:      wallClock(sentAt),
+		Marker:         holderMarker(c.self),
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, cfg.RenewDeadline)
+	defer cancel()
+	var out LeaseRecord
+	var err error
+	if c.exists {
+		prev := c.record
+		r.LeaseTransitions = prev.LeaseTransitions
+		if prev.HolderIdentity != c.self {
+			r.LeaseTransitions++
+		}
+		r.Strategy = prev.Strategy
+		r.ResourceVersion = prev.ResourceVersion
+		c.addSend(r, sentAt)
+		out, err = c.e.store.Update(ctx, r)
+	} else {
+		c.addSend(r, sentAt)
+		out, err = c.e.store.Create(ctx, r)
+	}
+	switch {
+	case err == nil:
+		c.acquireRetry.Reset()
+		c.written(out, sentAt)
+		c.acquired(out, sentAt)
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
+		c.markStale() // someone else wrote first; the watch shows what
+	case c.ctx.Err() != nil:
+	default:
+		c.e.logger.Warn("acquiring lease failed", "error", err)
+		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
+	}
+}
+
+// acquired starts the term of the acquiring write out, sent at sentAt. Its
+// resourceVersion is the term; if that is not above the floor (the previous term, and
+// the versions seen before the history went back), it first renews until it is, within
+// half the RenewDeadline, and otherwise releases.
+func (c *campaign) acquired(out LeaseRecord, sentAt time.Time) {
+	term, err := parseTerm(out.ResourceVersion)
+	renewed := sentAt
+	if err == nil && term <= c.floor {
+		c.e.logger.Warn("acquired below the previous terms: writing until above them",
+			"version", term, "floor", c.floor)
+		term, renewed, err = c.catchUp(sentAt)
+	}
+	if err != nil {
+		c.e.logger.Error("refusing to lead", "error", err)
+		if _, rerr := c.release(""); rerr != nil {
+			c.e.logger.Error("releasing lease failed", "error", rerr)
+		}
+		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
+		return
+	}
+	c.startTerm(term, sentAt)
+	c.term.markRenewed(renewed)
+}
+
+// catchUp renews the lease just acquired until its resourceVersion is above the floor;
+// it returns that version and the send time of its write.
+func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
+	deadline := sentAt.Add(c.e.config.RenewDeadline / 2)
+	ctx, cancel := context.WithDeadline(c.ctx, deadline)
+	defer cancel()
+	for range maxCatchUpWrites {
+		at := time.Now()
+		if !at.Before(deadline) {
+			break
+		}
+		r := c.wrote
+		r.RenewTime = wallClock(at)
+		c.addSend(r, at)
+		out, err := c.e.store.Update(ctx, r)
+		if err != nil {
+			return 0, time.Time{}, fmt.Errorf("%w: catching up past %d: %w", ErrInvalidTerm, c.floor, err)
+		}
+		c.written(out, at)
+		if term, err := parseTerm(out.ResourceVersion); err == nil && term > c.floor {
+			return term, at, nil
+		}
+	}
+	return 0, time.Time{}, fmt.Errorf("%w: resource version %s not above %d",
+		ErrInvalidTerm, c.wrote.ResourceVersion, c.floor)
+}
+
+// renew extends the term with a compare-and-swap on our last write. The call runs under
+// the term context, so it is abandoned when the renew deadline passes.
+func (c *campaign) renew() {
+	sentAt := time.Now()
+	r := c.wrote
+	r.RenewTime = wallClock(sentAt)
+	r.LeaseDuration = c.e.config.LeaseDuration
+	r.Marker = holderMarker(c.self)
+	c.addSend(r, sentAt)
+	out, err := c.e.store.Update(c.term, r)
+	switch {
+	case err == nil:
+		c.written(out, sentAt)
+		if c.term != nil && c.term.markRenewed(sentAt) {
+			c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
+			c.renewRetry.Reset()
+		}
+	case errors.Is(err, ErrConflict):
+		// Someone wrote the lease, or an earlier renew of ours whose answer was lost went
+		// through: refresh judges it (checkTerm) and we renew again at once if we still
+		// lead; otherwise the term ended.
+		stale := c.wrote.ResourceVersion
+		rerr := c.refresh(c.term)
+		switch {
+		case c.term == nil: // lost
+		case rerr != nil || c.wrote.ResourceVersion == stale:
+			c.renewAt = time.Now().Add(c.renewRetry.Next())
+		default:
+			c.renewAt = time.Now()
+		}
+	case errors.Is(err, ErrLeaseNotFound):
+		c.observe(LeaseEvent{Deleted: true}, c.seen)
+	default:
+		if c.term.Err() == nil {
+			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.term)
+			c.renewAt = time.Now().Add(c.renewRetry.Next())
+		}
+	}
+}
+
+// startTerm begins leading under term, whose acquiring write was sent at sentAt.
+func (c *campaign) startTerm(term uint64, sentAt time.Time) {
+	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline)
+	c.term, c.floor = t, max(c.floor, term)
+	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
+	c.renewRetry.Reset()
+	c.e.current.Store(t)
+	c.e.logger.Info("became leader", "term", term)
+	done := make(chan struct{})
+	c.work = done
+	f := c.e.callbacks.OnStartedLeading
+	c.e.wg.Go(func() {
+		defer close(done)
+		if f != nil {
+			f(t)
+		}
+	})
+}
+
+// stepDown ends the current term with cause and calls OnStoppedLeading.
+func (c *campaign) stepDown(cause error) {
+	t := c.term
+	c.term = nil
+	c.e.current.Store(nil)
+	t.end(cause)
+	c.e.logger.Info("stopped leading", "term", t.term, "cause", context.Cause(t))
+	if f := c.e.callbacks.OnStoppedLeading; f != nil {
+		f()
+	}
+}
+
+// requestHandOver takes a HandOver request: it ends the term at once; the release
+// follows when its leader work returned.
+func (c *campaign) requestHandOver(req handoverRequest) {
+	if c.term == nil || c.handover != nil {
+		req.reply <- ErrNotLeader
+		return
+	}
+	c.e.logger.Info("handing over", "to", req.target, "term", c.term.term)
+	c.beginHandOver(req)
+}
+
+func (c *campaign) beginHandOver(req handoverRequest) {
+	c.handover = &req
+	c.e.handOvers.Add(1)
+	c.stepDown(ErrHandedOver)
+}
+
+// finishHandOver writes the release of the pending hand-over and answers its request.
+// A hand-over to nobody (Resign) then holds the next campaign back by a LeaseDuration,
+// so that another candidate leads.
+func (c *campaign) finishHandOver() error {
+	req := c.handover
+	c.handover = nil
+	released, err := c.release(req.target)
+	if req.target == "" {
+		c.acquireAt = time.Now().Add(c.e.config.LeaseDuration)
+		if err != nil && c.ctx.Err() == nil {
+			c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
+		}
+		return err
+	}
+	if err == nil && !released {
+		err = fmt.Errorf("leaderelection: hand over to %q: %w", req.target, ErrLeaseLost)
+	}
+	if err != nil {
+		c.e.logger.Warn("hand-over failed", "to", req.target, "error", err)
+	}
+	if req.reply != nil {
+		req.reply <- err
+	}
+	return err
+}
+
+// release clears the holder of a lease that is still ours, as client-go does (holder
+// "", leaseDurationSeconds 1, both times now), with a compare-and-swap, naming
+// preferred as preferredHolder. It reports whether it wrote the release.
+func (c *campaign) release(preferred string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.e.config.RenewDeadline)
+	defer cancel()
+	for range 2 {
+		if !c.exists || !c.ours(c.record) {
+			return false, nil // not ours any more: nothing to release
+		}
+		at := time.Now()
+		now := wallClock(at)
+		r := c.record
+		r.HolderIdentity = ""
+		r.LeaseDuration = time.Second
+		r.AcquireTime, r.RenewTime = now, now
+		r.PreferredHolder = preferred
+		r.Marker = releaseMarker(r.LeaseTransitions, c.self)
+		c.addSend(r, at)
+		out, err := c.e.store.Update(ctx, r)
+		switch {
+		case err == nil:
+			c.written(out, at)
+			c.e.logger.Info("released lease", "preferred_holder", preferred)
+			return true, nil
+		case errors.Is(err, ErrConflict):
+			if err := c.refresh(ctx); err != nil {
+				return false, fmt.Errorf("leaderelection: release %s: %w", c.e.store, err)
+			}
+		case errors.Is(err, ErrLeaseNotFound):
+			return false, nil
+		default:
+			return false, fmt.Errorf("leaderelection: release %s: %w", c.e.store, err)
+		}
+	}
+	return false, nil
+}
