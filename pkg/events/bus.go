@@ -61,11 +61,13 @@ type pendingEvent struct {
 	replay bool // held by Republish rather than Publish
 }
 
-// routeTable is a snapshot of who wants which event type. Writers copy it
-// under EventBus.mu and swap it in atomically; only its lookup cache changes
-// afterwards. The copies of a topic in successive tables share its
-// topicState, so a delivery that still uses an older table takes the same
-// lock as one that uses the newest.
+// routeTable is a snapshot of which event types have a topic. Writers copy
+// it under EventBus.mu and swap it in atomically, which happens only when
+// an event type is seen for the first time or a subscription to every type
+// comes or goes; only its lookup cache changes afterwards. A topic is made
+// once per event type and kept by every later table, so a subscription to
+// a type that has a topic changes only that topic's routes, under its lock,
+// and copies nothing.
 type routeTable struct {
 	topics map[string]*topic
 	// universal lists the subscriptions that want every event type.
@@ -86,15 +88,29 @@ type cachedTopic struct {
 	topic *topic
 }
 
-// topic is the route for one event type in one routeTable.
+// topic routes one event type, for the life of the bus.
 type topic struct {
-	*topicState
-	index  int  // the type's number, for the classes of pending
-	latest bool // some subscriber declared the type LatestValue
-	routes []*route
+	name  string
+	index int // the type's number, for the classes of pending
+
+	replayed atomic.Uint64 // Republish calls for this type
+
+	// mu serializes the deliveries of this event type, and guards the
+	// counters of its routes and the fields below. The fields below change
+	// with EventBus.mu held too, so that they may be read under either.
+	mu sync.Mutex
+	// routes lists the subscriptions the type goes to. A delivery ranges
+	// over the slice it read under mu; when it lets go of mu in the middle
+	// (to report a drop) it counts itself in iterating, and while any does,
+	// a removal copies the slice instead of editing it in place (appends
+	// never touch what an older slice header covers).
+	routes    []*route
+	iterating int
+	latest    int // routes on which the type is LatestValue
 }
 
-// clone returns a copy of rt to modify, with an empty lookup cache.
+// clone returns a copy of rt to modify, with an empty lookup cache. The
+// copy shares rt's topics.
 func (rt *routeTable) clone() *routeTable {
 	c := &routeTable{topics: make(map[string]*topic, len(rt.topics)+1), universal: rt.universal}
 	for name, t := range rt.topics {
@@ -229,17 +245,17 @@ func (b *EventBus) Stop() {
 
 // endLocked closes the sink of s, which no publisher can reach any more,
 // and adds its counters to the totals of its name. b.mu must be held, so
-// that Stats never sees s neither live nor ended.
+// that Stats never sees s neither live nor ended. Once a name has ended
+// once, this allocates nothing for the types it has counted before.
 func (b *EventBus) endLocked(s *subscription) {
 	s.sink.close()
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}
-	st := s.stats()
-	if e := b.ended[st.Name]; e != nil {
-		e.add(st)
-		return
+	e := b.ended[s.name]
+	if e == nil {
+		e = &SubscriberStats{Name: s.name, Delivered: map[string]uint64{}, Dropped: map[string]uint64{}, Skipped: map[string]uint64{}}
+		b.ended[s.name] = e
 	}
-	c := st.clone()
-	b.ended[st.Name] = &c
+	s.addTo(e)
 }

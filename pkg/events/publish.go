@@ -102,7 +102,7 @@ func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 		rt.topics[typ] = t
 		b.routes.Store(rt)
 	}
-	if t != nil && t.latest {
+	if t != nil && t.latest > 0 {
 		class = int32(t.index) + 1
 		b.pending.grow(int(class) + 1)
 	}
@@ -142,7 +142,7 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	}
 	n := 0
 	t.mu.Lock()
-	for _, r := range t.routes {
+	for _, r := range t.routes { // see topic.routes on letting go of t.mu
 		if r.ch != nil && !replay && !r.closed.Load() {
 			// The common case, inline: a published event for a plain
 			// subscription on chan Event.
@@ -164,9 +164,11 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 			// Never call out under a lock. Routes are offered one at a
 			// time, each under the lock, so letting go of it here changes
 			// nothing for the others.
+			t.iterating++
 			t.mu.Unlock()
 			b.reportDrop(r.sub, d)
 			t.mu.Lock()
+			t.iterating--
 		}
 	}
 	t.mu.Unlock()

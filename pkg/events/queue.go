@@ -30,10 +30,11 @@ type sink interface {
 	// LatestValue) in this subscription.
 	send(e Event, key int32) (sendResult, eviction)
 	close()
-	// evictions returns, by event type, the events removed from the queue
-	// that were lost (of a type not LatestValue) and skipped (superseded
-	// LatestValue state). Plain sinks never remove anything and return nil.
-	evictions() (lost, skipped map[string]uint64)
+	// addEvictions adds, by event type, the events removed from the queue
+	// that were lost (of a type not LatestValue) to lost and those skipped
+	// (superseded LatestValue state) to skipped. Plain sinks never remove
+	// anything and add nothing.
+	addEvictions(lost, skipped map[string]uint64)
 }
 
 // eventSink is the sink of a subscription on a chan Event. Publishers send
@@ -49,8 +50,8 @@ func (s eventSink) send(e Event, _ int32) (sendResult, eviction) {
 	}
 }
 
-func (s eventSink) close()                                     { close(s.ch) }
-func (eventSink) evictions() (lost, skipped map[string]uint64) { return nil, nil }
+func (s eventSink) close()                            { close(s.ch) }
+func (eventSink) addEvictions(_, _ map[string]uint64) {}
 
 // typedSink is the sink of a subscription on a chan T.
 type typedSink[T Event] struct{ ch chan T }
@@ -68,8 +69,8 @@ func (s typedSink[T]) send(e Event, _ int32) (sendResult, eviction) {
 	}
 }
 
-func (s typedSink[T]) close()                                     { close(s.ch) }
-func (typedSink[T]) evictions() (lost, skipped map[string]uint64) { return nil, nil }
+func (s typedSink[T]) close()                            { close(s.ch) }
+func (typedSink[T]) addEvictions(_, _ map[string]uint64) {}
 
 // latestSink is the sink of a LatestValue subscription. The subscriber
 // reads a buffered channel, as with any subscription, and as long as the
@@ -218,17 +219,15 @@ func (s *latestSink[T]) close() {
 	<-s.done
 }
 
-func (s *latestSink[T]) evictions() (lost, skipped map[string]uint64) {
+func (s *latestSink[T]) addEvictions(lost, skipped map[string]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lost, skipped = map[string]uint64{}, map[string]uint64{}
 	for k, v := range s.lost {
-		lost[k] = v
+		lost[k] += v
 	}
 	for i, v := range s.skipped {
 		if v > 0 {
 			skipped[s.names[i]] += v
 		}
 	}
-	return lost, skipped
 }

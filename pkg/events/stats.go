@@ -103,14 +103,16 @@ func (s *SubscriberStats) add(o SubscriberStats) {
 // stats reads the counters of s. EventBus.mu must be held (it guards
 // s.routes); it takes each route's topic lock in turn.
 func (s *subscription) stats() SubscriberStats {
-	st := SubscriberStats{
-		Name:       s.name,
-		Critical:   s.onDrop != nil,
-		LeaderOnly: s.leaderOnly,
-		Delivered:  map[string]uint64{},
-		Dropped:    map[string]uint64{},
-		Skipped:    map[string]uint64{},
-	}
+	st := SubscriberStats{Name: s.name, Delivered: map[string]uint64{}, Dropped: map[string]uint64{}, Skipped: map[string]uint64{}}
+	s.addTo(&st)
+	return st
+}
+
+// addTo adds the counters of s to st, whose maps must be its own.
+// EventBus.mu must be held, as for stats.
+func (s *subscription) addTo(st *SubscriberStats) {
+	st.Critical = st.Critical || s.onDrop != nil
+	st.LeaderOnly = st.LeaderOnly || s.leaderOnly
 	for _, r := range s.routes {
 		r.topic.mu.Lock()
 		delivered, dropped := r.delivered, r.dropped
@@ -122,12 +124,5 @@ func (s *subscription) stats() SubscriberStats {
 			st.Dropped[r.topic.name] += dropped
 		}
 	}
-	lost, skipped := s.sink.evictions()
-	for k, v := range lost {
-		st.Dropped[k] += v
-	}
-	for k, v := range skipped {
-		st.Skipped[k] += v
-	}
-	return st
+	s.sink.addEvictions(st.Dropped, st.Skipped)
 }

@@ -127,23 +127,30 @@ func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSiz
 		panic(fmt.Errorf("%w: %q: nil context", ErrInvalidSubscription, name))
 	}
 	cfg := newSubscribeConfig(bufferSize, opts)
+	return subscribe[T](ctx, b, name, &cfg)
+}
+
+// subscribe is Subscribe with its options applied.
+func subscribe[T Event](ctx context.Context, b *EventBus, name string, cfg *subscribeConfig) <-chan T {
 	if IsLeaderOnly(ctx) {
 		cfg.leaderOnly = true
 	}
 	types := cfg.types
+	var own [1]string
 	if types == nil {
 		if t, ok := eventTypeOf[T](); ok {
-			types = []string{t}
+			own[0] = t
+			types = own[:]
 		}
 	}
 	if err := cfg.resolve(name, types); err != nil {
 		panic(err)
 	}
 	ch := make(chan T, cfg.buffer)
-	s := newSubscription(name, cfg, ch)
+	s := newSubscription(name, *cfg, ch)
 	key := (<-chan T)(ch)
-	if !b.add(key, s, types) {
-		return ch
+	if !b.add(key, s, types) || ctx.Done() == nil {
+		return ch // a context that is never done needs no watch
 	}
 	stop := context.AfterFunc(ctx, func() { b.remove(key) })
 	b.mu.Lock()
@@ -191,11 +198,14 @@ func (b *EventBus) subscribeList(name string, bufferSize int, eventTypes []strin
 	if len(eventTypes) == 0 {
 		panic(fmt.Errorf("%w: %q: empty event type list (use Subscribe for every type)", ErrInvalidSubscription, name))
 	}
-	all := append(slices.Clip(opts), Types(eventTypes[0], eventTypes[1:]...))
-	if leaderOnly {
-		all = append(all, LeaderOnly())
+	cfg := newSubscribeConfig(bufferSize, opts)
+	if cfg.types == nil {
+		cfg.types = eventTypes // read only
+	} else {
+		cfg.types = slices.Concat(cfg.types, eventTypes)
 	}
-	return Subscribe[Event](context.Background(), b, name, bufferSize, all...)
+	cfg.leaderOnly = cfg.leaderOnly || leaderOnly
+	return subscribe[Event](context.Background(), b, name, &cfg)
 }
 
 // Unsubscribe ends the subscription whose channel is ch and closes ch. Calling
@@ -243,7 +253,7 @@ func (c *subscribeConfig) resolve(name string, types []string) error {
 		}
 		c.latest = append(c.latest, types...)
 	}
-	var latest []string
+	latest := c.latest[:0] // c.latest is the config's own: options copy
 	for _, t := range c.latest {
 		if types != nil && !slices.Contains(types, t) {
 			return fmt.Errorf("%w: %q: LatestValue type %q is not one the subscription receives", ErrInvalidSubscription, name, t)
@@ -273,25 +283,34 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	}
 	b.subs[key] = s
 	old := b.routes.Load()
-	rt := old.clone()
+	var rt *routeTable // a copy of old, made only if it must change
 	if eventTypes == nil {
+		rt = old.clone()
 		rt.universal = append(slices.Clip(old.universal), s)
-		for name, t := range rt.topics {
-			rt.topics[name] = t.with(s.newRouteLocked(t.topicState))
+		for _, t := range rt.topics {
+			t.addRouteLocked(s.newRouteLocked(t))
 		}
 	} else {
 		for _, name := range eventTypes {
-			t, ok := rt.topics[name]
-			if !ok {
-				t = b.newTopicLocked(name, rt.universal)
+			t := old.topics[name]
+			if t == nil && rt != nil {
+				t = rt.topics[name]
+			}
+			if t == nil {
+				if rt == nil {
+					rt = old.clone()
+				}
+				t = b.newTopicLocked(name, old.universal)
+				rt.topics[name] = t
 			}
 			if !t.routesTo(s) {
-				t = t.with(s.newRouteLocked(t.topicState))
+				t.addRouteLocked(s.newRouteLocked(t))
 			}
-			rt.topics[name] = t
 		}
 	}
-	b.routes.Store(rt)
+	if rt != nil {
+		b.routes.Store(rt)
+	}
 	b.mu.Unlock()
 
 	if state == stateStarted && !s.leaderOnly {
@@ -301,20 +320,18 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	return true
 }
 
-// newTopicLocked makes a topic for an event type nobody routed yet.
+// newTopicLocked makes the topic of an event type nobody routed yet.
 // b.mu must be held.
 func (b *EventBus) newTopicLocked(name string, universal []*subscription) *topic {
-	ts := &topicState{name: name}
-	t := &topic{topicState: ts, index: b.nextTopic}
+	t := &topic{name: name, index: b.nextTopic}
 	b.nextTopic++
 	for _, u := range universal {
-		r := u.newRouteLocked(ts)
-		t.routes = append(t.routes, r)
-		t.latest = t.latest || r.key >= 0
+		t.addRouteLocked(u.newRouteLocked(t))
 	}
 	return t
 }
 
+// routesTo reports whether t routes to s. EventBus.mu or t.mu must be held.
 func (t *topic) routesTo(s *subscription) bool {
 	for _, r := range t.routes {
 		if r.sub == s {
@@ -324,23 +341,38 @@ func (t *topic) routesTo(s *subscription) bool {
 	return false
 }
 
-// with returns a copy of t that also routes to r. The copy shares t's
-// state, so it must replace t.
-func (t *topic) with(r *route) *topic {
-	return &topic{topicState: t.topicState, index: t.index, latest: t.latest || r.key >= 0,
-		routes: append(slices.Clip(t.routes), r)}
+// addRouteLocked makes t route to r. EventBus.mu must be held; it takes
+// t.mu. An append never changes the part of the array that a delivery in
+// progress ranges over.
+func (t *topic) addRouteLocked(r *route) {
+	t.mu.Lock()
+	t.routes = append(t.routes, r)
+	if r.key >= 0 {
+		t.latest++
+	}
+	t.mu.Unlock()
 }
 
-// without returns a copy of t that does not route to s.
-func (t *topic) without(s *subscription) *topic {
-	n := &topic{topicState: t.topicState, index: t.index}
-	for _, r := range t.routes {
-		if r.sub != s {
-			n.routes = append(n.routes, r)
-			n.latest = n.latest || r.key >= 0
-		}
+// removeRouteLocked makes t stop routing to r. EventBus.mu must be held; it
+// takes t.mu, so that once it returns no delivery of t is offering to r
+// unless it checks r.closed first (see EventBus.remove).
+func (t *topic) removeRouteLocked(r *route) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := slices.Index(t.routes, r)
+	if i < 0 {
+		return
 	}
-	return n
+	if r.key >= 0 {
+		t.latest--
+	}
+	if t.iterating == 0 {
+		t.routes = slices.Delete(t.routes, i, i+1)
+		return
+	}
+	// A delivery that let go of t.mu still ranges over the current array.
+	n := make([]*route, 0, len(t.routes)-1)
+	t.routes = append(append(n, t.routes[:i]...), t.routes[i+1:]...)
 }
 
 func (b *EventBus) remove(key any) {
@@ -351,28 +383,22 @@ func (b *EventBus) remove(key any) {
 		return
 	}
 	delete(b.subs, key)
-	old := b.routes.Load()
-	rt := &routeTable{topics: make(map[string]*topic, len(old.topics))}
-	for _, u := range old.universal {
-		if u != s {
-			rt.universal = append(rt.universal, u)
+	if old := b.routes.Load(); slices.Contains(old.universal, s) {
+		rt := old.clone()
+		rt.universal = nil
+		for _, u := range old.universal {
+			if u != s {
+				rt.universal = append(rt.universal, u)
+			}
 		}
+		b.routes.Store(rt)
 	}
-	for name, t := range old.topics {
-		if t.routesTo(s) {
-			t = t.without(s)
-		}
-		rt.topics[name] = t
-	}
-	b.routes.Store(rt)
-	// Publishers that loaded an older table may still be about to offer
-	// to s: they check its routes' closed flags under their topic's lock,
-	// so once each of those locks has been taken after the flags were set,
-	// none is left.
+	// Publishers may still be about to offer to s: they check its routes'
+	// closed flags under their topic's lock, so once each of those locks
+	// has been taken after the flags were set, none is left.
 	s.closeRoutesLocked()
 	for _, r := range s.routes {
-		r.topic.mu.Lock()
-		r.topic.mu.Unlock() //nolint:staticcheck // a barrier, not an empty critical section by mistake
+		r.topic.removeRouteLocked(r)
 	}
 	b.endLocked(s)
 }

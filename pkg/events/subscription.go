@@ -1,7 +1,7 @@
 package events
 
 import (
-	"sync"
+	"slices"
 	"sync/atomic"
 )
 
@@ -15,16 +15,27 @@ type subscription struct {
 	// ch is the channel of a plain subscription on chan Event, which
 	// publishers send to without going through sink; nil otherwise.
 	ch chan Event
-	// latest maps the LatestValue types to their keys in sink.
-	latest map[string]int32
+	// latest lists the LatestValue types; a type's key in sink is its
+	// index.
+	latest []string
 
 	// stopCtx unregisters the context.AfterFunc that ends a Subscribe[T]
 	// subscription. It is set once under EventBus.mu.
 	stopCtx func() bool
 
 	// routes lists the routes to this subscription; guarded by EventBus.mu.
+	// The first inlineRoutes of them live in routeBuf and ptrBuf, so that
+	// a subscription to a few types is one allocation.
 	routes []*route
+	ptrBuf [inlineRoutes]*route
+	// routeBuf is never reused: a route's closed flag must stay set for
+	// deliveries that may still hold it.
+	routeBuf [inlineRoutes]route
 }
+
+// inlineRoutes is the number of routes a subscription holds without
+// allocating them one by one.
+const inlineRoutes = 4
 
 // route is one subscription's state for one event type. Its counters are
 // guarded by the mutex of the topic it belongs to.
@@ -34,7 +45,7 @@ type route struct {
 	closed atomic.Bool
 	ch     chan Event // sub.ch, here so that the fast path reads one struct
 	sub    *subscription
-	topic  *topicState
+	topic  *topic
 	key    int32 // LatestValue key of the type in sub, or -1
 
 	lastSeq   uint64 // newest sequence number queued
@@ -43,22 +54,11 @@ type route struct {
 	lastDrop  Drop   // the drop offerLocked asked to report
 }
 
-// topicState is what the copies of a topic share (see routeTable).
-type topicState struct {
-	name string
-	// mu serializes the deliveries of this event type, and guards the
-	// counters of its routes.
-	mu       sync.Mutex
-	replayed atomic.Uint64 // Republish calls for this type
-}
-
 func newSubscription[T Event](name string, cfg subscribeConfig, ch chan T) *subscription {
 	s := &subscription{name: name, onDrop: cfg.onDrop, leaderOnly: cfg.leaderOnly}
+	s.routes = s.ptrBuf[:0]
 	if len(cfg.latest) > 0 {
-		s.latest = make(map[string]int32, len(cfg.latest))
-		for i, t := range cfg.latest {
-			s.latest[t] = int32(i)
-		}
+		s.latest = cfg.latest
 		s.sink = newLatestSink(ch, cfg.buffer, cfg.latest)
 		return s
 	}
@@ -72,12 +72,14 @@ func newSubscription[T Event](name string, cfg subscribeConfig, ch chan T) *subs
 }
 
 // newRoute makes the route of s for topic ts. EventBus.mu must be held.
-func (s *subscription) newRouteLocked(ts *topicState) *route {
-	key, ok := s.latest[ts.name]
-	if !ok {
-		key = -1
+func (s *subscription) newRouteLocked(t *topic) *route {
+	var r *route
+	if n := len(s.routes); n < inlineRoutes {
+		r = &s.routeBuf[n]
+	} else {
+		r = new(route)
 	}
-	r := &route{ch: s.ch, sub: s, topic: ts, key: key}
+	r.ch, r.sub, r.topic, r.key = s.ch, s, t, int32(slices.Index(s.latest, t.name))
 	s.routes = append(s.routes, r)
 	return r
 }
