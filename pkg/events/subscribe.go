@@ -126,12 +126,12 @@ func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSiz
 	if ctx == nil {
 		panic(fmt.Errorf("%w: %q: nil context", ErrInvalidSubscription, name))
 	}
-	cfg := newSubscribeConfig(bufferSize, opts)
-	return subscribe[T](ctx, b, name, &cfg)
+	return subscribe[T](ctx, b, name, newSubscribeConfig(bufferSize, opts))
 }
 
-// subscribe is Subscribe with its options applied.
-func subscribe[T Event](ctx context.Context, b *EventBus, name string, cfg *subscribeConfig) <-chan T {
+// subscribe is Subscribe with its options applied to s.cfg.
+func subscribe[T Event](ctx context.Context, b *EventBus, name string, s *subscription) <-chan T {
+	cfg := &s.cfg
 	if IsLeaderOnly(ctx) {
 		cfg.leaderOnly = true
 	}
@@ -147,7 +147,7 @@ func subscribe[T Event](ctx context.Context, b *EventBus, name string, cfg *subs
 		panic(err)
 	}
 	ch := make(chan T, cfg.buffer)
-	s := newSubscription(name, *cfg, ch)
+	initSubscription(s, name, ch)
 	key := (<-chan T)(ch)
 	if !b.add(key, s, types) || ctx.Done() == nil {
 		return ch // a context that is never done needs no watch
@@ -198,14 +198,15 @@ func (b *EventBus) subscribeList(name string, bufferSize int, eventTypes []strin
 	if len(eventTypes) == 0 {
 		panic(fmt.Errorf("%w: %q: empty event type list (use Subscribe for every type)", ErrInvalidSubscription, name))
 	}
-	cfg := newSubscribeConfig(bufferSize, opts)
+	s := newSubscribeConfig(bufferSize, opts)
+	cfg := &s.cfg
 	if cfg.types == nil {
 		cfg.types = eventTypes // read only
 	} else {
 		cfg.types = slices.Concat(cfg.types, eventTypes)
 	}
 	cfg.leaderOnly = cfg.leaderOnly || leaderOnly
-	return subscribe[Event](context.Background(), b, name, &cfg)
+	return subscribe[Event](context.Background(), b, name, s)
 }
 
 // Unsubscribe ends the subscription whose channel is ch and closes ch. Calling
@@ -226,14 +227,17 @@ func eventTypeOf[T Event]() (t string, ok bool) {
 	return t, t != ""
 }
 
-func newSubscribeConfig(bufferSize int, opts []SubscribeOption) subscribeConfig {
-	cfg := subscribeConfig{buffer: bufferSize}
+// newSubscribeConfig returns a subscription to be made, with opts applied
+// to its cfg. The options see a field of the subscription, so that they
+// cost no allocation of their own.
+func newSubscribeConfig(bufferSize int, opts []SubscribeOption) *subscription {
+	s := &subscription{cfg: subscribeConfig{buffer: bufferSize}}
 	for _, o := range opts {
 		if o != nil {
-			o(&cfg)
+			o(&s.cfg)
 		}
 	}
-	return cfg
+	return s
 }
 
 // resolve checks the configuration of subscription name, routed types

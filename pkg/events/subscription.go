@@ -8,6 +8,9 @@ import (
 // subscription is one subscriber: its sink and its identity. Its per-type
 // accounting lives in its routes, one per event type it receives.
 type subscription struct {
+	// cfg is the configuration the subscription was made with.
+	cfg subscribeConfig
+
 	name       string
 	onDrop     func(Drop) // nil for lossy subscribers
 	leaderOnly bool
@@ -54,21 +57,23 @@ type route struct {
 	lastDrop  Drop   // the drop offerLocked asked to report
 }
 
-func newSubscription[T Event](name string, cfg subscribeConfig, ch chan T) *subscription {
-	s := &subscription{name: name, onDrop: cfg.onDrop, leaderOnly: cfg.leaderOnly}
+// initSubscription readies s, made by newSubscribeConfig and resolved, to
+// be routed to ch.
+func initSubscription[T Event](s *subscription, name string, ch chan T) {
+	cfg := &s.cfg
+	s.name, s.onDrop, s.leaderOnly = name, cfg.onDrop, cfg.leaderOnly
 	s.routes = s.ptrBuf[:0]
 	if len(cfg.latest) > 0 {
 		s.latest = cfg.latest
 		s.sink = newLatestSink(ch, cfg.buffer, cfg.latest)
-		return s
+		return
 	}
 	if c, ok := any(ch).(chan Event); ok {
 		s.ch = c
 		s.sink = eventSink{ch: c}
-		return s
+		return
 	}
 	s.sink = typedSink[T]{ch: ch}
-	return s
 }
 
 // newRoute makes the route of s for topic ts. EventBus.mu must be held.
