@@ -81,8 +81,9 @@ func (typedSink[T]) addEvictions(_, _ map[string]uint64) {}
 // edit: a new version of LatestValue state replaces the one waiting there
 // (the older is skipped), and when overflow is full a new LatestValue event
 // takes the place of the oldest waiting event of another type (which is
-// lost). A goroutine owned by the sink, the mover, moves the waiting events
-// to the channel in order as the subscriber makes room; while any wait,
+// lost). A goroutine owned by the sink, the mover, started when an event
+// first finds the channel full, moves the waiting events to the channel in
+// order as the subscriber makes room; while any wait,
 // publishers queue behind them, so the subscriber sees events in the order
 // they were published, less the ones removed.
 type latestSink[T Event] struct {
@@ -102,24 +103,37 @@ type latestSink[T Event] struct {
 	overflow fifo[T] // class 0: other types; class key+1: LatestValue key
 	skipped  []uint64
 	lost     map[string]uint64
+	// started is set when the mover is started, with the channels below;
+	// until then close closes ch itself. A subscriber that keeps up never
+	// costs a goroutine.
+	started bool
+	wake    chan struct{} // capacity 1: overflow has work for the mover
+	stop    chan struct{} // closed by close
 
-	wake chan struct{} // capacity 1: overflow has work for the mover
-	stop chan struct{} // closed by close
-	done chan struct{} // closed by the mover after it closed ch
+	done sync.WaitGroup // the mover, which closes ch before it is done
 }
 
-// newLatestSink starts the sink's mover. size bounds both the channel and
+// newLatestSink returns a sink for ch. size bounds both the channel and
 // overflow, and must exceed len(names) so that there is always an event of
 // another type to give way to state (see LatestValue).
 func newLatestSink[T Event](ch chan T, size int, names []string) *latestSink[T] {
-	s := &latestSink[T]{
+	return &latestSink[T]{
 		ch: ch, names: names,
 		overflow: newFIFO[T](size, len(names)+1),
 		skipped:  make([]uint64, len(names)),
-		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+}
+
+// startMoverLocked starts the mover if it is not running. s.mu must be
+// held.
+func (s *latestSink[T]) startMoverLocked() {
+	if s.started {
+		return
+	}
+	s.started = true
+	s.wake, s.stop = make(chan struct{}, 1), make(chan struct{})
+	s.done.Add(1)
 	go s.move()
-	return s
 }
 
 func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
@@ -166,6 +180,7 @@ func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
 	s.overflow.push(v, c)
 	if !s.moving.Load() {
 		s.moving.Store(true)
+		s.startMoverLocked()
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -187,7 +202,7 @@ func (s *latestSink[T]) loseLocked(old T) eviction {
 // move is the mover: it sends the events waiting in overflow to the
 // channel, oldest first, and closes the channel when the sink is closed.
 func (s *latestSink[T]) move() {
-	defer close(s.done)
+	defer s.done.Done()
 	defer close(s.ch)
 	for {
 		s.mu.Lock()
@@ -215,8 +230,15 @@ func (s *latestSink[T]) move() {
 // close stops the mover, which closes the channel; events still waiting
 // in overflow are discarded with the subscription.
 func (s *latestSink[T]) close() {
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if !started {
+		close(s.ch) // no publisher is in send any more (see sink)
+		return
+	}
 	close(s.stop)
-	<-s.done
+	s.done.Wait()
 }
 
 func (s *latestSink[T]) addEvictions(lost, skipped map[string]uint64) {
