@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -67,7 +68,8 @@ func (c *benchComponent) Start(ctx context.Context) error {
 // acquisition) to term-ready with three leader-only components fed by two
 // StateReplayers and a reconcile trigger hook. Each iteration is one full
 // term: lead, ready, lose, stopped. Reported: term-ready latency median and
-// p99 (ns-ready-median, ns-ready-p99). The baseline, measured in the same
+// p99 and maximum (ns-ready-median, ns-ready-p99, ns-ready-max) and the
+// heap allocations per term (allocs/term). The baseline, measured in the same
 // run, is one bus round trip: a BecameLeaderEvent published to a
 // subscriber goroutine that answers on a channel.
 func BenchmarkTermReady(b *testing.B) {
@@ -136,6 +138,7 @@ func BenchmarkTermReady(b *testing.B) {
 		}()
 
 		lat := make([]time.Duration, 0, b.N)
+		mallocs := mallocCount()
 		for i := 0; b.Loop(); i++ {
 			term := uint64(i + 1)
 			bus.Publish(events.NewBecameLeaderEvent("me", term))
@@ -150,11 +153,23 @@ func BenchmarkTermReady(b *testing.B) {
 			}
 		}
 		b.StopTimer()
+		mallocs = mallocCount() - mallocs
 		if triggers != len(lat) {
 			b.Fatalf("reconcile hook ran %d times for %d terms", triggers, len(lat))
 		}
 		reportLatency(b, lat)
+		b.ReportMetric(float64(mallocs)/float64(len(lat)), "allocs/term")
 	})
+}
+
+// mallocCount returns the number of heap allocations made so far by the
+// process (runtime.MemStats.Mallocs); the difference over the measured
+// loop, divided by the terms, is what allocs/term reports: everything a
+// term costs, on every goroutine, including the harness's own events.
+func mallocCount() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
 }
 
 func reportLatency(b *testing.B, lat []time.Duration) {

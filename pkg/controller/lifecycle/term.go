@@ -27,6 +27,10 @@ type termState struct {
 	// members has one entry per leader-only unit, in the same order as
 	// Manager.leaderOnly.
 	members []*member
+	// memberBuf and memberPtrs hold the members of a term with up to
+	// inlineMembers of them, so that they cost no allocation of their own.
+	memberBuf  [inlineMembers]member
+	memberPtrs [inlineMembers]*member
 
 	hooksRan bool
 	readyAt  time.Time
@@ -38,6 +42,10 @@ type termState struct {
 	missed       bool
 	steppedDown  bool
 }
+
+// inlineMembers is the number of leader-only units whose members a
+// termState holds without allocating them.
+const inlineMembers = 4
 
 // member is a leader-only unit's part in one term; guarded by Manager.mu.
 type member struct {
@@ -81,8 +89,12 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel, runParent: busevents.WithLeaderOnly(ctx)}
 
 	m.mu.Lock()
-	backing := make([]member, len(m.leaderOnly))
-	t.members = make([]*member, len(m.leaderOnly))
+	n := len(m.leaderOnly)
+	backing, ptrs := t.memberBuf[:], t.memberPtrs[:]
+	if n > inlineMembers {
+		backing, ptrs = make([]member, n), make([]*member, n)
+	}
+	backing, t.members = backing[:n], ptrs[:n]
 	for i, u := range m.leaderOnly {
 		backing[i].u = u
 		t.members[i] = &backing[i]
