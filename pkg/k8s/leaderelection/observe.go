@@ -12,11 +12,13 @@ import (
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
-		if v < c.seen {
-			if v >= current {
-				return
-			}
+		switch {
+		case v < c.seen && v >= current:
+			return
+		case v < c.seen:
 			c.versionReset(v)
+		case listed && v == c.seen && c.exists && !ev.Deleted && !sameSpec(ev.Record, c.record):
+			c.versionReset(v) // the same version names another state: restored
 		}
 		c.seen = v
 	}
