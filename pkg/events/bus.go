@@ -187,6 +187,9 @@ func (b *EventBus) Start() {
 // Started reports whether Start has completed and Stop has not been called.
 func (b *EventBus) Started() bool { return b.state.Load() == stateStarted }
 
+// Stopped reports whether Stop has been called.
+func (b *EventBus) Stopped() bool { return b.state.Load() == stateStopped }
+
 // Stop closes every subscription channel and makes the bus refuse further
 // use: Publish and Republish return 0 and count the event in
 // Stats().RejectedStopped, new subscriptions get a closed channel, Request
@@ -207,7 +210,7 @@ func (b *EventBus) Stop() {
 	old := b.routes.Load()
 	b.routes.Store(&routeTable{topics: map[string]*topic{}})
 	for _, s := range b.subs {
-		s.closed.Store(true)
+		s.closeRoutesLocked()
 	}
 	for _, t := range old.topics {
 		t.mu.Lock() // wait for deliveries in progress

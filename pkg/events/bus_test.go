@@ -377,7 +377,7 @@ func TestUseAfterStop(t *testing.T) {
 	b.Unsubscribe(ch)
 	b.Unsubscribe(late)
 	b.Start() // does nothing
-	if b.Started() {
+	if b.Started() || !b.Stopped() {
 		t.Fatal("Start after Stop restarted the bus")
 	}
 	_, err := b.Request(context.Background(), &req{id: "1"}, busevents.RequestOptions{Timeout: time.Second})

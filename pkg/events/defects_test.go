@@ -271,3 +271,23 @@ func TestTopicCacheCollisionsDoNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per round of 200 publishes, want 0", allocs)
 	}
 }
+
+// A subscriber of every type that declares one LatestValue gets the newest
+// state held before Start too.
+func TestPreStartOverflowLatestValueOfUniversalSubscriber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := eventstest.NewBus(t, 2)
+		ch := b.Subscribe("all", 16, busevents.LatestValue("config"))
+		for i := 1; i <= 5; i++ {
+			b.Publish(newEv("config", i))
+		}
+		b.Start()
+		got := values(drainSettled(ch))
+		if len(got) == 0 || got[len(got)-1] != 5 {
+			t.Fatalf("got %v, want the newest config (5) last", got)
+		}
+		if n := b.Stats().PreStartDropped["config"]; int(n)+len(got) != 5 {
+			t.Fatalf("received %d, dropped before start %d: not all 5 accounted for", len(got), n)
+		}
+	})
+}

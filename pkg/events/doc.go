@@ -1,5 +1,5 @@
 // Package events is Baton's in-process event bus: a generic, domain-agnostic
-// publish/subscribe hub with per-subscriber backpressure, drop accounting,
+// publish/subscribe hub with per-subscriber buffers, drop accounting,
 // latest-value delivery of state, ordered replays and scatter-gather
 // requests. It knows nothing about leadership or Kubernetes; the domain
 // catalog lives in pkg/controller/events. Import it as busevents.
@@ -10,60 +10,100 @@
 // Start it:
 //
 //	bus := busevents.NewEventBus(1024)
-//	ch := bus.SubscribeTypes("config-publisher", 64, []string{"config.validated"})
+//	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, bus, "config-watcher", 64)
 //	bus.Start()
 //	bus.Publish(ev)
 //
-// Events published before Start are held (up to the capacity given to
-// NewEventBus) and delivered in order by Start, so components that subscribe
-// during setup miss nothing. Components that only run on the elected leader
-// subscribe later, with SubscribeLeaderOnly, and get the state they need
-// through a replay (see pkg/controller/leadership).
+// Subscribe[T] is the one way to subscribe. T says what the channel
+// carries: a concrete event type routes by that type's EventType; an
+// interface type such as Event receives every event, or, with
+// Types("a", "b"), those types only. Options add the rest:
 //
-// # Subscriptions
+//   - LatestValue(types...): state for which the newest version must
+//     always arrive (see Expected subscriber behavior); with no type, the
+//     types the subscription receives.
+//   - Critical(onDrop): a subscriber that must not lose events; each drop
+//     is logged and reported.
+//   - LeaderOnly(): made after Start by a leader-only component. A context
+//     from WithLeaderOnly makes every subscription under it leader-only;
+//     the lifecycle Manager gives one to each leader-only component, so
+//     their authors need not remember the option.
 //
-// Every subscription has a name, used in drop accounting and logs, and a
-// buffer. The forms are: Subscribe (every event), SubscribeTypes (only the
-// given event types, filtered by the bus), the generic Subscribe[T] (events
-// of Go type T on a chan T, ended by a context) and SubscribeLeaderOnly. The
-// bus closes a subscription's channel exactly once: on Unsubscribe, when the
-// context of a Subscribe[T] ends, or on Stop. Readers therefore range over the
-// channel and never close it themselves.
+// The subscription ends, and the bus closes the channel exactly once, when
+// ctx ends, on Unsubscribe[T] or on Stop; readers range over the channel
+// and never close it. Arguments no subscription can have (an empty name, a
+// buffer below 1, a LatestValue type it does not receive, an empty type
+// list) make Subscribe panic with an error wrapping ErrInvalidSubscription,
+// naming what was wrong. The methods Subscribe, SubscribeTypes and
+// SubscribeLeaderOnly are older forms, kept as thin wrappers over
+// Subscribe[Event]; the project lists its leader-only components by their
+// SubscribeLeaderOnly call sites.
 //
-// # Backpressure
-//
-// Publish never blocks. When a subscriber's buffer is full the event is
-// dropped for that subscriber only and counted per subscriber and event type.
-// A lossy subscriber (the default, for observability) is only counted; a
-// Critical subscriber also has its drop callback called and a warning logged.
-// A subscriber that declares LatestValue types never loses the newest event
-// of those types: when its buffer is full, an older event already queued for
-// it (a superseded version of a state type, or else the oldest event of a
-// type not declared) is removed to make room.
+// Defined outcomes: before Start, Publish and Republish hold the event
+// (up to the capacity given to NewEventBus) and return 0; Start delivers
+// the held events in order, and those published or republished while it
+// does, then goes live. When the held events reach the capacity, an event
+// of a type some subscriber declared LatestValue takes the place of the
+// oldest held event of its own type, else of the oldest held event of a
+// type nobody declared LatestValue, else of the oldest held event; an event
+// of any other type is dropped. Every event dropped is counted in
+// Stats().PreStartDropped. After Stop, Publish and Republish return 0 and
+// count the event in Stats().RejectedStopped, subscriptions get a closed
+// channel, Request returns ErrStopped, and held events are discarded and
+// counted. A nil or typed-nil event (see IsNil) is never delivered:
+// Publish and Republish count it in Stats().RejectedNil, Request returns
+// ErrNilEvent.
 //
 // # Ordering and replays
 //
 // The bus stamps every publish with its current sequence number and
 // remembers, per subscriber and event type, the newest stamp it delivered.
 // NextSequence advances the sequence: a replayer stamps the state it caches
-// with it. Republish delivers such an event only to subscribers that have not
-// received an event of that type published after it was stamped, so a replay
-// can never overtake newer state.
+// with it. Republish delivers such an event only to subscribers that have
+// not received an event of that type published after it was stamped, so a
+// replay can never overtake newer state.
 //
 // # Concurrency properties
 //
-// All methods are safe for concurrent use. Publish takes no bus-wide lock once
-// the bus is started: routing is a copy-on-write table read atomically, and
-// each delivery takes only the receiving subscriber's own mutex, for a
-// non-blocking send. The cost of a publish grows with the number of
-// subscribers that want its event type, not with all subscribers. Events
-// from one goroutine reach each subscriber in the order they were published;
-// events published concurrently by several goroutines have no defined order.
-// Drop callbacks run on the publishing goroutine and must not block.
+// All functions and methods are safe for concurrent use. Once the bus is
+// started, Publish takes no bus-wide lock: routing is a copy-on-write table
+// read atomically, and a delivery takes the lock of its event type once,
+// then makes a non-blocking send to each subscriber of the type. The cost
+// of a publish grows with the number of subscribers that want its event
+// type, not with all subscribers; it allocates nothing, whether the event
+// is queued, dropped, or makes room by evicting older state. Publishes of
+// one event type are serialized; of different types, they run in
+// parallel. Events from one goroutine reach each subscriber in the order
+// they were published; events published concurrently by several goroutines
+// have no defined order. Drop callbacks run on the publishing goroutine,
+// with no lock of the bus held, and must not block. A LatestValue
+// subscription owns one goroutine, which ends when the subscription does.
 //
 // # Expected subscriber behavior
 //
-// Read promptly, size the buffer for bursts, and declare state types with
-// LatestValue. A subscriber that never reads loses events, counted, but never
-// slows down the publisher or other subscribers.
+// Read promptly and size the buffer for bursts: Publish never blocks, so a
+// subscriber whose buffer is full loses the event, for that subscriber
+// only, counted per subscriber and event type in Stats. A lossy subscriber
+// (the default, for observability) is only counted; a Critical one is also
+// warned about and its drop callback called. A subscriber that never reads
+// loses events, counted, but never slows the publisher or other
+// subscribers, and Stop still ends it.
+//
+// Declare state types with LatestValue. While such a subscriber keeps up,
+// its events go straight to its channel; once its buffer is full they wait
+// inside the bus, where a newer version of a state type replaces the
+// waiting one (counted as Skipped) and, when that queue is full too, state
+// takes the place of the oldest waiting event of another type (counted as
+// Dropped). The subscriber therefore always ends with the newest version of
+// each LatestValue type, and sees events in the order they were published,
+// less the ones removed.
+//
+// # Testing
+//
+// Package eventstest has what a test of code on the bus needs: a Watcher
+// that records a bus's events for the test, Expect, ExpectExactly and
+// ExpectNone to assert on them with a deadline, Inject to publish as a
+// peer would, and Bubble to run a test in a testing/synctest bubble around a
+// started bus, so that deadlines pass in fake time and goroutines that
+// outlive the test are reported.
 package events

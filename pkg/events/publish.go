@@ -93,7 +93,16 @@ func (b *EventBus) publishSlow(e Event, seq uint64, replay bool) int {
 func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 	typ := p.event.EventType()
 	class := int32(0)
-	if t := b.routes.Load().topics[typ]; t != nil && t.latest {
+	rt := b.routes.Load()
+	t := rt.topics[typ]
+	if t == nil && len(rt.universal) > 0 {
+		// A subscriber of every type may declare this one LatestValue.
+		rt = rt.clone()
+		t = b.newTopicLocked(typ, rt.universal)
+		rt.topics[typ] = t
+		b.routes.Store(rt)
+	}
+	if t != nil && t.latest {
 		class = int32(t.index) + 1
 		b.pending.grow(int(class) + 1)
 	}
@@ -134,11 +143,24 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	n := 0
 	t.mu.Lock()
 	for _, r := range t.routes {
-		queued, d, report := r.offerLocked(e, seq, replay)
+		if r.ch != nil && !replay && !r.closed.Load() {
+			// The common case, inline: a published event for a plain
+			// subscription on chan Event.
+			select {
+			case r.ch <- e:
+				r.delivered++
+				r.lastSeq = max(r.lastSeq, seq)
+				n++
+				continue
+			default:
+			}
+		}
+		queued, report := r.offerLocked(e, seq, replay)
 		if queued {
 			n++
 		}
 		if report {
+			d := r.lastDrop
 			// Never call out under a lock. Routes are offered one at a
 			// time, each under the lock, so letting go of it here changes
 			// nothing for the others.

@@ -1,6 +1,9 @@
 package events
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // sendResult is the outcome of offering an event to a subscriber.
 type sendResult int
@@ -9,7 +12,6 @@ const (
 	sendOK       sendResult = iota
 	sendFull                // the buffer is full: the event is dropped
 	sendMismatch            // the event is not of the channel's Go type
-	sendClosed              // the subscription has ended
 )
 
 // eviction describes a queued event removed to make room for a newer one.
@@ -86,12 +88,16 @@ type latestSink[T Event] struct {
 	ch    chan T
 	names []string // LatestValue types, by key
 
-	// mu guards the fields below.
-	mu     sync.Mutex
-	closed bool
 	// moving is set while overflow is not empty or the mover holds an
-	// event taken from it: publishers then queue in overflow.
-	moving   bool
+	// event taken from it: publishers then queue in overflow. It changes
+	// under mu; publishers read it without the lock on the fast path. A
+	// publisher that finds it clear while another sets it races that
+	// publisher, and concurrent publishes have no defined order anyway;
+	// one goroutine's publishes see its own setting in program order.
+	moving atomic.Bool
+
+	// mu guards the fields below.
+	mu       sync.Mutex
 	overflow fifo[T] // class 0: other types; class key+1: LatestValue key
 	skipped  []uint64
 	lost     map[string]uint64
@@ -120,12 +126,18 @@ func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
 	if !ok {
 		return sendMismatch, eviction{}
 	}
+	if !s.moving.Load() {
+		select {
+		case s.ch <- v:
+			return sendOK, eviction{}
+		default:
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return sendClosed, eviction{}
-	}
-	if !s.moving {
+	if !s.moving.Load() {
+		// The reader may have made room since; the mover, idle, has
+		// nothing older.
 		select {
 		case s.ch <- v:
 			return sendOK, eviction{}
@@ -151,8 +163,8 @@ func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
 		ev = s.loseLocked(old)
 	}
 	s.overflow.push(v, c)
-	if !s.moving {
-		s.moving = true
+	if !s.moving.Load() {
+		s.moving.Store(true)
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -180,7 +192,7 @@ func (s *latestSink[T]) move() {
 		s.mu.Lock()
 		v, ok := s.overflow.pop()
 		if !ok {
-			s.moving = false
+			s.moving.Store(false)
 		}
 		s.mu.Unlock()
 		if !ok {
@@ -199,11 +211,10 @@ func (s *latestSink[T]) move() {
 	}
 }
 
+// close stops the mover, which closes the channel; events still waiting
+// in overflow are discarded with the subscription.
 func (s *latestSink[T]) close() {
-	s.mu.Lock()
-	s.closed = true
 	close(s.stop)
-	s.mu.Unlock()
 	<-s.done
 }
 

@@ -67,7 +67,11 @@ func Critical(onDrop func(Drop)) SubscribeOption {
 // While the subscriber keeps up, delivery costs about what a plain
 // subscription's does; events that find its buffer full wait inside the
 // bus, where superseded state can be removed, and a goroutine owned by the
-// subscription hands them over in order as the subscriber reads.
+// subscription hands them over in order as the subscriber reads. Events
+// already in the channel's buffer are delivered as they are, so a
+// subscriber that falls behind may read up to the buffer's size of older
+// versions before the newest: a small buffer keeps less stale state in
+// front of it, a large one absorbs bursts of other types.
 func LatestValue(eventTypes ...string) SubscribeOption {
 	return func(c *subscribeConfig) {
 		if len(eventTypes) == 0 {
@@ -262,8 +266,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	state := b.state.Load()
 	if state == stateStopped {
 		b.mu.Unlock()
-		s.closed.Store(true)
-		s.sink.close()
+		s.sink.close() // never routed
 		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
 			"subscriber", s.name, "caller", caller())
 		return false
@@ -363,9 +366,10 @@ func (b *EventBus) remove(key any) {
 	}
 	b.routes.Store(rt)
 	// Publishers that loaded an older table may still be about to offer
-	// to s: they check closed under their topic's lock, so once each of
-	// those locks has been taken after closed was set, none is left.
-	s.closed.Store(true)
+	// to s: they check its routes' closed flags under their topic's lock,
+	// so once each of those locks has been taken after the flags were set,
+	// none is left.
+	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.mu.Lock()
 		r.topic.mu.Unlock() //nolint:staticcheck // a barrier, not an empty critical section by mistake

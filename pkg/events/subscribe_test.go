@@ -199,3 +199,64 @@ func TestWithLeaderOnlyContext(t *testing.T) {
 		t.Fatal("channel open after the term's context ended")
 	}
 }
+
+// Events from one goroutine reach a subscriber in the order published,
+// across types, whether they go straight to its channel or wait in a
+// LatestValue subscription's overflow.
+func TestOneGoroutinesEventsArriveInOrder(t *testing.T) {
+	eventstest.Bubble(t, func(t *testing.T, b *busevents.EventBus) {
+		w := eventstest.NewWatcher(t, b)
+		slow := b.SubscribeTypes("slow", 2, []string{"a", "b"}, busevents.LatestValue("b"))
+		for i, typ := range []string{"a", "b", "a", "b", "a"} {
+			b.Publish(newEv(typ, i))
+		}
+		want := []any{eventstest.EventType("a"), eventstest.EventType("b"), eventstest.EventType("a"),
+			eventstest.EventType("b"), eventstest.EventType("a")}
+		if err := eventstest.ExpectExactly(w, want...); err != nil {
+			t.Fatal(err)
+		}
+		// slow, not reading, holds two; the rest wait in its overflow,
+		// where a can be dropped but the newest b is kept, in order.
+		got := drainSettled(slow)
+		lastB := -1
+		for i, e := range got {
+			if i > 0 && e.(*ev).Value <= got[i-1].(*ev).Value {
+				t.Fatalf("slow subscriber got %v: out of order", values(got))
+			}
+			if e.EventType() == "b" {
+				lastB = e.(*ev).Value
+			}
+		}
+		if lastB != 3 {
+			t.Fatalf("slow subscriber got %v: newest b lost", values(got))
+		}
+	})
+}
+
+// A critical LatestValue subscriber is told about an event of another type
+// removed to make room for state, with the type of the event it lost.
+func TestCriticalLatestValueReportsEvictedEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := eventstest.NewBus(t, 0)
+		var drops []busevents.Drop
+		ch := b.SubscribeTypes("critical", 2, []string{"noise", "state"}, busevents.LatestValue("state"),
+			busevents.Critical(func(d busevents.Drop) { drops = append(drops, d) }))
+		b.Start()
+		// Two in the channel, one held by the goroutine that moves them,
+		// two waiting.
+		for i := range 5 {
+			b.Publish(newEv("noise", i))
+			synctest.Wait()
+		}
+		if len(drops) != 0 {
+			t.Fatalf("drops before the buffer was full: %+v", drops)
+		}
+		b.Publish(newEv("state", 10))
+		if want := (busevents.Drop{Subscriber: "critical", EventType: "noise", Total: 1}); len(drops) != 1 || drops[0] != want {
+			t.Fatalf("drops %+v, want %+v", drops, want)
+		}
+		if got := values(drainSettled(ch)); got[len(got)-1] != 10 {
+			t.Fatalf("got %v, want the state last", got)
+		}
+	})
+}

@@ -18,9 +18,6 @@ type subscription struct {
 	// latest maps the LatestValue types to their keys in sink.
 	latest map[string]int32
 
-	// closed is set, under EventBus.mu, when the subscription ends; a
-	// publisher checks it under the topic lock before each send.
-	closed atomic.Bool
 	// stopCtx unregisters the context.AfterFunc that ends a Subscribe[T]
 	// subscription. It is set once under EventBus.mu.
 	stopCtx func() bool
@@ -32,13 +29,18 @@ type subscription struct {
 // route is one subscription's state for one event type. Its counters are
 // guarded by the mutex of the topic it belongs to.
 type route struct {
-	sub   *subscription
-	topic *topicState
-	key   int32 // LatestValue key of the type in sub, or -1
+	// closed is set, under EventBus.mu, when the subscription ends; a
+	// publisher checks it under the topic lock before each send.
+	closed atomic.Bool
+	ch     chan Event // sub.ch, here so that the fast path reads one struct
+	sub    *subscription
+	topic  *topicState
+	key    int32 // LatestValue key of the type in sub, or -1
 
 	lastSeq   uint64 // newest sequence number queued
 	delivered uint64
 	dropped   uint64 // refused by a full buffer
+	lastDrop  Drop   // the drop offerLocked asked to report
 }
 
 // topicState is what the copies of a topic share (see routeTable).
@@ -75,45 +77,64 @@ func (s *subscription) newRouteLocked(ts *topicState) *route {
 	if !ok {
 		key = -1
 	}
-	r := &route{sub: s, topic: ts, key: key}
+	r := &route{ch: s.ch, sub: s, topic: ts, key: key}
 	s.routes = append(s.routes, r)
 	return r
 }
 
 // offerLocked hands e to r's subscriber, under r's topic lock. For a replay
 // it first checks that the subscriber has been given nothing of that type
-// stamped at or after seq. It reports whether e was queued, and the drop to
-// report to a critical subscriber, if any (ok false when none).
-func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued bool, d Drop, report bool) {
-	s := r.sub
-	if s.closed.Load() || replay && r.lastSeq >= seq {
-		return false, Drop{}, false
+// stamped at or after seq. It reports whether e was queued, and whether a
+// critical subscriber lost an event, described then in r.lastDrop, to be
+// reported once the lock is released.
+func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued, report bool) {
+	if r.closed.Load() || replay && r.lastSeq >= seq {
+		return false, false
 	}
-	var res sendResult
-	var ev eviction
-	if s.ch != nil {
+	if r.ch != nil {
+		// A plain subscription on chan Event: no dispatch through sink.
 		select {
-		case s.ch <- e:
-			res = sendOK
+		case r.ch <- e:
+			r.delivered++
+			r.lastSeq = max(r.lastSeq, seq)
+			return true, false
 		default:
-			res = sendFull
+			return false, r.refusedLocked()
 		}
-	} else {
-		res, ev = s.sink.send(e, r.key)
 	}
+	s := r.sub
+	res, ev := s.sink.send(e, r.key)
 	switch res {
 	case sendOK:
 		r.delivered++
 		r.lastSeq = max(r.lastSeq, seq)
 		if ev.victim != "" && !ev.superseded && s.onDrop != nil {
-			return true, Drop{Subscriber: s.name, EventType: ev.victim, Total: ev.total}, true
+			r.lastDrop = Drop{Subscriber: s.name, EventType: ev.victim, Total: ev.total}
+			return true, true
 		}
-		return true, Drop{}, false
+		return true, false
 	case sendFull:
-		r.dropped++
-		if s.onDrop != nil {
-			return false, Drop{Subscriber: s.name, EventType: r.topic.name, Total: r.dropped}, true
-		}
+		return false, r.refusedLocked()
 	}
-	return false, Drop{}, false
+	return false, false // sendMismatch: another Go type reported this event type
+}
+
+// refusedLocked counts an event refused by a full buffer, and reports
+// whether it is to be reported (see offerLocked).
+func (r *route) refusedLocked() bool {
+	r.dropped++
+	if r.sub.onDrop == nil {
+		return false
+	}
+	r.lastDrop = Drop{Subscriber: r.sub.name, EventType: r.topic.name, Total: r.dropped}
+	return true
+}
+
+// closeRoutesLocked marks every route of s closed, so that no publisher
+// offers to s any more once each of their topic locks has been taken.
+// EventBus.mu must be held.
+func (s *subscription) closeRoutesLocked() {
+	for _, r := range s.routes {
+		r.closed.Store(true)
+	}
 }

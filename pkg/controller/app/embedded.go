@@ -99,7 +99,12 @@ func (e *Embedded) Options(identity string) Options {
 		LeaseStore:   e.Leases,
 		ConfigSource: e.Config.Source(),
 		Discovery: func(bus *busevents.EventBus, logger *slog.Logger) (*discovery.Discovery, error) {
-			return discovery.NewSimulated(bus, e.Pods.Get(), discovery.Options{Logger: logger})
+			pods, version, _ := e.Pods.snapshot()
+			d, err := discovery.NewSimulated(bus, pods, discovery.Options{Logger: logger})
+			if err == nil {
+				err = d.SetPodsAt(pods, version) // the shared version, from the first publish on
+			}
+			return d, err
 		},
 		Published: e.Published,
 		AllReplica: func(r *Replica) ([]lifecycle.Component, error) {
@@ -178,12 +183,13 @@ type PodSet struct {
 	// mu guards the fields below.
 	mu      sync.Mutex
 	pods    []config.Pod // sorted by namespace and name
+	version uint64       // 1 for the first set, one up per Set
 	changed chan struct{}
 }
 
 // NewPodSet returns a set holding pods, checked as by Set.
 func NewPodSet(pods []config.Pod) (*PodSet, error) {
-	s := &PodSet{changed: make(chan struct{})}
+	s := &PodSet{changed: make(chan struct{}), version: 1}
 	if err := checkPods(pods); err != nil {
 		return nil, err
 	}
@@ -201,6 +207,7 @@ func (s *PodSet) Set(pods []config.Pod) error {
 	sorted := sortedPods(pods)
 	s.mu.Lock()
 	s.pods = sorted
+	s.version++
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
@@ -209,14 +216,22 @@ func (s *PodSet) Set(pods []config.Pod) error {
 
 // Get returns a copy of the set, sorted by namespace and name.
 func (s *PodSet) Get() []config.Pod {
-	pods, _ := s.snapshot()
+	pods, _, _ := s.snapshot()
 	return pods
 }
 
-func (s *PodSet) snapshot() ([]config.Pod, <-chan struct{}) {
+// Version returns the set's version: 1 for the first set, one up per Set.
+// Every replica's Discovery publishes the set with it as its generation, as
+// replicas of a cluster publish a pod list's resourceVersion.
+func (s *PodSet) Version() uint64 {
+	_, v, _ := s.snapshot()
+	return v
+}
+
+func (s *PodSet) snapshot() ([]config.Pod, uint64, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.pods), s.changed
+	return slices.Clone(s.pods), s.version, s.changed
 }
 
 func sortedPods(pods []config.Pod) []config.Pod {
@@ -248,8 +263,8 @@ func (f *podFeed) Name() string { return embeddedFeedComponent }
 
 func (f *podFeed) Start(ctx context.Context) error {
 	for {
-		pods, changed := f.set.snapshot()
-		if err := f.discovery.SetPods(pods); err != nil {
+		pods, version, changed := f.set.snapshot()
+		if err := f.discovery.SetPodsAt(pods, version); err != nil {
 			return fmt.Errorf("app: pod feed: %w", err)
 		}
 		select {

@@ -110,6 +110,12 @@ type Options struct {
 	// never does.
 	StepDownGrace time.Duration
 	NoStepDown    bool
+	// CampaignUnsynced lets the elector campaign at once. By default it
+	// starts only once the ConfigChangeHandler has read a configuration and
+	// the Discovery has published its first pod set (lifecycle's
+	// AddCampaigner), so that a replica without the state a leader needs
+	// never takes the lease.
+	CampaignUnsynced bool
 	// BusCapacity is the number of events the bus holds before it starts;
 	// zero means DefaultBusCapacity, negative is invalid.
 	BusCapacity int
@@ -117,6 +123,11 @@ type Options struct {
 	// and returns more all-replica components, started with them (the
 	// embedded PodSet's feed, observers).
 	AllReplica func(r *Replica) ([]lifecycle.Component, error)
+	// LeaderOnly, if set, is called once the reference components exist
+	// and returns more leader-only components, started in every term after
+	// the reference ones (a component of one's own, a fault injected by the
+	// demo). A term misses each like any other (StepDownGrace).
+	LeaderOnly func(r *Replica) ([]lifecycle.Component, error)
 	// ProcessMetrics adds the Go and process collectors to /metrics; set it
 	// when the process serves one replica.
 	ProcessMetrics bool

@@ -126,6 +126,7 @@ func (r *Replica) buildCore(opts Options) (err error) {
 		TermContext:      r.elector.TermContext,
 		StepDownGrace:    opts.StepDownGrace,
 		NoStepDown:       opts.NoStepDown,
+		CampaignUnsynced: opts.CampaignUnsynced,
 		StepDown:         r.elector.Resign,
 		OnTermReady:      r.termReady,
 		OnTermStopped:    opts.Hooks.OnTermStopped,
@@ -197,7 +198,7 @@ func (r *Replica) buildLeaderOnly(opts Options) (err error) {
 // register hands the components, replayers and term hooks to the runtime.
 func (r *Replica) register(opts Options) error {
 	adds := []error{
-		r.manager.AddAllReplica(r.elector),
+		r.manager.AddCampaigner(r.elector), // campaigns once config and pods were read
 		r.manager.AddAllReplica(r.config),
 		r.manager.AddAllReplica(r.discovery),
 		r.manager.AddAllReplica(r.reconciler),
@@ -216,6 +217,15 @@ func (r *Replica) register(opts Options) error {
 		}
 		for _, c := range extra {
 			adds = append(adds, r.manager.AddAllReplica(c))
+		}
+	}
+	if opts.LeaderOnly != nil {
+		extra, err := opts.LeaderOnly(r)
+		if err != nil {
+			return fmt.Errorf("app: leader-only components: %w", err)
+		}
+		for _, c := range extra {
+			adds = append(adds, r.manager.AddLeaderOnly(c))
 		}
 	}
 	if err := errors.Join(adds...); err != nil {

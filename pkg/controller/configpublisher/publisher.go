@@ -376,6 +376,12 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 		c.mu.Unlock()
 		c.logger.Warn("not publishing: the object was written by a newer term", "term", t.number, "object", c.store.String(), "error", err)
 		return false
+	case errors.Is(err, ErrStaleGeneration):
+		c.mu.Lock()
+		c.state.LastError = err.Error()
+		c.mu.Unlock()
+		c.logger.Warn("not publishing older pods than are published; waiting for newer ones", "term", t.number, "error", err)
+		return false // the same inputs would be refused again
 	case err != nil:
 		if ctx.Err() != nil {
 			return false // the term ended under the write

@@ -57,6 +57,11 @@ var (
 	// greater than the record's: a newer leader has written it, and this
 	// writer is fenced off.
 	ErrStaleTerm = errors.New("configpublisher: object written by a newer term")
+	// ErrStaleGeneration is returned by Write when the record's content
+	// was built from a pod generation below the one the object records:
+	// generations only increase across replicas and terms, so such content
+	// is older than what is published (a new leader whose discovery lags).
+	ErrStaleGeneration = errors.New("configpublisher: object built from a newer pod generation")
 	// ErrBadRecord is wrapped by Write for a record it cannot write; the
 	// message names the field.
 	ErrBadRecord = errors.New("configpublisher: invalid record")
@@ -127,7 +132,9 @@ type WriteResult struct {
 
 // Write is the fenced write of the published object: it reads the object,
 // refuses with ErrStaleTerm if the term recorded on it is greater than
-// rec.Term, and otherwise writes rec with a compare-and-swap on the
+// rec.Term, with ErrStaleGeneration if rec's content was built from a pod
+// generation below the one recorded (generations only increase, across
+// replicas and terms), and otherwise writes rec with a compare-and-swap on the
 // resourceVersion it read, reading again after a conflict, up to
 // DefaultMaxAttempts rounds. A write from a term older than the newest one
 // can therefore never land, even when it raced the newer leader's write:
@@ -164,6 +171,9 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 		if recorded > rec.Term {
 			return res, fmt.Errorf("%w: %s records term %d, this write is for term %d", ErrStaleTerm, s, recorded, rec.Term)
 		}
+		if err := checkGeneration(s, cur, rec); err != nil {
+			return res, err
+		}
 		next := apply(cur, rec)
 		if equal(cur, next) {
 			res.Object, res.Unchanged = cur, true
@@ -177,6 +187,24 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 		return res, err
 	}
 	return res, fmt.Errorf("%w: %s: %d attempts", ErrTooManyConflicts, s, attempts)
+}
+
+// checkGeneration refuses content built from a pod generation below the
+// one cur records.
+func checkGeneration(s store.Store, cur store.Object, rec Record) error {
+	v, ok := cur.Annotations[AnnotationPodGeneration]
+	if rec.Content == nil || !ok {
+		return nil
+	}
+	recorded, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %s: annotation %s: %q is not a generation", ErrBadObject, s, AnnotationPodGeneration, v)
+	}
+	if recorded > rec.Content.PodGeneration {
+		return fmt.Errorf("%w: %s records pod generation %d, this write's content is of generation %d",
+			ErrStaleGeneration, s, recorded, rec.Content.PodGeneration)
+	}
+	return nil
 }
 
 func termOf(o store.Object) (uint64, error) {

@@ -272,3 +272,33 @@ func TestFencingOnConfigMap(t *testing.T) {
 		t.Errorf("after the race: %d refused, published %+v", stale, p)
 	}
 }
+
+// TestWriteFencesOlderGenerations: content built from a pod generation
+// below the one published is refused, in a newer term too (a new leader
+// whose discovery lags); an equal or greater one, and a status-only write,
+// pass.
+func TestWriteFencesOlderGenerations(t *testing.T) {
+	s := newMemory(t)
+	if _, err := configpublisher.Write(t.Context(), s, valid(10, "v1", 7)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := configpublisher.Write(t.Context(), s, valid(11, "v1", 4))
+	if !errors.Is(err, configpublisher.ErrStaleGeneration) || !strings.Contains(err.Error(), "records pod generation 7, this write's content is of generation 4") {
+		t.Fatalf("write of generation 4 over 7 = %v, want ErrStaleGeneration naming both", err)
+	}
+	if p := decode(t, s); p.Term != 10 || p.PodGeneration != 7 {
+		t.Errorf("refused write changed the object: %+v", p)
+	}
+	status := configpublisher.Record{Term: 11, Status: configpublisher.StatusInvalid, Reasons: []string{"bad"}}
+	if _, err := configpublisher.Write(t.Context(), s, status); err != nil {
+		t.Errorf("status-only write: %v", err)
+	}
+	for _, gen := range []uint64{7, 9} {
+		if _, err := configpublisher.Write(t.Context(), s, valid(11, "v2", gen)); err != nil {
+			t.Errorf("generation %d over 7: %v", gen, err)
+		}
+	}
+	if p := decode(t, s); p.Term != 11 || p.PodGeneration != 9 {
+		t.Errorf("published %+v", p)
+	}
+}

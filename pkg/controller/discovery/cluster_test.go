@@ -1,6 +1,7 @@
 package discovery_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -66,24 +67,38 @@ func TestCluster(t *testing.T) {
 	cs := env.Clientset()
 	haproxy := map[string]string{"app": "haproxy"}
 	a := createPod(t, cs, "haproxy-a", haproxy)
-	createPod(t, cs, "other", map[string]string{"app": "web"})
+	other := createPod(t, cs, "other", map[string]string{"app": "web"})
 
 	r := newRig(t, func(bus *busevents.EventBus) (*discovery.Discovery, error) {
 		return discovery.NewCluster(bus, cs, "default", "app=haproxy", discovery.Options{Logger: discard})
 	})
 	r.run(t)
 	e := await(t, r.ch)
-	if e.Generation != 1 || names(e.Pods) != "default/haproxy-a-" || e.Pods[0].IP != "" {
-		t.Fatalf("first event: generation %d pods %s %+v", e.Generation, names(e.Pods), e.Pods)
+	// The generation is the resourceVersion the informer had listed at: at
+	// least that of every object created before it started.
+	if e.Generation < rv(t, other) || names(e.Pods) != "default/haproxy-a-" || e.Pods[0].IP != "" {
+		t.Fatalf("first event: generation %d (want >= %d) pods %s %+v", e.Generation, rv(t, other), names(e.Pods), e.Pods)
 	}
 	if !r.d.Synced() {
 		t.Error("not Synced after the informer synced")
 	}
 
 	a = setStatus(t, cs, a, "10.1.0.5", true)
+	first := e.Generation
 	e = await(t, r.ch)
-	if e.Generation != 2 || names(e.Pods) != "default/haproxy-a+" || e.Pods[0].IP != "10.1.0.5" {
-		t.Errorf("after ready: generation %d pods %+v", e.Generation, e.Pods)
+	if e.Generation < rv(t, a) || e.Generation <= first || names(e.Pods) != "default/haproxy-a+" || e.Pods[0].IP != "10.1.0.5" {
+		t.Errorf("after ready: generation %d (want >= %d, > %d) pods %+v", e.Generation, rv(t, a), first, e.Pods)
+	}
+
+	// A second replica, started now, publishes the same set with a
+	// generation no lower than the first one's: generations agree across
+	// replicas and never go back when another replica leads.
+	r2 := newRig(t, func(bus *busevents.EventBus) (*discovery.Discovery, error) {
+		return discovery.NewCluster(bus, cs, "default", "app=haproxy", discovery.Options{Logger: discard})
+	})
+	r2.run(t)
+	if e2 := await(t, r2.ch); names(e2.Pods) != names(e.Pods) || e2.Generation < e.Generation {
+		t.Errorf("second replica: generation %d pods %s, after the first's %d %s", e2.Generation, names(e2.Pods), e.Generation, names(e.Pods))
 	}
 
 	b := createPod(t, cs, "haproxy-b", haproxy)
@@ -112,4 +127,14 @@ func TestCluster(t *testing.T) {
 	if cur, _ := r.d.Current(); cur != e {
 		t.Error("Current is not the last event")
 	}
+}
+
+// rv is p's resourceVersion as a number.
+func rv(t *testing.T, p *corev1.Pod) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(p.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", p.ResourceVersion, err)
+	}
+	return v
 }

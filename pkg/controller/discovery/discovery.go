@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -56,9 +57,11 @@ type Discovery struct {
 	started atomic.Bool
 	synced  atomic.Bool
 
-	// mu guards sim, the simulated set by namespace/name.
-	mu  sync.Mutex
-	sim map[string]config.Pod
+	// mu guards sim, the simulated set by namespace/name, and simVersion,
+	// its version (SetPodsAt, or one up per change).
+	mu         sync.Mutex
+	sim        map[string]config.Pod
+	simVersion uint64
 
 	// Only Start's goroutine touches these.
 	last       []config.Pod
@@ -107,7 +110,13 @@ func (d *Discovery) Start(ctx context.Context) error {
 		if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 			return nil // ctx ended
 		}
-		list = func() []config.Pod { return fromStore(informer.GetStore()) }
+		list = func() ([]config.Pod, uint64) {
+			// The version is read before the pods, so that it never
+			// names a change the listed pods lack: a set that differs
+			// from the last one always comes with a greater version.
+			v := parseVersion(informer.LastSyncResourceVersion())
+			return fromStore(informer.GetStore()), v
+		}
 	}
 	for {
 		d.publishIfChanged(list())
@@ -126,14 +135,18 @@ func (d *Discovery) notify() {
 	}
 }
 
-// publishIfChanged publishes pods, sorted, as the next generation unless
-// they equal the last set published. It runs on Start's goroutine only.
-func (d *Discovery) publishIfChanged(pods []config.Pod) {
+// publishIfChanged publishes pods, sorted, unless they equal the last set
+// published. Its generation is version, the version of the source the pods
+// were read at, which every replica reading the same source agrees on; if
+// that is not above the last generation published (a source without
+// versions, a local change of a simulated set), it is the last one plus
+// one, so generations only ever increase. It runs on Start's goroutine only.
+func (d *Discovery) publishIfChanged(pods []config.Pod, version uint64) {
 	sortPods(pods)
 	if d.generation > 0 && slices.Equal(pods, d.last) {
 		return
 	}
-	d.generation++
+	d.generation = max(version, d.generation+1)
 	d.last = pods
 	ev := events.NewHAProxyPodsDiscoveredEvent(slices.Clone(pods), d.generation)
 	d.synced.Store(true) // before Publish: a subscriber that got the event sees Synced
@@ -144,7 +157,16 @@ func (d *Discovery) publishIfChanged(pods []config.Pod) {
 			ready++
 		}
 	}
-	d.logger.Info("pods discovered", "generation", d.generation, "pods", len(pods), "ready", ready)
+	d.logger.Info("pods discovered", "generation", d.generation, "source_version", version, "pods", len(pods), "ready", ready)
+}
+
+// parseVersion reads a resourceVersion as a number, 0 if it is not one.
+func parseVersion(rv string) uint64 {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // Synced reports whether the first set was published: at Start in

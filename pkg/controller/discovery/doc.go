@@ -13,9 +13,14 @@
 // # Events
 //
 // Each event carries the whole set, sorted by namespace and name, and a
-// Generation that increases by one with every set published (the first is
-// 1). Generations are local to the replica: two replicas may number the
-// same set differently. A change that leaves the set as it was publishes
+// Generation that every replica agrees on and that only increases, across
+// replicas and terms: in cluster mode the resourceVersion of the pod list
+// the informer had reached when the set was read (read before the set, so a
+// set that changed always comes with a greater one); in simulated mode the
+// version given with SetPodsAt (a shared pod set's counter), or one up from
+// the last for the local setters. Should the source's version not advance
+// with a change, the generation is the last one plus one, so that it never
+// repeats or goes back on the replica. A change that leaves the set as it was publishes
 // nothing; changes made while the previous one is being published coalesce
 // into one event carrying the newest set. In cluster mode nothing is
 // published before the informer has synced, so the first event is the full

@@ -21,19 +21,39 @@ func NewSimulated(bus *busevents.EventBus, initial []config.Pod, opts Options) (
 	if err != nil {
 		return nil, err
 	}
-	d.sim = set
+	d.sim, d.simVersion = set, 1 // the first set is version 1
 	return d, nil
 }
 
-// simulated returns the simulated set.
-func (d *Discovery) simulated() []config.Pod {
+// simulated returns the simulated set and its version.
+func (d *Discovery) simulated() ([]config.Pod, uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]config.Pod, 0, len(d.sim))
 	for _, p := range d.sim {
 		out = append(out, p)
 	}
-	return out
+	return out, d.simVersion
+}
+
+// SetPodsAt replaces the simulated set with pods, checked as by
+// NewSimulated, read from a shared source at version (a version every
+// replica's Discovery gets with the same set, such as a shared pod set's
+// own counter): the set is published with generation version, so that the
+// replicas agree on it and it never goes back when another replica leads.
+// A version not above the current one leaves the version as it is.
+func (d *Discovery) SetPodsAt(pods []config.Pod, version uint64) error {
+	set, err := podSet(pods)
+	if err != nil {
+		return err
+	}
+	return d.changeAt(version, func(m map[string]config.Pod) error {
+		clear(m)
+		for k, p := range set {
+			m[k] = p
+		}
+		return nil
+	})
 }
 
 // SetPod adds p to the simulated set, or replaces the pod of the same
@@ -77,12 +97,24 @@ func (d *Discovery) RemovePod(namespace, name string) error {
 	})
 }
 
+// change applies fn to the simulated set; a change made without a version
+// counts one up from the current version.
 func (d *Discovery) change(fn func(map[string]config.Pod) error) error {
+	return d.changeAt(0, fn)
+}
+
+func (d *Discovery) changeAt(version uint64, fn func(map[string]config.Pod) error) error {
 	if d.clientset != nil {
 		return ErrNotSimulated
 	}
 	d.mu.Lock()
 	err := fn(d.sim)
+	if err == nil {
+		if version == 0 {
+			version = d.simVersion + 1
+		}
+		d.simVersion = max(d.simVersion, version)
+	}
 	d.mu.Unlock()
 	if err == nil {
 		d.notify()

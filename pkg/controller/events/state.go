@@ -55,7 +55,10 @@ func (*ConfigInvalidEvent) EventType() string { return EventTypeConfigInvalid }
 func (e *ConfigInvalidEvent) Timestamp() time.Time { return e.at }
 
 // HAProxyPodsDiscoveredEvent carries the full current set of target pods.
-// Generation increases with every change the discoverer saw. It is state:
+// Generation is the version of the source the set was read at (in cluster
+// mode a resourceVersion of the pod list): the same on every replica, and
+// increasing across replicas and terms, so that a new leader never publishes
+// a generation below its predecessor's. It is state:
 // the all-replica Discovery caches the last one and replays it.
 type HAProxyPodsDiscoveredEvent struct {
 	Pods       []config.Pod

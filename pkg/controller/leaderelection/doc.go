@@ -10,7 +10,7 @@
 //	le, err := leaderelection.New(cfg, clientset, bus, leaderelection.Callbacks{}, logger)
 //	// or, embedded: leaderelection.NewWithStore(cfg, k8sle.NewMemoryStore("baton"), bus, ...)
 //	m, err := lifecycle.NewManager(bus, lifecycle.Options{TermContext: le.TermContext})
-//	m.AddAllReplica(le) // Component is a lifecycle.Component; Start = Run
+//	m.AddCampaigner(le) // a lifecycle.Component (Start = Run), started once the state is read
 //
 // # Events
 //

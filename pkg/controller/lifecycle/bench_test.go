@@ -164,4 +164,5 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "ns-ready-median")
 	b.ReportMetric(float64(lat[(len(lat)*99)/100].Nanoseconds()), "ns-ready-p99")
+	b.ReportMetric(float64(lat[len(lat)-1].Nanoseconds()), "ns-ready-max")
 }

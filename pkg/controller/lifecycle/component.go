@@ -58,6 +58,21 @@ func tokenFrom(ctx context.Context) *runToken {
 	return tok
 }
 
+// runCtx is the context handed to one run: its parent, with the run's token
+// as the value of ctxKey. A leader-only run's runCtx lives inside its
+// member, so a term allocates no context per component.
+type runCtx struct {
+	context.Context
+	tok runToken
+}
+
+func (c *runCtx) Value(key any) any {
+	if key == (ctxKey{}) {
+		return &c.tok
+	}
+	return c.Context.Value(key)
+}
+
 // TermFromContext returns the term of the leader-only run whose context ctx
 // is (or derives from). It reports false for an all-replica component's
 // context and for any context no term was stamped on. It is

@@ -11,12 +11,12 @@
 //
 //	bus := busevents.NewEventBus(1024)
 //	m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: logger})
+//	m.AddCampaigner(elector)                              // starts once the Syncers synced
 //	m.AddAllReplica(configHandler)                        // subscribes in its constructor
 //	m.AddLeaderOnly(publisher)                            // subscribes in Start
 //	m.AddReplayer("config", configHandler.Replayer())      // replayers first,
 //	m.AddTermHook("reconcile", rec.TriggerNow)            // then other hooks
 //	bus.Start()
-//	go elector.Run(ctx)                                   // publishes BecameLeaderEvent ...
 //	err = m.Run(ctx)
 //
 // # Ordering with the bus
@@ -26,6 +26,16 @@
 // that is already started: the order "manager before bus.Start" cannot be got
 // wrong silently. Run itself may be called before or after bus.Start;
 // leadership events wait in the subscription's buffer until Run reads them.
+//
+// # Campaigning only with state
+//
+// The component that campaigns for leadership (the election adapter) is
+// registered with AddCampaigner: an all-replica component that the Manager
+// starts only once every all-replica component implementing Syncer (the
+// configuration handler, the discovery) reports Synced, polled every
+// SyncPoll. A replica that has not read the state a leader needs therefore
+// never takes the lease; Status.CampaignWaiting says it waits, and the log
+// says for whom. Options.CampaignUnsynced starts it at once instead.
 //
 // # A term
 //
@@ -41,8 +51,10 @@
 //     that calls Subscribed after this point gets the replayers run once more
 //     (the bus's sequence check keeps anyone holding newer state from seeing
 //     them twice);
-//  4. declares the term ready once every StateDependent component reported
-//     HoldsState for each type in its RequiredState: it records the latency
+//  4. declares the term ready once every leader-only component started in
+//     it (none is still running from an earlier term) and every
+//     StateDependent one reported HoldsState for each type in its
+//     RequiredState: it records the latency
 //     from the BecameLeaderEvent's timestamp (the lease acquisition), logs
 //     "term ready", publishes TermReadyEvent and calls
 //     Options.OnTermReady.

@@ -52,6 +52,11 @@ type Options struct {
 	// the Manager's goroutine, after TermStoppedEvent was published. It must
 	// not block.
 	OnTermStopped func(TermStopReport)
+	// CampaignUnsynced starts the campaigners (AddCampaigner) at once with
+	// the other all-replica components. By default the Manager holds them
+	// back until every all-replica Syncer reports Synced, so that a replica
+	// without the state a leader needs does not campaign.
+	CampaignUnsynced bool
 	// StepDownGrace bounds how long this replica keeps leading a term that
 	// misses a leader-only component: one still running from an earlier term
 	// (it overstayed that term's end, so it cannot be started in this one),
@@ -111,6 +116,10 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// maxRequired is the most state types one component may require: a term
+// keeps what each member holds in a 64-bit set.
+const maxRequired = 64
+
 // Run states, in the only order they change.
 const (
 	runNew = iota
@@ -131,6 +140,9 @@ type Manager struct {
 	// kick wakes Run's loop after a component's goroutine or a signal
 	// changed state; capacity 1, sent to without blocking.
 	kick chan struct{}
+	// waitTimer is waitStopped's timer, made on first use; only Run's
+	// goroutine touches it.
+	waitTimer *time.Timer
 	// done is closed once Run returned and every component goroutine ended.
 	done              chan struct{}
 	leadershipDropped atomic.Uint64
@@ -151,6 +163,8 @@ type Manager struct {
 	lastTerm   uint64 // highest term started
 	lastReady  TermReport
 	counters   counters
+	// campaignWaiting is true while campaigners wait for the Syncers.
+	campaignWaiting bool
 }
 
 type counters struct {
@@ -164,6 +178,7 @@ type unit struct {
 	c          Component
 	name       string
 	leaderOnly bool
+	campaigner bool     // all-replica, started once the syncers synced (AddCampaigner)
 	required   []string // deduplicated RequiredState, fixed at registration
 
 	state                                          ComponentState
@@ -214,15 +229,15 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 
 // AddAllReplica registers a component that runs on every replica for the
 // life of Run. It must be called before Run.
-func (m *Manager) AddAllReplica(c Component) error { return m.add(c, false) }
+func (m *Manager) AddAllReplica(c Component) error { return m.add(c, false, false) }
 
 // AddLeaderOnly registers a component that runs once per term, while this
 // replica leads; the same instance is started again in every term. If it
 // implements StateDependent, the term is ready only once it reported
 // HoldsState for each type it requires. It must be called before Run.
-func (m *Manager) AddLeaderOnly(c Component) error { return m.add(c, true) }
+func (m *Manager) AddLeaderOnly(c Component) error { return m.add(c, true, false) }
 
-func (m *Manager) add(c Component, leaderOnly bool) error {
+func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 	if isNil(c) {
 		return fmt.Errorf("%w: component is nil", ErrInvalidRegistration)
 	}
@@ -230,7 +245,7 @@ func (m *Manager) add(c Component, leaderOnly bool) error {
 	if name == "" {
 		return fmt.Errorf("%w: component name is empty (%T)", ErrInvalidRegistration, c)
 	}
-	u := &unit{c: c, name: name, leaderOnly: leaderOnly}
+	u := &unit{c: c, name: name, leaderOnly: leaderOnly, campaigner: campaigner}
 	if sd, ok := c.(StateDependent); ok {
 		if !leaderOnly {
 			return fmt.Errorf("%w: %s: only leader-only components can be StateDependent", ErrInvalidRegistration, name)
@@ -242,6 +257,9 @@ func (m *Manager) add(c Component, leaderOnly bool) error {
 			if !slices.Contains(u.required, t) {
 				u.required = append(u.required, t)
 			}
+		}
+		if len(u.required) > maxRequired {
+			return fmt.Errorf("%w: %s: %d required state types, at most %d", ErrInvalidRegistration, name, len(u.required), maxRequired)
 		}
 	}
 	m.mu.Lock()
@@ -361,34 +379,34 @@ func (m *Manager) Run(ctx context.Context) error {
 	procCtx, procCancel := context.WithCancel(base)
 	defer procCancel()
 
-	m.mu.Lock()
-	starts := make([]launch, 0, len(m.allReplica))
-	for _, u := range m.allReplica {
-		starts = append(starts, m.prepareLocked(u, procCtx, nil, nil))
-	}
-	m.mu.Unlock()
-	m.logger.Info("controller runtime started", "all_replica", len(m.allReplica), "leader_only", len(m.leaderOnly), "term_hooks", len(m.hooks))
-	m.launchAll(starts)
+	gate := m.startAllReplica(procCtx)
+	err := m.loop(ctx, base, procCtx, gate)
+	gate.stop()
+	m.shutdown(err, procCancel)
+	return err
+}
 
+// loop handles leadership events, wake-ups and the campaign gate until ctx
+// ends or the bus stops. It runs on Run's goroutine.
+func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var timerC <-chan time.Time
-	err := error(nil)
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
 		case ev, ok := <-m.leaderCh:
 			if !ok {
 				m.logger.Error("event bus stopped under the controller runtime; stopping")
-				err = ErrBusStopped
-				break loop
+				return ErrBusStopped
 			}
 			m.handleLeadership(base, ev)
 		case <-m.kick:
 		case <-timerC:
+		case <-gate.tick():
+			gate.check(m, procCtx)
 		}
 		if next := m.step(); next.IsZero() {
 			timer.Stop()
@@ -398,7 +416,11 @@ loop:
 			timerC = timer.C
 		}
 	}
+}
 
+// shutdown ends the term, then stops the all-replica components. It runs
+// on Run's goroutine.
+func (m *Manager) shutdown(err error, procCancel context.CancelFunc) {
 	reason := "manager stopping"
 	if err != nil {
 		reason = "event bus stopped"
@@ -424,7 +446,6 @@ loop:
 	}
 	m.mu.Unlock()
 	m.logger.Info("controller runtime stopped")
-	return err
 }
 
 // handleLeadership starts or ends a term. It runs on Run's goroutine.
@@ -474,8 +495,18 @@ type launch struct {
 
 // prepareLocked marks u as running in term t (nil for all-replica) and
 // returns what launchAll starts. m.mu must be held.
+// A leader-only member's run context lives in the member and its parent is
+// the term's runParent (marked leader-only for the bus); an all-replica
+// unit's is allocated here, once per process.
 func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
-	tok := &runToken{m: m, u: u, t: t, mem: mem}
+	var rc *runCtx
+	if mem != nil {
+		rc = &mem.run
+		parent = t.runParent
+	} else {
+		rc = new(runCtx)
+	}
+	*rc = runCtx{Context: parent, tok: runToken{m: m, u: u, t: t, mem: mem}}
 	u.running = true
 	u.state = StateRunning
 	u.starts++
@@ -483,12 +514,7 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 		u.runTerm = t.term
 	}
 	m.goroutines++
-	if u.leaderOnly {
-		// Every subscription the component makes under its context is
-		// leader-only, whether or not its author remembered to say so.
-		parent = busevents.WithLeaderOnly(parent)
-	}
-	return launch{u: u, ctx: context.WithValue(parent, ctxKey{}, tok), tok: tok}
+	return launch{u: u, ctx: rc, tok: &rc.tok}
 }
 
 func (m *Manager) launchAll(ls []launch) {
@@ -567,7 +593,7 @@ func (m *Manager) exited(l launch, err error) {
 		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
-	default:
+	case m.logger.Enabled(context.Background(), slog.LevelDebug):
 		m.logger.Debug("component stopped", "component", u.name, "term", term)
 	}
 }
@@ -587,22 +613,10 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		return nil
 	}
 	start := time.Now()
-	timer := time.NewTimer(m.opts.StopTimeout)
+	timer := m.stopTimer(m.opts.StopTimeout)
 	defer timer.Stop()
-	still := func() []*unit {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		var out []*unit
-		for _, u := range us {
-			if u.running && u.runTerm == term {
-				out = append(out, u)
-			}
-		}
-		return out
-	}
 	for {
-		left := still()
-		if len(left) == 0 {
+		if !m.anyRunning(us, term) {
 			return nil
 		}
 		select {
@@ -612,7 +626,7 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		}
 		var names []string
 		m.mu.Lock()
-		for _, u := range left {
+		for _, u := range us {
 			if u.running && u.runTerm == term {
 				u.state = StateOverstaying
 				u.overstays++
@@ -629,6 +643,30 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		}
 		return names
 	}
+}
+
+// anyRunning reports whether one of us still runs in term.
+func (m *Manager) anyRunning(us []*unit, term uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, u := range us {
+		if u.running && u.runTerm == term {
+			return true
+		}
+	}
+	return false
+}
+
+// stopTimer returns the Manager's timer for waitStopped, reset to d. Only
+// Run's goroutine waits for stops, one at a time, so one timer serves
+// them all; the caller stops it when done.
+func (m *Manager) stopTimer(d time.Duration) *time.Timer {
+	if m.waitTimer == nil {
+		m.waitTimer = time.NewTimer(d)
+	} else {
+		m.waitTimer.Reset(d)
+	}
+	return m.waitTimer
 }
 
 // Status returns a snapshot of the Manager; it is safe to call at any time
@@ -649,6 +687,7 @@ func (m *Manager) Status() Status {
 		Panics:            m.counters.panics,
 		MissingTerms:      m.counters.missingTerms,
 		StepDowns:         m.counters.stepDowns,
+		CampaignWaiting:   m.campaignWaiting,
 		LeadershipDropped: m.leadershipDropped.Load(),
 		Components:        make([]ComponentStatus, 0, len(m.allReplica)+len(m.leaderOnly)),
 	}
@@ -672,8 +711,8 @@ func (m *Manager) Status() Status {
 				s.Missing = append(s.Missing, u.name)
 			}
 			cs.Subscribed = mem.subscribed
-			for _, typ := range u.required {
-				if mem.held[typ] {
+			for i, typ := range u.required {
+				if mem.held&(1<<i) != 0 {
 					cs.HeldState = append(cs.HeldState, typ)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 )
 
@@ -45,7 +46,8 @@ func TestStuckLeaderOnlyComponentMakesLeaderUnhealthy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var stuck *holder
 		h := newHarness(t, lifecycle.Options{StopTimeout: time.Second}, func(h *harness) {
-			stuck = newHolder(h.bus, "stuck")
+			stuck = newHolder(h.bus, "stuck", events.EventTypeConfigValidated)
+			stuck.required = nil
 			stuck.stopDelay = time.Hour
 			if err := h.m.AddLeaderOnly(stuck); err != nil {
 				t.Fatal(err)
@@ -60,6 +62,9 @@ func TestStuckLeaderOnlyComponentMakesLeaderUnhealthy(t *testing.T) {
 		}
 		h.lead(2)
 		synctest.Wait()
+		if f := h.m.Status().Failures; f != 0 {
+			t.Fatalf("%d failures; the component must be stuck, not failed", f)
+		}
 		err := h.m.Status().Healthy()
 		if !errors.Is(err, lifecycle.ErrComponentFailed) || !strings.Contains(err.Error(), "stuck: still running from term 1, missing from term 2") {
 			t.Fatalf("Healthy() = %v while leading term 2 without stuck", err)
@@ -79,7 +84,8 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 			sd := &stepDowns{}
 			var stuck *holder
 			h := newHarness(t, lifecycle.Options{StopTimeout: time.Second, StepDownGrace: grace, StepDown: sd.stepDown}, func(h *harness) {
-				stuck = newHolder(h.bus, "stuck")
+				stuck = newHolder(h.bus, "stuck", events.EventTypeConfigValidated)
+				stuck.required = nil
 				stuck.stopDelay = time.Hour
 				if err := h.m.AddLeaderOnly(stuck); err != nil {
 					t.Fatal(err)
@@ -94,7 +100,7 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 			start := time.Now()
 			synctest.Wait()
 			s := h.m.Status()
-			if len(s.Missing) != 1 || s.Missing[0] != "stuck" || !s.MissingSince.Equal(start) || s.MissingTerms != 1 || s.SteppingDown {
+			if len(s.Missing) != 1 || s.Missing[0] != "stuck" || !s.MissingSince.Equal(start) || s.MissingTerms != 1 || s.SteppingDown || s.Failures != 0 {
 				t.Fatalf("status %+v, want stuck missing since the term began", s)
 			}
 			if h.logs.count("ERROR leading without a leader-only component", "term=2", "stuck (still running from term 1)") != 1 {
@@ -168,7 +174,8 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 			sd := &stepDowns{}
 			var slow *holder
 			h := newHarness(t, lifecycle.Options{StopTimeout: time.Second, StepDownGrace: grace, StepDown: sd.stepDown}, func(h *harness) {
-				slow = newHolder(h.bus, "slow")
+				slow = newHolder(h.bus, "slow", events.EventTypeConfigValidated)
+				slow.required = nil
 				slow.stopDelay = 2 * time.Second // returns 1s into term 2
 				if err := h.m.AddLeaderOnly(slow); err != nil {
 					t.Fatal(err)
@@ -187,7 +194,7 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 				t.Fatalf("stepped down although the component came back: %v", terms)
 			}
 			s := h.m.Status()
-			if len(s.Missing) != 0 || !s.MissingSince.IsZero() || s.Healthy() != nil || s.MissingTerms != 1 {
+			if len(s.Missing) != 0 || !s.MissingSince.IsZero() || s.Healthy() != nil || s.MissingTerms != 1 || s.Failures != 0 {
 				t.Errorf("status %+v", s)
 			}
 			if h.logs.count("term no longer misses a leader-only component", "term=2") != 1 {

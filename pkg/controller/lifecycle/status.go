@@ -76,6 +76,9 @@ type Status struct {
 	// LastReady is the report of the last term that became ready; its Term
 	// is 0 when none did yet.
 	LastReady TermReport
+	// CampaignWaiting is true while the campaigners (AddCampaigner) wait
+	// for the all-replica Syncers to sync: the replica does not campaign.
+	CampaignWaiting bool
 	// Missing names the leader-only components the current term misses:
 	// each is still running from an earlier term or failed in this one.
 	// MissingSince is when the term started to miss one (zero when it

@@ -3,11 +3,13 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
+	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -19,6 +21,9 @@ type termState struct {
 	acquired time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc
+	// runParent is ctx marked leader-only for the bus: the parent of the
+	// members' run contexts.
+	runParent context.Context
 	// members has one entry per leader-only unit, in the same order as
 	// Manager.leaderOnly.
 	members []*member
@@ -42,8 +47,15 @@ type member struct {
 	subscribed bool
 	timedOut   bool // reported as not subscribed in time
 	exited     bool
-	covered    bool // the replays ran after it subscribed
-	held       map[string]bool
+	covered    bool   // the replays ran after it subscribed
+	held       uint64 // bit i: u.required[i] is held
+	run        runCtx // the context of the member's run, once started
+}
+
+// holds reports whether mem holds every type its unit requires.
+func (mem *member) holdsAll() bool {
+	n := len(mem.u.required)
+	return n == 0 || mem.held == (uint64(1)<<n)-1
 }
 
 // startTerm begins term e.Term. It runs on Run's goroutine.
@@ -64,12 +76,16 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
 	}
-	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel}
+	// Every subscription a leader-only component makes under its context
+	// is leader-only, whether or not its author remembered to say so.
+	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel, runParent: busevents.WithLeaderOnly(ctx)}
 
 	m.mu.Lock()
+	backing := make([]member, len(m.leaderOnly))
 	t.members = make([]*member, len(m.leaderOnly))
 	for i, u := range m.leaderOnly {
-		t.members[i] = &member{u: u, held: make(map[string]bool, len(u.required))}
+		backing[i].u = u
+		t.members[i] = &backing[i]
 	}
 	m.term = t
 	m.lastTerm = e.Term
@@ -77,8 +93,10 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	starts, blocked := m.startPendingLocked(t, now)
 	m.mu.Unlock()
 
-	m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
-		"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
+	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
+		m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
+			"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
+	}
 	for _, b := range blocked {
 		m.logger.Warn("leader-only component still running from an earlier term; it starts in this term once it returns",
 			"component", b.name, "term", t.term, "running_term", b.runTerm)
@@ -91,6 +109,9 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 // earlier term. m.mu must be held.
 func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []launch, blocked []*unit) {
 	for _, mem := range t.members {
+		if !mem.started && starts == nil && !mem.u.running {
+			starts = make([]launch, 0, len(t.members))
+		}
 		if mem.started {
 			continue
 		}
@@ -119,7 +140,9 @@ func (m *Manager) endTerm(t *termState, reason string) {
 	}
 	m.mu.Unlock()
 	t.cancel()
-	m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
+	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
+		m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
+	}
 
 	over := m.waitStopped(waiting, t.term)
 	rep := TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over}
@@ -142,25 +165,10 @@ func (m *Manager) step() time.Time {
 		now := time.Now()
 		m.mu.Lock()
 		starts, _ := m.startPendingLocked(t, now)
-		var timedOut []*member
-		settled := true
-		var next time.Time
-		for _, mem := range t.members {
-			if !mem.started || mem.subscribed || mem.exited || mem.timedOut {
-				continue
-			}
-			if !now.Before(mem.deadline) {
-				mem.timedOut = true
-				mem.u.subscribeTimeouts++
-				m.counters.subscribeTimeouts++
-				timedOut = append(timedOut, mem)
-				continue
-			}
-			settled = false
-			if next.IsZero() || mem.deadline.Before(next) {
-				next = mem.deadline
-			}
+		if len(starts) > 0 {
+			m.checkReadyLocked(t, now) // a late start may be the last one missing
 		}
+		timedOut, settled, next := m.scanSubscribedLocked(t, now)
 		runAll := !t.hooksRan && settled
 		runReplays := false
 		if t.hooksRan || runAll {
@@ -186,12 +194,7 @@ func (m *Manager) step() time.Time {
 		m.mu.Unlock()
 
 		m.launchAll(starts)
-		for _, mem := range timedOut {
-			waited := m.opts.SubscribeTimeout
-			m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
-				"component", mem.u.name, "term", t.term, "waited", waited)
-			m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
-		}
+		m.reportTimedOut(t, timedOut)
 		switch {
 		case runAll:
 			m.runHooks(t, false)
@@ -212,6 +215,41 @@ func (m *Manager) step() time.Time {
 	}
 }
 
+// scanSubscribedLocked marks the members whose subscribe deadline passed
+// and returns them, whether every started member is settled (subscribed,
+// exited or timed out), and the next deadline. m.mu must be held.
+func (m *Manager) scanSubscribedLocked(t *termState, now time.Time) (timedOut []*member, settled bool, next time.Time) {
+	settled = true
+	for _, mem := range t.members {
+		if !mem.started || mem.subscribed || mem.exited || mem.timedOut {
+			continue
+		}
+		if !now.Before(mem.deadline) {
+			mem.timedOut = true
+			mem.u.subscribeTimeouts++
+			m.counters.subscribeTimeouts++
+			timedOut = append(timedOut, mem)
+			continue
+		}
+		settled = false
+		if next.IsZero() || mem.deadline.Before(next) {
+			next = mem.deadline
+		}
+	}
+	return timedOut, settled, next
+}
+
+// reportTimedOut logs and publishes the members that missed their
+// subscribe deadline. It runs on Run's goroutine.
+func (m *Manager) reportTimedOut(t *termState, timedOut []*member) {
+	for _, mem := range timedOut {
+		waited := m.opts.SubscribeTimeout
+		m.logger.Warn("leader-only component did not signal Subscribed in time; replaying without it, and again once it subscribes",
+			"component", mem.u.name, "term", t.term, "waited", waited)
+		m.bus.Publish(NewComponentOverstayedEvent(mem.u.name, t.term, OverstaySubscribe, waited))
+	}
+}
+
 // runHooks runs the term hooks, again if late is set, for components that
 // subscribed after the first run. It runs on Run's goroutine.
 func (m *Manager) runHooks(t *termState, late bool) {
@@ -220,6 +258,9 @@ func (m *Manager) runHooks(t *termState, late bool) {
 	}
 	for _, h := range m.hooks {
 		m.runHook(h, t.term)
+	}
+	if !m.logger.Enabled(context.Background(), slog.LevelInfo) {
+		return
 	}
 	if late {
 		m.logger.Info("term hooks ran again for late subscribers", "term", t.term, "hooks", len(m.hooks))
@@ -241,7 +282,9 @@ func (m *Manager) runHook(h hook, term uint64) {
 }
 
 func (m *Manager) reportReady(r TermReport) {
-	m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
+	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
+		m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
+	}
 	m.bus.Publish(NewTermReadyEvent(r.Term, r.Latency))
 	if m.opts.OnTermReady != nil {
 		m.opts.OnTermReady(r)
@@ -255,10 +298,11 @@ func (m *Manager) checkReadyLocked(t *termState, now time.Time) bool {
 		return false
 	}
 	for _, mem := range t.members {
-		for _, typ := range mem.u.required {
-			if !mem.held[typ] {
-				return false
-			}
+		if !mem.started {
+			return false // still running from an earlier term
+		}
+		if !mem.holdsAll() {
+			return false
 		}
 	}
 	t.readyAt = now
@@ -281,11 +325,12 @@ func (m *Manager) subscribed(tok *runToken) {
 func (m *Manager) holds(tok *runToken, eventType string) {
 	now := time.Now()
 	m.mu.Lock()
-	if m.term != tok.t || tok.mem.held[eventType] || !slices.Contains(tok.u.required, eventType) {
+	i := slices.Index(tok.u.required, eventType)
+	if m.term != tok.t || i < 0 || tok.mem.held&(1<<i) != 0 {
 		m.mu.Unlock()
 		return
 	}
-	tok.mem.held[eventType] = true
+	tok.mem.held |= 1 << i
 	ready := m.checkReadyLocked(tok.t, now)
 	m.mu.Unlock()
 	if ready {

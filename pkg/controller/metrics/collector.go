@@ -17,6 +17,7 @@ type collector struct {
 	replays, delivered, dropped, skipped, rejected         *prometheus.Desc
 	compUp, compFailed, compStarts, compFailures, compOver *prometheus.Desc
 	subscribeTimeouts, hookFailures, leadershipDropped     *prometheus.Desc
+	compPanics, compMissing, missingTerms, stepDowns       *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -41,6 +42,11 @@ func newCollector(src Sources) *collector {
 			"Leader-only runs that did not signal Subscribed within the runtime's subscribe timeout."),
 		hookFailures:      Desc("runtime_hook_failures_total", "Term hooks that panicked."),
 		leadershipDropped: Desc("runtime_leadership_events_dropped_total", "Leadership events the runtime lost to a full subscription buffer (should stay 0)."),
+		compPanics:        Desc("component_panics_total", "Runs of the component that failed by a panic.", "component"),
+		compMissing: Desc("component_missing", "1 while this replica leads a term that misses the leader-only component "+
+			"(still running from an earlier term, or failed in this one), else 0.", "component"),
+		missingTerms: Desc("runtime_terms_missing_component_total", "Terms of this replica that missed a leader-only component at some point."),
+		stepDowns:    Desc("runtime_step_downs_total", "Terms this replica's runtime asked to end, after the step-down grace, because they missed a leader-only component."),
 	}
 }
 
@@ -50,6 +56,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.replays, c.delivered, c.dropped, c.skipped, c.rejected,
 		c.compUp, c.compFailed, c.compStarts, c.compFailures, c.compOver,
 		c.subscribeTimeouts, c.hookFailures, c.leadershipDropped,
+		c.compPanics, c.compMissing, c.missingTerms, c.stepDowns,
 	} {
 		ch <- d
 	}
@@ -81,6 +88,8 @@ func (c *collector) collectRuntime(e Emitter, st lifecycle.Status) {
 	e.Counter(c.subscribeTimeouts, st.SubscribeTimeouts)
 	e.Counter(c.hookFailures, st.HookFailures)
 	e.Counter(c.leadershipDropped, st.LeadershipDropped)
+	e.Counter(c.missingTerms, st.MissingTerms)
+	e.Counter(c.stepDowns, st.StepDowns)
 	for _, cs := range st.Components {
 		lo := strconv.FormatBool(cs.LeaderOnly)
 		e.Gauge(c.compUp, BoolValue(cs.State == lifecycle.StateRunning), cs.Name, lo)
@@ -88,6 +97,10 @@ func (c *collector) collectRuntime(e Emitter, st lifecycle.Status) {
 		e.Counter(c.compStarts, cs.Starts, cs.Name)
 		e.Counter(c.compFailures, cs.Failures, cs.Name)
 		e.Counter(c.compOver, cs.Overstays, cs.Name)
+		e.Counter(c.compPanics, cs.Panics, cs.Name)
+		if cs.LeaderOnly {
+			e.Gauge(c.compMissing, BoolValue(cs.Missing), cs.Name)
+		}
 	}
 }
 

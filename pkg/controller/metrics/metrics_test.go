@@ -117,9 +117,11 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 	rt := &fakeRuntime{st: lifecycle.Status{
 		Running: true, Leading: true, Term: 9, TermReady: true,
 		Terms: 3, ReadyTerms: 2, SubscribeTimeouts: 1, HookFailures: 4, LeadershipDropped: 5,
+		MissingTerms: 6, StepDowns: 7, Missing: []string{"config-publisher"},
 		Components: []lifecycle.ComponentStatus{
 			{Name: "discovery", State: lifecycle.StateRunning, Starts: 1},
-			{Name: "config-publisher", LeaderOnly: true, State: lifecycle.StateFailed, Starts: 3, Failures: 2, Overstays: 1},
+			{Name: "config-publisher", LeaderOnly: true, State: lifecycle.StateFailed, Starts: 3, Failures: 2, Overstays: 1, Panics: 1, Missing: true},
+			{Name: "scheduler", LeaderOnly: true, State: lifecycle.StateRunning, Starts: 3},
 		},
 	}}
 	el := &fakeElection{leader: true, term: 9}
@@ -151,6 +153,11 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 		"baton_runtime_subscribe_timeouts_total":                                1,
 		"baton_runtime_hook_failures_total":                                     4,
 		"baton_runtime_leadership_events_dropped_total":                         5,
+		"baton_component_panics_total{component=config-publisher}":              1,
+		"baton_component_missing{component=config-publisher}":                   1,
+		"baton_component_missing{component=scheduler}":                          0,
+		"baton_runtime_terms_missing_component_total":                           6,
+		"baton_runtime_step_downs_total":                                        7,
 		"baton_term_ready_seconds_count":                                        0,
 		"baton_handover_seconds_count":                                          0,
 	})

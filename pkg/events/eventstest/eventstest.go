@@ -43,11 +43,10 @@ func Inject(bus *busevents.EventBus, events ...busevents.Event) error {
 		if busevents.IsNil(e) {
 			return errorf("inject: event %d: %w", i, busevents.ErrNilEvent)
 		}
-		before := bus.Stats().RejectedStopped
-		bus.Publish(e)
-		if bus.Stats().RejectedStopped != before {
+		if bus.Stopped() {
 			return errorf("inject: event %d (%s): %w", i, e.EventType(), busevents.ErrStopped)
 		}
+		bus.Publish(e)
 	}
 	return nil
 }

@@ -169,6 +169,7 @@ func fenceSchedule(t *testing.T, raw client.Client, seed uint64) error {
 	}
 	var ws []*writer
 	next := uint64(1)
+	accepted := uint64(0) // the term of the last write the API server accepted
 	defer func() {
 		for _, w := range ws {
 			w.end()
@@ -202,7 +203,10 @@ func fenceSchedule(t *testing.T, raw client.Client, seed uint64) error {
 			switch {
 			case err == nil && w.ended:
 				return fmt.Errorf("step %d: term %d wrote after it ended", step, w.term)
+			case err == nil && w.term < accepted:
+				return fmt.Errorf("step %d: term %d overwrote term %d's write", step, w.term, accepted)
 			case err == nil:
+				accepted = w.term
 				if stamped := obj.Annotations[TermAnnotation]; stamped != fmt.Sprint(w.term) {
 					return fmt.Errorf("step %d: stamp %q, want %d", step, stamped, w.term)
 				}

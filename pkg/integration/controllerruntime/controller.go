@@ -3,6 +3,7 @@ package controllerruntime
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +63,7 @@ func (r *Runtime) AddController(c Controller) error {
 	opts := c.Options
 	opts.Reconciler = c.Reconciler
 	opts.SkipNameValidation = ptr.To(true)
-	opts.NeedLeaderElection, opts.EnableWarmup = nil, nil
+	opts.NeedLeaderElection, opts.EnableWarmup = nil, ptr.To(true)
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = r.logger
 	}
@@ -70,26 +71,44 @@ func (r *Runtime) AddController(c Controller) error {
 	for _, w := range c.Watches {
 		r.watched = append(r.watched, w.Object)
 	}
+	comp := &controllerComponent{r: r, spec: c, opts: opts}
+	r.controllers = append(r.controllers, comp)
 	r.mu.Unlock()
-	return wrapRegistration(r.life.AddLeaderOnly(&controllerComponent{r: r, spec: c, opts: opts}))
+	return wrapRegistration(r.life.AddLeaderOnly(comp))
 }
 
-// controllerComponent runs one term's instance of a Controller.
+// controllerComponent runs one term's instance of a Controller. Between terms it holds
+// the next instance, built and warmed: its sources run on the shared cache and fill its
+// queue, so that at election only the workers have to start.
 type controllerComponent struct {
 	r    *Runtime
 	spec Controller
 	opts controller.Options
+
+	// mu guards next.
+	mu   sync.Mutex
+	next *warmController
+}
+
+// warmController is a controller whose sources run under a context of its own.
+type warmController struct {
+	ctrl   controller.Controller
+	cancel context.CancelFunc
+}
+
+// warmupper is the warm-up half of controller-runtime's controller (EnableWarmup).
+type warmupper interface {
+	Warmup(ctx context.Context) error
 }
 
 func (c *controllerComponent) Name() string { return c.spec.Name }
 
-// Start builds the term's controller and runs it until the term ends.
-func (c *controllerComponent) Start(ctx context.Context) error {
-	ctx = withTermRef(ctx)
-	Subscribed(ctx) // a controller takes no replayed events
+// prepare builds an instance and starts its sources under a child of ctx, the
+// Runtime's context; it returns once they synced.
+func (c *controllerComponent) prepare(ctx context.Context) (*warmController, error) {
 	ctrl, err := controller.NewUnmanaged(c.spec.Name, c.opts)
 	if err != nil {
-		return fmt.Errorf("controllerruntime: building controller %q: %w", c.spec.Name, err)
+		return nil, fmt.Errorf("controllerruntime: building controller %q: %w", c.spec.Name, err)
 	}
 	cache := c.r.mgr.GetCache()
 	for _, w := range c.spec.Watches {
@@ -99,10 +118,60 @@ func (c *controllerComponent) Start(ctx context.Context) error {
 		}
 		obj := w.Object.DeepCopyObject().(client.Object)
 		if err := ctrl.Watch(source.Kind(cache, obj, h, w.Predicates...)); err != nil {
-			return fmt.Errorf("controllerruntime: controller %q: watching %T: %w", c.spec.Name, w.Object, err)
+			return nil, fmt.Errorf("controllerruntime: controller %q: watching %T: %w", c.spec.Name, w.Object, err)
 		}
 	}
-	err = ctrl.Start(ctx)
+	wctx, cancel := context.WithCancel(ctx)
+	if wu, ok := ctrl.(warmupper); ok {
+		if err := wu.Warmup(wctx); err != nil {
+			cancel()
+			return nil, fmt.Errorf("controllerruntime: warming controller %q: %w", c.spec.Name, err)
+		}
+	}
+	return &warmController{ctrl: ctrl, cancel: cancel}, nil
+}
+
+// warm prepares the next instance, replacing none that exists.
+func (c *controllerComponent) warm(ctx context.Context) error {
+	c.mu.Lock()
+	have := c.next != nil
+	c.mu.Unlock()
+	if have {
+		return nil
+	}
+	w, err := c.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.next = w
+	c.mu.Unlock()
+	return nil
+}
+
+// Start runs the warmed instance (or a new one) until the term ends, then warms the
+// instance of the next term before it returns.
+func (c *controllerComponent) Start(ctx context.Context) error {
+	ctx = withTermRef(ctx)
+	Subscribed(ctx) // a controller takes no replayed events
+	base := c.r.baseContext()
+	if err := c.warm(base); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	w := c.next
+	c.next = nil
+	c.mu.Unlock()
+	// The term's end stops the sources too; the workers then drain and return.
+	stop := context.AfterFunc(ctx, w.cancel)
+	err := w.ctrl.Start(ctx)
+	stop()
+	w.cancel()
+	if base.Err() == nil {
+		if werr := c.warm(base); werr != nil {
+			c.r.logger.Error(werr, "warming the next term's controller; it is built at election instead", "controller", c.spec.Name)
+		}
+	}
 	if ctx.Err() != nil || err == nil {
 		return ctx.Err() // nil while ctx is live: the runtime records an early return
 	}

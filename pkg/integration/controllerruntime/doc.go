@@ -33,17 +33,22 @@
 //     adapter) and pkg/controller/lifecycle's Manager, which starts every leader-only
 //     component when a term starts and cancels it when the term ends. The elector
 //     campaigns again in place, so losing the lease costs one term, never the process.
-//   - Each term builds its controllers anew with controller.NewUnmanaged (name
-//     validation skipped: every term reuses the name) and starts them under the term's
-//     context; the term's end cancels that context and Start returns once the workers
-//     finished. Nothing of a controller survives its term, so no controller is ever
-//     started twice.
-//   - The controllers' sources are source.Kind on the manager's shared cache. Before it
-//     campaigns, every replica creates and syncs the informers of every registered
-//     Watch (and /readyz says so), and the cache runs for the life of the process. So a
-//     new leader's controller needs no list: its source's handler is added to a synced
-//     informer, which hands it every object at once, and the first reconcile follows
-//     the election within milliseconds. A replica does not campaign before it is warm.
+//     A term missing a leader-only controller (its build failed, or it is still
+//     stopping from the last term) is resigned after the runtime's StepDownGrace, so
+//     that another replica leads.
+//   - Each term runs controller instances of its own, built with
+//     controller.NewUnmanaged (name validation skipped: every instance reuses the
+//     name) and started under the term's context; the term's end cancels that context,
+//     and Start returns once the workers finished. No instance outlives its term, so no
+//     controller is ever started twice.
+//   - The sources are source.Kind on the manager's shared cache, which runs for the
+//     life of the process on every replica. Before it campaigns, a replica syncs the
+//     informers of every registered Watch (then /readyz passes), and it builds the
+//     next term's instance ahead of time and starts its sources with
+//     controller-runtime's Warmup: its queue fills from the synced informers while the
+//     replica follows. At election only the workers start, so the first reconcile
+//     follows within a millisecond, with no list and without the 100ms poll a new
+//     source's handler sync costs. The next instance is warmed again when a term ends.
 //   - The term's context reports the term over by the elector's own monotonic clock
 //     (lifecycle.Options.TermContext): once the renew deadline passed since the last
 //     successful renew, its Err is non-nil at the call, even before any goroutine ran
@@ -52,7 +57,7 @@
 // # Term in Reconcile
 //
 // Reconcile's context derives from the term's, so TermFromContext (the core's
-// lifecycle.TermFromContext) gives the term, and the context ends with it.
+// termctx.FromContext) gives the term, and the context ends with it.
 //
 // # Fencing
 //

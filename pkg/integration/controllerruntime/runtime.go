@@ -38,10 +38,14 @@ type Runtime struct {
 	started atomic.Bool
 	warm    atomic.Bool
 
-	// mu guards names and watched.
-	mu      sync.Mutex
-	names   map[string]bool
-	watched []client.Object // the objects of every controller's watches, warmed on Start
+	// base is the context Start was given; set before the term runtime runs.
+	base atomic.Pointer[context.Context]
+
+	// mu guards names, watched and controllers.
+	mu          sync.Mutex
+	names       map[string]bool
+	watched     []client.Object // the objects of every controller's watches, warmed on Start
+	controllers []*controllerComponent
 }
 
 // New builds a Runtime for mgr and adds it to mgr: as a runnable that runs on every
@@ -74,6 +78,9 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		Logger:      slogger,
 		StopTimeout: s.stop,
 		TermContext: r.elector.TermContext,
+		// A term missing a leader-only controller (failed, or stuck from the last term)
+		// is resigned after the runtime's grace, so that another replica leads.
+		StepDown:    r.elector.Resign,
 		OnTermReady: func(rep lifecycle.TermReport) { r.metrics.termReady.Observe(rep.Latency.Seconds()) },
 	})
 	if err != nil {
@@ -109,8 +116,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
+	r.base.Store(&ctx)
 	r.mu.Lock()
-	watched := r.watched
+	watched, controllers := r.watched, r.controllers
 	r.mu.Unlock()
 	for _, obj := range watched {
 		if _, err := r.mgr.GetCache().GetInformer(ctx, obj); err != nil {
@@ -120,11 +128,27 @@ func (r *Runtime) Start(ctx context.Context) error {
 			return fmt.Errorf("controllerruntime: warming the informer of %T: %w", obj, err)
 		}
 	}
+	for _, c := range controllers {
+		if err := c.warm(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 	r.warm.Store(true)
 	r.logger.Info("informers warm; campaigning", "identity", r.identity, "informers", len(watched))
 	r.bus.Start()
 	defer r.bus.Stop()
 	return r.life.Run(ctx)
+}
+
+// baseContext is the context given to Start.
+func (r *Runtime) baseContext() context.Context {
+	if p := r.base.Load(); p != nil {
+		return *p
+	}
+	return context.Background()
 }
 
 // Bus returns the Runtime's event bus, for StateReplayers

@@ -134,6 +134,13 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 
 	n.partition.Cut()
 	replicatest.WaitFor(t, 30*time.Second, "the term to end", func() bool { return !n.rt.IsLeader() })
+	// Between terms the next term's controller is built, its sources running.
+	comp := n.rt.controllers[0]
+	replicatest.WaitFor(t, 30*time.Second, "the next term's controller to be warm", func() bool {
+		comp.mu.Lock()
+		defer comp.mu.Unlock()
+		return comp.next != nil
+	})
 	n.partition.Heal()
 	var term2 uint64
 	replicatest.WaitFor(t, 30*time.Second, "a second term", func() bool { term2 = n.rt.Term(); return term2 > term1 })

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // termRefKey is the context key of the term reference.
@@ -39,9 +40,9 @@ func termRefFrom(ctx context.Context) *termRef {
 // TermFromContext returns the leadership term of a leader-only run: ctx is the context
 // given to Reconcile of a controller added with AddController, or to a function added
 // with AddLeaderOnly, or one derived from them. ok is false for other contexts. It is
-// lifecycle.TermFromContext, the core's accessor.
+// the core's accessor, termctx.FromContext.
 func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	return lifecycle.TermFromContext(ctx)
+	return termctx.FromContext(ctx)
 }
 
 // TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded (with

@@ -1,0 +1,70 @@
+package events
+
+import (
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// TestFIFOAgainstModel runs random operations on a fifo and on a plain
+// slice that does the same in O(n), and compares them after each step. A
+// failing seed replays with BATON_SEED=<seed>.
+func TestFIFOAgainstModel(t *testing.T) {
+	seed := rand.Uint64()
+	if s := os.Getenv("BATON_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d (replay with BATON_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	type item struct {
+		v     int
+		class int32
+	}
+	for round := range 200 {
+		limit, classes := 1+rng.IntN(8), 1+rng.IntN(4)
+		q := newFIFO[int](limit, classes)
+		var model []item
+		for step := range 200 {
+			switch op := rng.IntN(3); {
+			case op == 0 && !q.full():
+				c := int32(rng.IntN(classes))
+				q.push(step, c)
+				model = append(model, item{step, c})
+			case op == 1:
+				v, ok := q.pop()
+				if ok != (len(model) > 0) || ok && v != model[0].v {
+					t.Fatalf("round %d step %d: pop = %d, %v; model %v", round, step, v, ok, model)
+				}
+				if ok {
+					model = model[1:]
+				}
+			default:
+				c := int32(rng.IntN(classes))
+				v, ok := q.removeOldest(c)
+				at := slices.IndexFunc(model, func(it item) bool { return it.class == c })
+				if ok != (at >= 0) || ok && v != model[at].v {
+					t.Fatalf("round %d step %d: removeOldest(%d) = %d, %v; model %v", round, step, c, v, ok, model)
+				}
+				if ok {
+					model = slices.Delete(model, at, at+1)
+				}
+			}
+			if q.len() != len(model) || q.full() != (len(model) >= limit) {
+				t.Fatalf("round %d step %d: len %d full %v; model %v", round, step, q.len(), q.full(), model)
+			}
+			for c := range int32(classes) {
+				if q.has(c) != slices.ContainsFunc(model, func(it item) bool { return it.class == c }) {
+					t.Fatalf("round %d step %d: has(%d) = %v; model %v", round, step, c, q.has(c), model)
+				}
+			}
+		}
+		if len(q.nodes) > limit {
+			t.Fatalf("round %d: arena grew to %d nodes past the limit %d", round, len(q.nodes), limit)
+		}
+	}
+}
