@@ -78,13 +78,12 @@ func TestZeroIsAValue(t *testing.T) {
 func TestBadTimelineBeforeStart(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-such-dir", "t.svg")
 	for _, flag := range []string{"--timeline=", "--log-file="} {
-		start := time.Now()
 		code, stdout, stderr := runCmd(t, "demo", "--live=never", flag+missing)
 		if code != exitUsage || !strings.Contains(stderr, "baton demo: "+strings.TrimSuffix(flag, "=")+": ") {
 			t.Errorf("%s: exit %d, stderr %q", flag, code, stderr)
 		}
-		if stdout != "" || time.Since(start) > 5*time.Second {
-			t.Errorf("%s: the run started (%v): %q", flag, time.Since(start), stdout)
+		if stdout != "" { // a run that started says so on stdout first
+			t.Errorf("%s: the run started: %q", flag, stdout)
 		}
 	}
 }
@@ -177,7 +176,7 @@ func TestVersion(t *testing.T) {
 	if got, want := versionString(info), "baton v0.3.0 (0123abcd, modified, 2026-12-01T10:00:00Z) go1.26.8"; got != want {
 		t.Errorf("versionString = %q, want %q", got, want)
 	}
-	if got := versionString(&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}); got != "baton (devel)" {
+	if got := versionString(&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}); got != "baton (devel) (no VCS revision recorded)" {
 		t.Errorf("no VCS: %q", got)
 	}
 	code, stdout, _ := runCmd(t, "version")

@@ -50,8 +50,13 @@ func versionString(info *debug.BuildInfo) string {
 		}
 	}
 	s := "baton " + version
-	if len(vcs) > 0 {
+	switch {
+	case len(vcs) > 0:
 		s += " (" + strings.Join(vcs, ", ") + ")"
+	case version == "(devel)":
+		// A build in a checkout records the revision unless -buildvcs=false
+		// (or a checkout go does not recognise) kept it out.
+		s += " (no VCS revision recorded)"
 	}
 	if info.GoVersion != "" {
 		s += " " + info.GoVersion

@@ -173,8 +173,8 @@ func (h *handover) fenced() {
 // or a pause, of a released one after a release.
 func (h *handover) takeover() {
 	wantFrom := h.old.id
-	if h.f.Fault == FaultRelease {
-		wantFrom = ""
+	if h.f.Fault == FaultRelease || h.f.Fault == FaultHang {
+		wantFrom = "" // released, or resigned: the resignation releases
 	}
 	h.add("takeover as expected", h.nt.TakeoverKnown && h.nt.TakeoverFrom == wantFrom,
 		"the acquiring write saw holder %q, want %q (%s)", h.nt.TakeoverFrom, wantFrom, map[bool]string{true: "released lease", false: "expired lease"}[wantFrom == ""])

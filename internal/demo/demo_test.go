@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -29,7 +32,7 @@ func TestRunPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
 		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) {
-			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 3, 7, 100*time.Millisecond, &out
+			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 4, 7, 100*time.Millisecond, &out
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +45,7 @@ func TestRunPasses(t *testing.T) {
 			t.Fatalf("the demo failed:\n%s\n%s", out.String(), summary.String())
 		}
 		passed, total := rep.Checks()
-		if passed != total || total < 3*10 {
+		if passed != total || total < 4*10 {
 			t.Errorf("%d/%d checks passed", passed, total)
 		}
 		var faults []demo.Fault
@@ -56,7 +59,7 @@ func TestRunPasses(t *testing.T) {
 			}
 		}
 		slices.Sort(faults)
-		if !slices.Equal(faults, []demo.Fault{demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+		if !slices.Equal(faults, []demo.Fault{demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
 			t.Errorf("faults %v, want one of each", faults)
 		}
 		// Exactly one failover (not the first) had an invalid document.
@@ -72,9 +75,24 @@ func TestRunPasses(t *testing.T) {
 		if invalid != 1 {
 			t.Errorf("%d failovers with an invalid document, want 1", invalid)
 		}
-		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 3/3"} {
+		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 4/4",
+			"will hang when term", "without \"stall\": unhealthy"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("log lacks %q", want)
+			}
+		}
+		for _, f := range rep.Failovers {
+			if f.Fault != demo.FaultHang {
+				continue
+			}
+			names := map[string]bool{}
+			for _, c := range f.Checks {
+				names[c.Name] = c.OK
+			}
+			for _, want := range []string{"stuck component reported", "stuck leader unhealthy", "stuck leader resigned", "unblocked replica healthy", "takeover as expected"} {
+				if ok, seen := names[want]; !seen || !ok {
+					t.Errorf("hang failover: check %q seen %v, passed %v", want, seen, ok)
+				}
 			}
 		}
 		if !strings.Contains(summary.String(), "result: PASS") {
@@ -163,9 +181,16 @@ func options(set func(*demo.Options)) demo.Options {
 // interrupted (not that a check failed), keeps the failovers done so far,
 // and leaves nothing running.
 func TestInterrupted(t *testing.T) {
+	// Seed 1 begins with a pause: 4s cuts the run while the old leader is
+	// paused, 7s during the second failover.
+	for _, after := range []time.Duration{4 * time.Second, 7 * time.Second} {
+		t.Run(after.String(), func(t *testing.T) { testInterrupted(t, after) })
+	}
+}
+
+func testInterrupted(t *testing.T, after time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
-		// Long enough for the first failover and part of the second.
-		ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), after)
 		defer cancel()
 		var out bytes.Buffer
 		rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Out = &out }))
@@ -175,8 +200,8 @@ func TestInterrupted(t *testing.T) {
 		if rep.OK() || !rep.Interrupted || rep.Aborted != "" {
 			t.Errorf("an interrupted run: OK=%v, Interrupted=%v, Aborted %q", rep.OK(), rep.Interrupted, rep.Aborted)
 		}
-		if len(rep.Failovers) < 2 || !rep.Failovers[len(rep.Failovers)-1].Interrupted {
-			t.Fatalf("want a done failover and an interrupted one, got %+v", rep.Failovers)
+		if len(rep.Failovers) == 0 || !rep.Failovers[len(rep.Failovers)-1].Interrupted {
+			t.Fatalf("want the failover in progress marked interrupted, got %+v", rep.Failovers)
 		}
 		for _, f := range rep.Failovers[:len(rep.Failovers)-1] {
 			if !f.OK() || f.Interrupted {
@@ -189,7 +214,7 @@ func TestInterrupted(t *testing.T) {
 		}
 		s := summary.String()
 		done := fmt.Sprintf("interrupted after %d of 6 failovers", len(rep.Failovers)-1)
-		for _, want := range []string{"result: INTERRUPTED", done, " interrupted\n"} {
+		for _, want := range []string{"result: INTERRUPTED", done, " interrupted\n", "no two replicas led at once"} {
 			if !strings.Contains(s, want) {
 				t.Errorf("summary lacks %q:\n%s", want, s)
 			}
@@ -284,11 +309,11 @@ func TestSchedule(t *testing.T) {
 	if slices.Equal(a, demo.Schedule(2, 9)) && slices.Equal(a, demo.Schedule(3, 9)) {
 		t.Errorf("seeds 1, 2 and 3 give the same schedule %v", a)
 	}
-	for i := 0; i < len(a); i += 3 {
-		cycle := slices.Clone(a[i : i+3])
+	for i := 0; i+4 <= len(a); i += 4 {
+		cycle := slices.Clone(a[i : i+4])
 		slices.Sort(cycle)
-		if !slices.Equal(cycle, []demo.Fault{demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
-			t.Errorf("cycle %d is %v, want each fault once", i/3, a[i:i+3])
+		if !slices.Equal(cycle, []demo.Fault{demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+			t.Errorf("cycle %d is %v, want each fault once", i/4, a[i:i+4])
 		}
 	}
 	for i := 1; i < len(a); i++ {
@@ -336,5 +361,61 @@ func TestMux(t *testing.T) {
 func ExampleSchedule() {
 	fmt.Println(demo.Schedule(1, 6))
 	// Output:
-	// [pause release kill pause kill release]
+	// [pause hang kill release hang pause]
+}
+
+// TestInterruptedAtRandomMoments: wherever Ctrl-C falls, the run reports
+// INTERRUPTED and no failed check (or, if it came after the end, PASS). The moments are drawn from a seed
+// (BATON_DEMO_SEED replays one).
+func TestInterruptedAtRandomMoments(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BATON_DEMO_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("BATON_DEMO_SEED: %v", err)
+		}
+		seed = v
+	}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	o := demo.DefaultOptions()
+	total := o.Estimate()
+	for range 12 {
+		runSeed := rng.Uint64N(1000)
+		after := time.Duration(rng.Int64N(int64(total)))
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), after)
+			defer cancel()
+			rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Seed = runSeed }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s bytes.Buffer
+			if err := rep.WriteSummary(&s); err != nil {
+				t.Fatal(err)
+			}
+			// A run that ended before the moment passed; one cut short
+			// says so and reports no failure.
+			if rep.Interrupted == rep.OK() || strings.Contains(s.String(), "FAIL") {
+				t.Errorf("BATON_DEMO_SEED=%d: run seed %d interrupted after %v: Interrupted=%v OK=%v\n%s", seed, runSeed, after, rep.Interrupted, rep.OK(), s.String())
+			}
+		})
+	}
+}
+
+func ExampleOptions_Check() {
+	o := demo.DefaultOptions()
+	o.Replicas, o.LeaseDuration = 1, 24*time.Hour
+	for _, err := range o.Check().(interface{ Unwrap() []error }).Unwrap() {
+		fmt.Println(err)
+	}
+	// Output:
+	// demo: Replicas 1 is out of range: want 2 to 32 (a failover needs a second replica)
+	// demo: LeaseDuration 24h0m0s is above 1m0s: each kill or pause waits the lease out
+}
+
+func ExampleOptions_Estimate() {
+	o := demo.DefaultOptions()
+	fmt.Println(demo.Schedule(o.Seed, o.Failovers), o.Estimate())
+	// Output:
+	// [pause release kill pause kill release] 21.4s
 }

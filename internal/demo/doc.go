@@ -10,7 +10,7 @@
 // for each of Options.Failovers failovers, it lets the leader lead for
 // Options.Dwell while the pods change, changes the configuration and the
 // pods again and waits until every replica's all-replica side holds the
-// change, and then fails the leader in one of three ways, in an order
+// change, and then fails the leader in one of four ways, in an order
 // drawn from Options.Seed:
 //
 //   - kill: the replica's stores fail every call from now on and its context
@@ -25,6 +25,15 @@
 //     it) and step down without writing anything.
 //   - release: the replica shuts down gracefully and releases the lease; a
 //     follower takes over at once. It is then started again.
+//   - hang: a leader-only component of the replica (the "stall" component
+//     every replica runs) hangs when its term ends: it ignores the end of
+//     its context. The replica is paused until another leads, then every
+//     other replica is paused until it leads again, without the stuck
+//     component. It must say so (/healthz and /readyz fail, naming it) and,
+//     after the step-down grace (a lease duration), resign: it releases the
+//     lease and a follower takes over at once. The hand-over checked is
+//     from the stuck replica's term to the next; then the component is
+//     unblocked and the replica must be healthy again.
 //
 // After a kill or a pause it changes the configuration and the pods once
 // more while nobody leads, so that the new leader can only learn the newest
@@ -49,8 +58,11 @@
 // published object carries the new term, the new leader's name and the
 // newest versions (and the refusal when the newest document was invalid);
 // that a write with the old term is refused (fencing); that the takeover
-// was of the expected kind (expired lease or released one); and, after a
-// pause, that the paused replica ended its term for a missed renew deadline.
+// was of the expected kind (expired lease, or released one after a release
+// or a resignation); after a pause, that the paused replica ended its term
+// for a missed renew deadline; and after a hang, that the stuck leader
+// reported the missing component, resigned once, and was healthy again
+// once the component returned.
 // At the end it checks, over the whole run, that no two terms overlapped,
 // that terms strictly increased, that the observers lost no event and that
 // every replica still running is healthy.

@@ -107,6 +107,8 @@ func (r *failoverRun) fault() string {
 		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkRelease, Replica: old.id, Term: r.oldTerm, Text: "released"})
 		e.view.logf("failover %d: stopping %s (term %d) gracefully: it releases the lease", f.N, old.id, r.oldTerm)
 		old.release()
+	case FaultHang:
+		return r.hang()
 	}
 	return ""
 }
@@ -116,7 +118,7 @@ func (r *failoverRun) fault() string {
 // all-replica side and the replays.
 func (r *failoverRun) changeWhileLeaderless() string {
 	e := r.e
-	if r.f.Fault != FaultRelease {
+	if r.f.Fault != FaultRelease && r.f.Fault != FaultHang {
 		if !r.f.InvalidConfig {
 			if abort := r.worldChanged(e.changeConfig(true)); abort != "" {
 				return abort
@@ -165,6 +167,10 @@ func (r *failoverRun) newLeader() string {
 // killed or released one again and checks it synced.
 func (r *failoverRun) recover() string {
 	e, o, f, old := r.e, r.e.opts, &r.f, r.old
+	if f.Fault == FaultHang {
+		r.recoverHang()
+		return ""
+	}
 	if f.Fault == FaultPause {
 		e.sleep(time.Until(f.FaultAt.Add(o.LeaseDuration + o.RenewDeadline)))
 		e.rec.mark(Mark{At: time.Now(), Kind: MarkResume, Replica: old.id, Term: r.oldTerm, Text: "resumed"})

@@ -22,6 +22,8 @@ type node struct {
 	inc  *incarnation
 	r    *app.Replica
 	gate *gate
+	// stall is the node's leader-only component of the hang fault.
+	stall *stall
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Run and the observer
@@ -35,7 +37,7 @@ type node struct {
 
 // startNode builds and starts incarnation n of replica id.
 func (e *engine) startNode(id string, n int) (*node, error) {
-	nd := &node{id: id, gate: &gate{}, inc: &incarnation{replica: id, n: n, writes: map[string]time.Time{}}}
+	nd := &node{id: id, gate: &gate{}, stall: newStall(), inc: &incarnation{replica: id, n: n, writes: map[string]time.Time{}}}
 	rec := e.rec
 	o := e.world.e.Options(id)
 	o.Election.LeaseDuration = e.opts.LeaseDuration
@@ -45,6 +47,8 @@ func (e *engine) startNode(id string, n int) (*node, error) {
 		onWrite: func(rv string, sent time.Time) { rec.wrote(nd.inc, rv, sent) }}
 	o.Published = &gatedStore{inner: o.Published, gate: nd.gate}
 	o.StopTimeout = 2 * time.Second
+	o.StepDownGrace = e.opts.stepDownGrace()
+	o.LeaderOnly = func(*app.Replica) ([]lifecycle.Component, error) { return []lifecycle.Component{nd.stall}, nil }
 	o.PublisherRetry = e.opts.RetryPeriod
 	o.Scheduler.MinInterval = e.opts.RetryPeriod
 	o.Logger = e.opts.Logger
@@ -86,6 +90,7 @@ func (e *engine) startNode(id string, n int) (*node, error) {
 // kill crashes the node: its stores fail from now on, so it can neither
 // renew nor release, and it is cancelled. It returns once it stopped.
 func (n *node) kill() {
+	n.stall.unblock()
 	n.mu.Lock()
 	n.stopped, n.killed = true, true
 	n.mu.Unlock()
@@ -97,6 +102,7 @@ func (n *node) kill() {
 
 // release shuts the node down gracefully: it releases the lease.
 func (n *node) release() {
+	n.stall.unblock()
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
@@ -104,12 +110,14 @@ func (n *node) release() {
 	n.wg.Wait()
 }
 
-// stop ends a node at the end of the run, resuming it first if paused.
+// stop ends a node at the end of the run, resuming it first if paused and
+// unblocking its stall component if it hangs.
 func (n *node) stop() {
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
 	n.gate.resume()
+	n.stall.unblock()
 	n.cancel()
 	n.wg.Wait()
 }

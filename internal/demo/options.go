@@ -20,19 +20,22 @@ const (
 	FaultKill    Fault = "kill"
 	FaultPause   Fault = "pause"
 	FaultRelease Fault = "release"
+	// FaultHang makes a leader-only component of the leader hang at the end
+	// of its term; the replica, leading again without it, must resign.
+	FaultHang Fault = "hang"
 )
 
 // Schedule returns the faults of n failovers drawn from seed: cycles of the
-// three faults, each in a shuffled order, never the same fault twice in a
+// four faults, each in a shuffled order, never the same fault twice in a
 // row.
 func Schedule(seed uint64, n int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var out []Fault
 	for len(out) < n {
-		cycle := []Fault{FaultKill, FaultPause, FaultRelease}
+		cycle := []Fault{FaultKill, FaultPause, FaultRelease, FaultHang}
 		rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		if len(out) > 0 && cycle[0] == out[len(out)-1] {
-			cycle[0], cycle[2] = cycle[2], cycle[0]
+			cycle[0], cycle[len(cycle)-1] = cycle[len(cycle)-1], cycle[0]
 		}
 		out = append(out, cycle...)
 	}
@@ -219,6 +222,8 @@ func (o Options) Estimate() time.Duration {
 			d += o.LeaseDuration + o.RenewDeadline
 		case FaultRelease:
 			d += o.RetryPeriod
+		case FaultHang:
+			d += 2*o.LeaseDuration + o.RenewDeadline + o.stepDownGrace()
 		}
 	}
 	return d
@@ -234,3 +239,8 @@ func joinFaults(fs []Fault) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// stepDownGrace is the replicas' step-down grace (app.Options.StepDownGrace):
+// a lease duration, so that the hang fault's hand-over lasts about as long
+// as a kill's.
+func (o Options) stepDownGrace() time.Duration { return o.LeaseDuration }

@@ -36,7 +36,8 @@ type Failover struct {
 	// (the runtime's measure); FirstRender to the term's first render.
 	TermReady, FirstRender time.Duration
 	// ConfigVersion and PodGeneration are the newest state the new leader
-	// had to hold (the generation is the new leader's own numbering).
+	// had to hold (the generation is the shared pod set's version, the same
+	// on every replica).
 	ConfigVersion string
 	PodGeneration uint64
 	// Newest and Fenced sum up the state and fencing checks.

@@ -191,7 +191,8 @@ func TestReferencePackagesExist(t *testing.T) {
 }
 
 // TestArrows checks the narrower rules of the architecture: the bus knows
-// nothing of leadership or Kubernetes, the pure election nothing of the bus.
+// nothing of leadership or Kubernetes, the pure election nothing of the bus,
+// the term accessor nothing of either.
 func TestArrows(t *testing.T) {
 	rules := []struct {
 		pkg    string
@@ -199,6 +200,8 @@ func TestArrows(t *testing.T) {
 	}{
 		{"pkg/events/...", []string{module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/", "sigs.k8s.io/"}},
 		{"pkg/k8s/leaderelection", []string{module + "/pkg/events", module + "/pkg/controller"}},
+		// The term accessor sits below both the elector and the runtime.
+		{"pkg/termctx", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/"}},
 	}
 	for _, r := range rules {
 		g := goList(t, r.pkg)

@@ -1,8 +1,11 @@
 // Package events is Baton's in-process event bus: a generic, domain-agnostic
 // publish/subscribe hub with per-subscriber buffers, drop accounting,
 // latest-value delivery of state, ordered replays and scatter-gather
-// requests. It knows nothing about leadership or Kubernetes; the domain
-// catalog lives in pkg/controller/events. Import it as busevents.
+// requests. It knows nothing about leadership or Kubernetes; the events
+// that ride on it are defined by its users (the core's leadership and lifecycle
+// events in pkg/controller/leadership and pkg/controller/lifecycle, the
+// reference controller's catalog in pkg/controller/events). Import it as
+// busevents.
 //
 // # Usage
 //

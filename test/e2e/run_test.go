@@ -500,6 +500,12 @@ func (p *proc) terminate(t *testing.T) {
 	if !strings.Contains(p.out.String(), `"msg":"baton run stopped"`) {
 		t.Errorf("%s did not log its clean stop", p.id)
 	}
+	// --log-format json: every line is JSON, client-go's (through klog) too.
+	for _, line := range strings.Split(strings.TrimSpace(p.out.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("%s: a log line is not JSON: %q", p.id, line)
+		}
+	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers.

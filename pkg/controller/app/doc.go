@@ -35,7 +35,10 @@
 //     replayers ("config": the ConfigChangeHandler's, "pods": the
 //     Discovery's), then the Reconciler's TriggerNow ("reconcile"), so that
 //     the first render of a term is made from the replayed state;
-//  7. the metrics, reading all of the above at scrape time.
+//  7. the metrics, reading all of the above at scrape time: the core's
+//     (pkg/controller/metrics: bus, election, terms, components) and the
+//     reference controller's own (pkg/controller/metrics/reference:
+//     configuration documents, publisher writes), in one registry.
 //
 // Run starts the bus and runs the Manager; callers may subscribe to the bus
 // between New and Run, as all-replica observers. A replica that will not be
@@ -43,7 +46,8 @@
 //
 // # Health
 //
-// Healthy (served as /healthz) fails while this replica believes it holds
+// Healthy (served as /healthz) is the core's check (metrics.Sources.Healthy):
+// it fails while this replica believes it holds
 // the lease but has missed its renew deadline (the elector's Healthy), and
 // when the runtime reports a failed component (lifecycle.Status.Healthy),
 // including, while leading, a leader-only component the term misses.

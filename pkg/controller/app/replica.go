@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/deploymentscheduler"
 	"github.com/baton-dev/baton/pkg/controller/discovery"
+	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/metrics"
@@ -188,6 +189,14 @@ func (r *Replica) buildLeaderOnly(opts Options) (err error) {
 	coordOpts := opts.Coordinator
 	if coordOpts.Logger == nil {
 		coordOpts.Logger = r.logger
+	}
+	if coordOpts.Latest == nil {
+		// Runs start from the newest state the all-replica side handed out.
+		coordOpts.Latest = func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent) {
+			cfg, _ := r.config.Current()
+			pods, _ := r.discovery.Current()
+			return cfg, pods
+		}
 	}
 	if r.coordinator, err = reconciler.NewCoordinator(r.bus, coordOpts); err != nil {
 		return fmt.Errorf("app: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,10 @@ const SourceUpdate = "update"
 var (
 	// ErrAlreadyStarted is returned by a second call to Start.
 	ErrAlreadyStarted = errors.New("configchange: handler already started")
+	// ErrSourcePanicked is wrapped by Start's error when the source's Run
+	// panicked: the panic is recovered, logged with its stack, and fails the
+	// handler (an all-replica failure, which makes the replica unhealthy).
+	ErrSourcePanicked = errors.New("configchange: source panicked")
 	// ErrStopped is returned by Update once Start has returned.
 	ErrStopped = errors.New("configchange: handler stopped")
 )
@@ -140,7 +145,16 @@ func (h *ConfigChangeHandler) Start(ctx context.Context) error {
 	srcDone := make(chan error, 1)
 	srcName := h.source.String()
 	go func() {
-		srcDone <- h.source.Run(ctx, func(d Document) { h.submit(ctx, request{doc: d, source: srcName}) })
+		var err error
+		defer func() { srcDone <- err }()
+		defer func() {
+			// A panicking source fails the handler, not the process.
+			if r := recover(); r != nil {
+				h.logger.Error("configuration source panicked", "source", srcName, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = fmt.Errorf("%w: %v", ErrSourcePanicked, r)
+			}
+		}()
+		err = h.source.Run(ctx, func(d Document) { h.submit(ctx, request{doc: d, source: srcName}) })
 	}()
 	for {
 		select {

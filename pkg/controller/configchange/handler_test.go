@@ -417,3 +417,28 @@ func ExampleConfigChangeHandler_Update() {
 	// frontends[0].defaultBackend: unknown backend "api"
 	// in force: default
 }
+
+// panicSource is a Source whose Run panics.
+type panicSource struct{}
+
+func (panicSource) String() string { return "panicking" }
+func (panicSource) Run(context.Context, func(configchange.Document)) error {
+	panic("source exploded")
+}
+
+// TestPanickingSourceFailsTheHandler: a source that panics fails the
+// handler (Start returns an error wrapping ErrSourcePanicked); the process
+// goes on.
+func TestPanickingSourceFailsTheHandler(t *testing.T) {
+	bus := busevents.NewEventBusWithLogger(0, slog.New(slog.DiscardHandler))
+	bus.Start()
+	defer bus.Stop()
+	h, err := configchange.New(bus, configchange.Options{Source: panicSource{}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Start(t.Context())
+	if !errors.Is(err, configchange.ErrSourcePanicked) || !strings.Contains(err.Error(), "source exploded") {
+		t.Fatalf("Start = %v, want ErrSourcePanicked with the panic value", err)
+	}
+}

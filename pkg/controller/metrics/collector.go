@@ -18,6 +18,7 @@ type collector struct {
 	compUp, compFailed, compStarts, compFailures, compOver *prometheus.Desc
 	subscribeTimeouts, hookFailures, leadershipDropped     *prometheus.Desc
 	compPanics, compMissing, missingTerms, stepDowns       *prometheus.Desc
+	campaignWaiting                                        *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -47,6 +48,8 @@ func newCollector(src Sources) *collector {
 			"(still running from an earlier term, or failed in this one), else 0.", "component"),
 		missingTerms: Desc("runtime_terms_missing_component_total", "Terms of this replica that missed a leader-only component at some point."),
 		stepDowns:    Desc("runtime_step_downs_total", "Terms this replica's runtime asked to end, after the step-down grace, because they missed a leader-only component."),
+		campaignWaiting: Desc("runtime_campaign_waiting",
+			"1 while this replica does not campaign because its all-replica components have not read the state a leader needs, else 0."),
 	}
 }
 
@@ -56,7 +59,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.replays, c.delivered, c.dropped, c.skipped, c.rejected,
 		c.compUp, c.compFailed, c.compStarts, c.compFailures, c.compOver,
 		c.subscribeTimeouts, c.hookFailures, c.leadershipDropped,
-		c.compPanics, c.compMissing, c.missingTerms, c.stepDowns,
+		c.compPanics, c.compMissing, c.missingTerms, c.stepDowns, c.campaignWaiting,
 	} {
 		ch <- d
 	}
@@ -90,6 +93,7 @@ func (c *collector) collectRuntime(e Emitter, st lifecycle.Status) {
 	e.Counter(c.leadershipDropped, st.LeadershipDropped)
 	e.Counter(c.missingTerms, st.MissingTerms)
 	e.Counter(c.stepDowns, st.StepDowns)
+	e.Gauge(c.campaignWaiting, BoolValue(st.CampaignWaiting))
 	for _, cs := range st.Components {
 		lo := strconv.FormatBool(cs.LeaderOnly)
 		e.Gauge(c.compUp, BoolValue(cs.State == lifecycle.StateRunning), cs.Name, lo)

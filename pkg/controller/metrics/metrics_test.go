@@ -117,7 +117,7 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 	rt := &fakeRuntime{st: lifecycle.Status{
 		Running: true, Leading: true, Term: 9, TermReady: true,
 		Terms: 3, ReadyTerms: 2, SubscribeTimeouts: 1, HookFailures: 4, LeadershipDropped: 5,
-		MissingTerms: 6, StepDowns: 7, Missing: []string{"config-publisher"},
+		MissingTerms: 6, StepDowns: 7, Missing: []string{"config-publisher"}, CampaignWaiting: true,
 		Components: []lifecycle.ComponentStatus{
 			{Name: "discovery", State: lifecycle.StateRunning, Starts: 1},
 			{Name: "config-publisher", LeaderOnly: true, State: lifecycle.StateFailed, Starts: 3, Failures: 2, Overstays: 1, Panics: 1, Missing: true},
@@ -158,6 +158,7 @@ func TestCollectorReadsSourcesAtScrapeTime(t *testing.T) {
 		"baton_component_missing{component=scheduler}":                          0,
 		"baton_runtime_terms_missing_component_total":                           6,
 		"baton_runtime_step_downs_total":                                        7,
+		"baton_runtime_campaign_waiting":                                        1,
 		"baton_term_ready_seconds_count":                                        0,
 		"baton_handover_seconds_count":                                          0,
 	})

@@ -29,6 +29,16 @@ type CoordinatorOptions struct {
 	Buffer int
 	// Logger receives the log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// Latest, if set, returns the newest configuration and pods the
+	// all-replica side handed out (their replayers' Get: a replayer caches
+	// before it publishes, so it never holds older state than the bus
+	// delivered). A run then starts from it, once the Coordinator holds
+	// both inputs, rather than from the newest it received: the bus may
+	// deliver a newer version of state, which replaced an older one waiting
+	// in a full buffer, after a trigger published later than the older one.
+	// Either return may be nil (not handed out yet): the received input is
+	// used then.
+	Latest func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent)
 }
 
 // LastRun describes the most recent pipeline run of a term.
@@ -79,6 +89,7 @@ type Coordinator struct {
 	pipeline *pipeline.Pipeline
 	buffer   int
 	logger   *slog.Logger
+	latest   func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent)
 	running  atomic.Bool
 
 	// mu guards status.
@@ -104,7 +115,7 @@ func NewCoordinator(bus *busevents.EventBus, opts CoordinatorOptions) (*Coordina
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Coordinator{bus: bus, pipeline: opts.Pipeline, buffer: opts.Buffer, logger: opts.Logger}, nil
+	return &Coordinator{bus: bus, pipeline: opts.Pipeline, buffer: opts.Buffer, logger: opts.Logger, latest: opts.Latest}, nil
 }
 
 // Name returns "reconciler-coordinator".
@@ -317,6 +328,7 @@ func (t *term) due() bool {
 // start runs the pipeline on the inputs held, in a goroutine that reports
 // on t.running.
 func (t *term) start() {
+	t.takeLatest()
 	in := pipeline.Input{Config: t.cfg.Config, ConfigVersion: t.cfg.Version, Pods: t.pods.Pods, PodGeneration: t.pods.Generation}
 	reason := t.reason
 	t.pending = false
@@ -346,6 +358,21 @@ func (t *term) failPanic(o outcome) error {
 		"config_version", o.in.ConfigVersion, "pod_generation", o.in.PodGeneration,
 		"panic", fmt.Sprint(p.value), "stack", string(p.stack))
 	return fmt.Errorf("%w: %w: %v", ErrPipelinePanicked, lifecycle.ErrPanicked, p.value)
+}
+
+// takeLatest replaces the inputs held with the all-replica side's newest,
+// when the Coordinator has a Latest source.
+func (t *term) takeLatest() {
+	if t.c.latest == nil {
+		return
+	}
+	cfg, pods := t.c.latest()
+	if cfg != nil {
+		t.cfg = cfg
+	}
+	if pods != nil && pods.Generation >= t.pods.Generation {
+		t.pods = pods
+	}
 }
 
 // wait waits for a run in flight; its outcome is dropped.

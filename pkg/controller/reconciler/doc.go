@@ -59,7 +59,10 @@
 // queued triggers into the newest instead of losing them, a trigger stays
 // behind the state published before it, and a run starts only after every
 // event already queued was taken, so it renders the newest inputs the bus
-// accepted. A panic in a pipeline step is recovered on the run's
+// accepted. With CoordinatorOptions.Latest (the replica wires the
+// all-replica replayers' Get) a run starts from the newest state handed out,
+// also when a full buffer replaced a waiting version of state with a newer
+// one behind a later trigger. A panic in a pipeline step is recovered on the run's
 // goroutine, logged with its stack, and fails the Coordinator's term
 // (ErrPipelinePanicked). Neither component calls out while holding its mutex,
 // which guards only the snapshots returned by Stats and Status. TriggerNow

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 
 	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/pipeline"
 	"github.com/baton-dev/baton/pkg/controller/reconciler"
@@ -125,4 +129,85 @@ func TestPipelinePanicFailsTheTerm(t *testing.T) {
 			t.Error("status still running")
 		}
 	})
+}
+
+// TestRandomizedRendersFollowNewestState drives a Coordinator, wired as the
+// replica wires it (Latest from the all-replica replayers), with seeded
+// random bursts of configurations, pod sets and triggers, through a random
+// subscription buffer. Checked after every burst, once the bubble is idle:
+// the versions rendered never go back, and if the burst had a trigger, the
+// last render is of a configuration and pods at least as new as those
+// published before the burst's last trigger. A failure
+// names its seed; BATON_SEED=<seed> replays it.
+func TestRandomizedRendersFollowNewestState(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	if s := os.Getenv("BATON_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("BATON_SEED: %v", err)
+		}
+		seeds = []uint64{v}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { randomRenders(t, seed) })
+		})
+	}
+}
+
+func randomRenders(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0xc0de))
+	bus := newBus(t)
+	cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(discard)
+	podR := leadership.NewStateReplayer[*events.HAProxyPodsDiscoveredEvent](bus).WithLogger(discard)
+	bus.Start()
+	rec := &versionRecorder{}
+	p, _ := pipeline.New(rec, pipeline.HAProxyValidator{})
+	buffer := 1 + rng.IntN(8)
+	c, err := reconciler.NewCoordinator(bus, reconciler.CoordinatorOptions{Pipeline: p, Buffer: buffer, Logger: discard,
+		Latest: func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent) {
+			cfg, _ := cfgR.Get()
+			pods, _ := podR.Get()
+			return cfg, pods
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startCoordinator(t, c)
+	defer stop()
+
+	cfg, pods := 0, 0
+	lastCfg, lastPods := -1, -1
+	for round := range 60 {
+		triggered := false
+		var cfgAt, podsAt int // published before the burst's last trigger
+		for range 1 + rng.IntN(20) {
+			switch rng.IntN(3) {
+			case 0:
+				cfg++
+				cfgR.Publish(testConfig(fmt.Sprintf("v%d", cfg)))
+			case 1:
+				pods++
+				podR.Publish(testPods(uint64(pods), 1))
+			default:
+				triggered, cfgAt, podsAt = true, cfg, pods
+				bus.Publish(events.NewReconciliationTriggeredEvent("random"))
+			}
+		}
+		synctest.Wait()
+		for _, r := range rec.take() {
+			var gotCfg, gotPods int
+			if _, err := fmt.Sscanf(r, "v%d/%d", &gotCfg, &gotPods); err != nil {
+				t.Fatalf("seed %d round %d: render %q: %v", seed, round, r, err)
+			}
+			if gotCfg < lastCfg || gotPods < lastPods {
+				t.Fatalf("seed %d round %d (buffer %d): render of v%d/%d after v%d/%d: went back", seed, round, buffer, gotCfg, gotPods, lastCfg, lastPods)
+			}
+			lastCfg, lastPods = gotCfg, gotPods
+		}
+		if triggered && cfg > 0 && pods > 0 && (lastCfg < cfgAt || lastPods < podsAt) {
+			t.Fatalf("seed %d round %d (buffer %d): last render v%d/%d, but v%d/%d was published before the last trigger",
+				seed, round, buffer, lastCfg, lastPods, cfgAt, podsAt)
+		}
+	}
 }

@@ -1,0 +1,30 @@
+package leaderelection
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/termctx"
+)
+
+// TestTermContextAnswersTheCoreAccessor: the elector's term context carries
+// its term for the core's one accessor, termctx.FromContext, also through
+// derived contexts, and TermFromContext is that same lookup.
+func TestTermContextAnswersTheCoreAccessor(t *testing.T) {
+	tc := newTermContext(context.Background(), 15, time.Now(), 0)
+	defer tc.cancel(nil)
+	derived, cancel := context.WithCancel(tc)
+	defer cancel()
+	for name, ctx := range map[string]context.Context{"term context": tc, "derived": derived} {
+		if n, ok := termctx.FromContext(ctx); !ok || n != 15 {
+			t.Errorf("%s: termctx.FromContext = %d, %v; want 15, true", name, n, ok)
+		}
+		if n, ok := TermFromContext(ctx); !ok || n != 15 {
+			t.Errorf("%s: TermFromContext = %d, %v; want 15, true", name, n, ok)
+		}
+	}
+	if _, ok := TermFromContext(context.Background()); ok {
+		t.Error("TermFromContext found a term in a plain context")
+	}
+}
