@@ -66,8 +66,8 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	for i := range sched.n {
 		c := &candidate{
 			h: h, idx: i, id: fmt.Sprintf("c%d", i),
-			store:   newFaultStore(uint64(seed)*31+uint64(i), h.count),
-			view:    w.view, release: sched.release[i], logger: logger, sample: w.sample,
+			store: newFaultStore(uint64(seed)*31+uint64(i), h.count),
+			view:  w.view, release: sched.release[i], logger: logger, sample: w.sample,
 			restart: make(chan time.Duration, 1),
 		}
 		r.cands = append(r.cands, c)
