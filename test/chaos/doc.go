@@ -44,7 +44,9 @@
 // the caller's deadline; watch events delivered late; a partition (calls fail at once
 // or hang until their context ends, watches close, new ones fail); a pause (the
 // candidate's store calls, watch deliveries and fenced writes are held until it
-// resumes, so a leader that checked its term before the pause writes after it). Point
+// resumes, so a leader that checked its term before the pause writes after it; the
+// elector's own timers keep running, as there is no clock to stop, so its term ends on
+// time by its own clock, which is what a resumed process's lazy check reports). Point
 // faults close the candidate's watches or restart it (its Start returns and a new
 // incarnation starts after a while, with or without ReleaseOnCancel).
 //
