@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,9 +65,13 @@ type Watcher struct {
 	Namespace string
 	Bus       *busevents.EventBus
 	Replayer  *leadership.StateReplayer[*Inventory]
+	synced    atomic.Bool
 }
 
 func (w *Watcher) Name() string { return "watcher" }
+
+// Synced reports that the first inventory is cached: the replica may campaign now.
+func (w *Watcher) Synced() bool { return w.synced.Load() }
 
 func (w *Watcher) Start(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(w.Clients, 0, informers.WithNamespace(w.Namespace),
@@ -87,6 +92,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	f.Start(ctx.Done())
 	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		publish(nil) // an empty inventory is state too
+		w.synced.Store(true)
 	}
 	<-ctx.Done()
 	f.Shutdown()
@@ -173,7 +179,7 @@ func Setup(clients, leaseClients kubernetes.Interface, namespace string, electio
 	}
 	r.Writer.Bus = r.Bus
 	replayer := leadership.NewStateReplayer[*Inventory](r.Bus)
-	err = errors.Join(r.Runtime.AddAllReplica(r.Elector),
+	err = errors.Join(r.Runtime.AddCampaigner(r.Elector), // campaigns once the watcher synced
 		r.Runtime.AddAllReplica(&Watcher{Clients: clients, Namespace: namespace, Bus: r.Bus, Replayer: replayer}),
 		r.Runtime.AddLeaderOnly(r.Writer),
 		r.Runtime.AddReplayer("inventory", replayer))

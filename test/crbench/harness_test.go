@@ -16,7 +16,9 @@ import (
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -235,7 +237,15 @@ type stock struct {
 
 func newStock(b *testing.B, env *testenv.Env, id, lease string, tm timings, release bool) *stock {
 	c := &stock{base: newBase(env)}
+	// A scheme of its own: with LeaderElectionConfig set, NewManager adds types to the
+	// manager's scheme, which would race with the decoding of the other managers'
+	// clients on the shared default scheme.
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(c.cfg, ctrl.Options{
+		Scheme:           scheme,
 		Metrics:          metricsserver.Options{BindAddress: "0"},
 		LeaderElection:   true,
 		LeaderElectionID: lease, LeaderElectionNamespace: "default", LeaderElectionConfig: c.lease,

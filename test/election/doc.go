@@ -11,6 +11,18 @@
 //
 // The benchmark compares Baton's elector with client-go's stock one (see
 // BenchmarkFailover in failover_bench_test.go for its command and knobs).
+// TestHandOverRealAPIServer logs the median and maximum time of a planned
+// Elector.HandOver (go test -v -run TestHandOverRealAPIServer ./test/election/,
+// BATON_HANDOVER_ROUNDS rounds, default 20).
+//
+// # Mixed with client-go
+//
+// interop_test.go runs Baton and client-go electors on one Lease under faults: a
+// client-go leader cut off from the API server (with ReleaseOnCancel it keeps its
+// leader context for RetryPeriod + 2 × RenewDeadline), a Baton leader cut off
+// under a client-go follower (which sees renews at whole-second granularity),
+// and client-go's release clearing a lease a Baton leader holds; the monitor
+// proves that no two leaderships overlapped.
 //
 // # Candidates
 //

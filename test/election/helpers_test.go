@@ -155,7 +155,11 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 func loggedClientset(t testing.TB, cfg *rest.Config, log *requestLog) kubernetes.Interface {
 	t.Helper()
 	cfg = rest.CopyConfig(cfg)
-	cfg.WrapTransport = log.wrap
+	if prev := cfg.WrapTransport; prev != nil { // e.g. a gate: the log sees what passes it
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return log.wrap(prev(rt)) }
+	} else {
+		cfg.WrapTransport = log.wrap
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("clientset: %v", err)

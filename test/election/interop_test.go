@@ -3,12 +3,15 @@ package election
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 
@@ -147,4 +150,87 @@ func TestHandOverRealAPIServer(t *testing.T) {
 	if ptr.Deref(l.Spec.HolderIdentity, "") != leader.who || l.Spec.PreferredHolder != nil {
 		t.Errorf("lease after the hand-overs: holder %q, preferredHolder %v", ptr.Deref(l.Spec.HolderIdentity, ""), l.Spec.PreferredHolder)
 	}
+}
+
+// gate cuts a client off the API server: while closed, each request hangs until its
+// context ends, as in a black-holed network.
+type gate struct{ closed atomic.Bool }
+
+func (g *gate) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		if g.closed.Load() {
+			<-r.Context().Done()
+			return nil, r.Context().Err()
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// TestClientGoLeaderCutOff cuts a client-go leader off the API server. With
+// RetryPeriod 2s and RenewDeadline 2.5s (valid for client-go with LeaseDuration 3s)
+// and ReleaseOnCancel, client-go's leader keeps its leader context for up to RetryPeriod
+// + 2 × RenewDeadline = 7s after its last renew, past twice its lease duration. The
+// Baton follower must not lead before that context ended: the monitor proves no
+// overlap, and the takeover comes no sooner than three lease durations.
+func TestClientGoLeaderCutOff(t *testing.T) {
+	h := newHarness(t, shared)
+	lease := leaseName(t)
+	hist := recordHistory(t, shared.Clientset(), namespace, lease)
+	cut := &gate{}
+	cfg := rest.CopyConfig(shared.Config())
+	cfg.WrapTransport = cut.wrap
+	slow := timings{lease: 3 * time.Second, renew: 2500 * time.Millisecond, retry: 2 * time.Second}
+	cg := h.clientGo("cut-client-go", lease, candidateOptions{timings: slow, release: true, cfg: cfg})
+	waitFor(t, 10*time.Second, "cut-client-go to lead", cg.leading)
+	bt := h.baton("cut-baton", lease, candidateOptions{timings: fast})
+	waitFor(t, 10*time.Second, "cut-baton to follow", func() bool { return bt.el.GetLeader() == cg.who })
+	cg.log.mu.Lock()
+	cg.log.writes = nil
+	cg.log.mu.Unlock()
+	waitFor(t, 2*slow.retry+time.Second, "a renew of cut-client-go", func() bool { _, ok := cg.log.lastWrite(); return ok })
+	cut.closed.Store(true)
+	last, _ := cg.log.lastWrite()
+	waitFor(t, 3*slow.lease+10*time.Second, "cut-baton to lead", func() bool { return len(bt.started()) > 0 })
+	term, _ := bt.lastTerm()
+	runs := cg.startedRuns()
+	ended := runs[len(runs)-1].ended
+	t.Logf("client-go's context ended %v after its last renew; Baton led %v after it",
+		ended.sub(last.Sent), term.started.sub(last.Sent))
+	if ended == 0 || ended > term.started {
+		t.Errorf("Baton led while client-go's leader context was live (ended %d, Baton started %d)", ended, term.started)
+	}
+	if d := term.started.sub(last.Sent); d < 3*slow.lease {
+		t.Errorf("Baton took a client-go lease %v after its last renew, want at least %v", d, 3*slow.lease)
+	}
+	hist.checkAcquisition(t, bt.who, term.term)
+	cut.closed.Store(false)
+}
+
+// TestBatonLeaderCutOffClientGoFollower cuts a Baton leader off the API server while a
+// client-go elector follows. client-go sees a renew only when renewTime's whole second
+// changes, so it may date the lease up to a second early; with LeaseDuration −
+// RenewDeadline ≥ 1s (here exactly 1s, renewing every 400ms) Baton's term still ends
+// before client-go takes over: the monitor proves no overlap.
+func TestBatonLeaderCutOffClientGoFollower(t *testing.T) {
+	h := newHarness(t, shared)
+	lease := leaseName(t)
+	hist := recordHistory(t, shared.Clientset(), namespace, lease)
+	cut := &gate{}
+	cfg := rest.CopyConfig(shared.Config())
+	cfg.WrapTransport = cut.wrap
+	bt := h.baton("cut-baton-leader", lease, candidateOptions{timings: fast, cfg: cfg})
+	waitFor(t, 10*time.Second, "cut-baton-leader to lead", bt.el.IsLeader)
+	cg := h.clientGo("client-go-follower", lease, candidateOptions{timings: fast})
+	waitFor(t, 10*time.Second, "client-go-follower to see the leader", func() bool { return cg.sawLeader(bt.who) })
+	time.Sleep(fast.lease) // several renews, some within one second
+	cut.closed.Store(true)
+	waitFor(t, 3*fast.lease+10*time.Second, "client-go-follower to lead", cg.leading)
+	first, _ := bt.lastTerm()
+	run := cg.startedRuns()[0]
+	t.Logf("Baton's term ended %v before client-go led", run.started.sub(first.ended))
+	if first.ended == 0 || first.ended > run.started {
+		t.Errorf("client-go led while Baton's term was live (ended %d, client-go started %d)", first.ended, run.started)
+	}
+	hist.checkAcquisition(t, bt.who, first.term)
+	cut.closed.Store(false)
 }

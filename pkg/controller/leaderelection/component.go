@@ -239,10 +239,10 @@ func (c *Component) reason(ctx context.Context) string {
 		return "term ended"
 	case errors.Is(cause, k8sle.ErrRenewDeadlineMissed):
 		return ReasonRenewDeadlineMissed
-	case errors.Is(cause, k8sle.ErrResigned):
-		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrHandedOver):
 		return ReasonHandedOver
+	case errors.Is(cause, k8sle.ErrResigned):
+		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):
 		if h := c.elector.GetLeader(); h != "" && h != c.config.Identity {
 			return ReasonLeaseTakenPrefix + h

@@ -333,7 +333,7 @@ func TestReCampaignAfterLosses(t *testing.T) {
 			t.Fatal("not leading")
 		}
 
-		// 1. An intruder overwrites the lease; it never renews, so after twice
+		// 1. An intruder overwrites the lease; it never renews, so after three times
 		// its LeaseDuration (not a Baton holder) a re-acquires.
 		cur, err := mem.Get(context.Background())
 		if err != nil {
@@ -342,7 +342,7 @@ func TestReCampaignAfterLosses(t *testing.T) {
 		cur.HolderIdentity = "intruder"
 		cur.LeaseTransitions++
 		mem.Set(cur)
-		time.Sleep(2*k8sle.DefaultLeaseDuration + 5*time.Second)
+		time.Sleep(3*k8sle.DefaultLeaseDuration + 5*time.Second)
 		if !r.c.IsLeader() {
 			t.Fatal("did not re-acquire after the intruder's lease expired")
 		}

@@ -83,7 +83,8 @@
 // next reconcile overwrites it), patches without the resourceVersion (use
 // client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})), Apply,
 // DeleteAllOf and subresources other than the stamp check: those are fenced client-side
-// only. Do not set TermAnnotation yourself.
+// only. The stamp check trusts the object as read: do not set, change or drop
+// TermAnnotation yourself (replace Annotations by adding to them, not by a new map).
 //
 // # State for a new leader
 //

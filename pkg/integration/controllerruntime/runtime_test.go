@@ -39,6 +39,11 @@ type node struct {
 
 func newNode(t *testing.T, identity, lease string) *node {
 	t.Helper()
+	return newNodeRelease(t, identity, lease, true)
+}
+
+func newNodeRelease(t *testing.T, identity, lease string, release bool) *node {
+	t.Helper()
 	n := &node{registry: prometheus.NewRegistry(), done: make(chan error, 1)}
 	mgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
@@ -52,7 +57,7 @@ func newNode(t *testing.T, identity, lease string) *node {
 	n.rt, err = New(mgr, Options{
 		LeaderElectionID: lease, LeaderElectionNamespace: "default", Identity: identity,
 		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
-		LeaderElectionReleaseOnCancel: true, Clientset: cs, MetricsRegisterer: n.registry,
+		LeaderElectionReleaseOnCancel: release, Clientset: cs, MetricsRegisterer: n.registry,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -317,5 +322,38 @@ func TestNewAndRegistrationErrors(t *testing.T) {
 	}
 	if err := rt.AddLeaderOnly("late", func(context.Context) error { return nil }); !errors.Is(err, ErrStarted) {
 		t.Errorf("AddLeaderOnly after Start: %v, want ErrStarted", err)
+	}
+}
+
+// TestCrashedLeaderIsReplaced: a leader cancelled without releasing (as after SIGKILL:
+// it stops renewing and its controller stops) is replaced once its lease expires, and
+// the new leader's controller reconciles every object in its own term.
+func TestCrashedLeaderIsReplaced(t *testing.T) {
+	recs := []*recorder{{}, {}}
+	nodes := []*node{newNodeRelease(t, "crash-a", "crash", false), newNodeRelease(t, "crash-b", "crash", false)}
+	for i, n := range nodes {
+		if err := n.rt.AddController(Controller{Name: "rec", Reconciler: recs[i], Watches: []Watch{{Object: &corev1.ConfigMap{}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes[0].start(t)
+	var term1 uint64
+	replicatest.WaitFor(t, 30*time.Second, "a to lead", func() bool { term1 = nodes[0].rt.Term(); return term1 != 0 })
+	nodes[1].start(t)
+	replicatest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "crash-a" })
+	crashed := time.Now()
+	nodes[0].stop(t) // no release
+	var term2 uint64
+	replicatest.WaitFor(t, 30*time.Second, "b to take the expired lease", func() bool { term2 = nodes[1].rt.Term(); return term2 != 0 })
+	if term2 <= term1 {
+		t.Fatalf("term went from %d to %d", term1, term2)
+	}
+	// Not released: b waited for the lease to expire (by its own clock, from the last renew it saw).
+	if waited := time.Since(crashed); waited < testLease-testRetry-500*time.Millisecond {
+		t.Fatalf("b took the lease %v after the crash; an unreleased lease lasts %v", waited, testLease)
+	}
+	replicatest.WaitFor(t, 30*time.Second, "a reconcile in b's term", func() bool { return recs[1].sawTerm(term2) })
+	if recs[0].sawTerm(term2) {
+		t.Fatal("the crashed replica reconciled in the new term")
 	}
 }

@@ -37,6 +37,11 @@ type campaign struct {
 	watchRetry  backoff
 	fresh       bool
 	listSeen    uint64
+	// blindSince is when the last watch broke or failed, zero while one is open (or
+	// none was yet): a state listed after a longer gap than a RetryPeriod restarts the
+	// expiry wait even if unchanged, since it may be a restored copy of a state others
+	// have replaced meanwhile (versions repeat after an etcd restore).
+	blindSince time.Time
 
 	// The observed lease. record is the latest state seen; after a delete it is the last
 	// state before the delete if the delete told it (lastKnown), zero otherwise.
@@ -46,9 +51,10 @@ type campaign struct {
 	lastKnown  bool
 	record     LeaseRecord
 	observedAt time.Time
-	// heldLease is the leaseDuration of the last held record seen, a wait basis for a
-	// holder that is not known.
-	heldLease time.Duration
+	// heldLease is the leaseDuration of the last held record seen, and heldForeign
+	// whether its holder was not Baton's: the basis of the wait for an unknown holder.
+	heldLease   time.Duration
+	heldForeign bool
 	// holdUntil is the earliest acquisition after a sign of a holder that cannot be
 	// judged: an absence whose last state is unknown, a resourceVersion gone back.
 	holdUntil time.Time
@@ -63,6 +69,7 @@ type campaign struct {
 	// resourceVersion); sends are our writes since, whose outcome may be unknown (a lost
 	// reply): a record of the same core as any of them is ours.
 	wrote      LeaseRecord
+	wroteAt    time.Time // send time of wrote
 	hasWritten bool
 	sends      []sentWrite
 
@@ -81,8 +88,8 @@ type campaign struct {
 	renewRetry backoff
 	work       chan struct{}
 
-	// handover is the pending hand-over: its release is written once the ended term's
-	// OnStartedLeading returned. nil when none.
+	// handover is the pending hand-over (to nobody after Resign): its release is
+	// written once the ended term's OnStartedLeading returned. nil when none.
 	handover *handoverRequest
 }
 
@@ -137,6 +144,7 @@ func (c *campaign) step() {
 		c.e.logger.Warn("watching lease timed out", "after", c.e.config.RenewDeadline)
 		c.stopWatch()
 		c.opening, c.stopWatch = nil, nil
+		c.markBlind()
 		c.watchAt = now.Add(c.watchRetry.Next())
 	}
 	if c.events == nil && c.opening == nil && !now.Before(c.watchAt) {
@@ -144,7 +152,9 @@ func (c *campaign) step() {
 	}
 	if c.term != nil {
 		if c.term.Err() != nil {
-			c.endTerm()
+			cause := context.Cause(c.term)
+			c.stepDown(cause)
+			c.resigned(cause)
 		} else {
 			if !now.Before(c.renewAt) {
 				c.renew()
@@ -217,11 +227,17 @@ func (c *campaign) receive(ev LeaseEvent, ok bool) {
 
 // observeWatched observes an event of the watch: its first is the listed state.
 func (c *campaign) observeWatched(ev LeaseEvent) {
-	var current uint64
-	if c.fresh {
-		current, c.fresh = c.listSeen, false
+	if !c.fresh {
+		c.observe(ev, 0, false)
+		return
 	}
-	c.observe(ev, current)
+	c.fresh = false
+	blind := !c.blindSince.IsZero() && time.Since(c.blindSince) >= c.e.config.RetryPeriod
+	c.blindSince = time.Time{}
+	c.observe(ev, c.listSeen, true)
+	if blind && c.exists {
+		c.observedAt = time.Now()
+	}
 }
 
 // watchOpen is the outcome of LeaseStore.Watch.
@@ -258,6 +274,7 @@ func (c *campaign) opened(o watchOpen) {
 	if o.err != nil {
 		c.stopWatch()
 		c.stopWatch = nil
+		c.markBlind()
 		if c.ctx.Err() == nil {
 			c.e.logger.Warn("watching lease failed", "error", o.err)
 		}
@@ -266,6 +283,13 @@ func (c *campaign) opened(o watchOpen) {
 	}
 	c.events, c.fresh = o.events, true
 	c.watchOpened = time.Now()
+}
+
+// markBlind notes that no watch is open from now, unless that began earlier.
+func (c *campaign) markBlind() {
+	if c.blindSince.IsZero() {
+		c.blindSince = time.Now()
+	}
 }
 
 // dropWatch stops the open watch and drains its channel in a goroutine that Start
@@ -285,6 +309,7 @@ func (c *campaign) dropWatch() {
 // error. A watch that lasted a RetryPeriod resets the backoff.
 func (c *campaign) watchBroke() {
 	c.dropWatch()
+	c.markBlind()
 	now := time.Now()
 	if now.Sub(c.watchOpened) >= c.e.config.RetryPeriod {
 		c.watchRetry.Reset()

@@ -47,11 +47,18 @@
 // nodes do not matter. A Baton holder's lease is taken leaseDurationSeconds after that
 // moment: its term ended by its RenewDeadline after its last renew, which came before
 // the follower saw it; LeaseDuration − RenewDeadline is the margin for clock rate skew.
-// Any other holder (client-go's elector, a hand-written holder) is given twice its
-// leaseDurationSeconds, since client-go's leader keeps leading for up to RetryPeriod +
-// RenewDeadline after its last renew, which its validation keeps below 1.84 ×
-// LeaseDuration. The wait for an unknown holder is twice the longer of the last
-// holder's lease duration and the configured one.
+// Any other holder (client-go's elector, a hand-written holder) is given three times its
+// leaseDurationSeconds: client-go's leader keeps its leader context for up to
+// RetryPeriod + RenewDeadline after its last renew, and with ReleaseOnCancel another
+// RenewDeadline while it tries to release, which its validation keeps below 2.84 ×
+// LeaseDuration. The wait for an unknown holder is the longer of the last holder's
+// lease duration and the configured one, three times that if the last holder seen was
+// not Baton's.
+//
+// A state seen again after the watch was down for longer than a RetryPeriod restarts the
+// wait even if unchanged, and a candidate takes back a record of its own at once only
+// if it wrote it within the last RenewDeadline: after an etcd restore the same version
+// may name a state that others replaced meanwhile.
 //
 // # Releases, deletes and cold starts
 //
@@ -61,7 +68,9 @@
 // while a candidate watches (the delete carries its last state) is waited out as that
 // state's holder from when the delete was seen; a candidate that finds the Lease gone
 // after having seen it, without its last state (a re-list), waits as for an unknown
-// holder from then. The holder that sees its own lease deleted re-creates it at once.
+// holder from then, and so does a candidate that finds it absent again after a gap in
+// its watch, or after a failed attempt to create it (it may have been created and
+// deleted meanwhile). The holder that sees its own lease deleted re-creates it at once.
 //
 // A cold start, a candidate that has never seen the Lease and finds it absent, creates
 // it at once, as client-go does: no store tells a Lease that never existed from one
@@ -78,8 +87,11 @@
 // ends a running term, forgets the writes this elector remembers, and waits as for an
 // unknown holder; Stats.VersionResets counts it. Terms stay above every version seen
 // before: an acquisition below them renews (within half a RenewDeadline) until its
-// resourceVersion is above, and releases otherwise. Watch errors (410 Gone) are logged,
-// counted (Stats.WatchErrors) and followed by a re-list.
+// resourceVersion is above, and releases otherwise. A candidate that did not see the
+// later versions (cut off during them) cannot know them: its next term may repeat the
+// number of a term it never saw, so fencing on terms alone does not span a restore.
+// Watch errors (410 Gone) are logged, counted (Stats.WatchErrors) and followed by a
+// re-list.
 //
 // # Hand-over
 //

@@ -267,7 +267,7 @@ func TestLeaseDeletedByHand(t *testing.T) {
 
 // TestLeaseOverwrittenByHand: a hand-written holder ends the leader's term at once;
 // nobody, not even the candidate named as holder, takes the lease before it expires,
-// which for a holder not written by Baton is twice its lease duration (it could be
+// which for a holder not written by Baton is three times its lease duration (it could be
 // client-go's elector, whose leader outlives its lease duration).
 func TestLeaseOverwrittenByHand(t *testing.T) {
 	for _, holder := range []string{"intruder", "b"} {
@@ -292,7 +292,7 @@ func TestLeaseOverwrittenByHand(t *testing.T) {
 				if got := a.e.GetLeader(); got != holder {
 					t.Fatalf("GetLeader = %q, want %q", got, holder)
 				}
-				time.Sleep(2*DefaultLeaseDuration - time.Millisecond)
+				time.Sleep(foreignLeaseFactor*DefaultLeaseDuration - time.Millisecond)
 				if l := cl.leader(); l != nil {
 					t.Fatalf("%s took the overwritten lease before it expired", l.id)
 				}
@@ -337,7 +337,13 @@ func TestStuckLeader(t *testing.T) {
 		if err := a.e.Healthy(); err != nil {
 			t.Fatalf("Healthy after the call returned = %v", err)
 		}
-		// It takes its own lease back: nobody else wrote it.
+		// It takes its own lease back, a LeaseDuration after it sees it again: its watch
+		// was down for long, and its last write is older than a RenewDeadline, so the
+		// record could be a restored copy that another candidate took over since.
+		time.Sleep(DefaultLeaseDuration - 100*time.Millisecond)
+		if l := cl.leader(); l != nil {
+			t.Fatalf("%s leads before a LeaseDuration after the store healed", l.id)
+		}
 		if l := cl.waitLeader(nil, time.Second); l != a {
 			t.Fatalf("leader %s, want a", l.id)
 		}

@@ -21,8 +21,6 @@ var (
 	// ErrLeaseLost is the cause of a term that ended because the lease was taken,
 	// overwritten or deleted by someone else.
 	ErrLeaseLost = errors.New("leaderelection: lease lost")
-	// ErrResigned is the cause of a term ended by Elector.Resign.
-	ErrResigned = errors.New("leaderelection: resigned")
 	// ErrHandedOver is the cause of a term that ended to hand the lease over: through
 	// Elector.HandOver, or because the lease's preferredHolder names another candidate.
 	ErrHandedOver = errors.New("leaderelection: lease handed over")
@@ -34,6 +32,8 @@ var (
 	ErrInvalidHandOver = errors.New("leaderelection: invalid hand-over target")
 	// ErrHistoryRestored is the watch error of MemoryStore.Restore.
 	ErrHistoryRestored = errors.New("leaderelection: store history restored")
+	// ErrResigned is the cause of a term ended by Elector.Resign.
+	ErrResigned = errors.New("leaderelection: resigned")
 	// ErrInvalidTerm is logged when a store returns a resourceVersion that is not a
 	// decimal number above every term this elector held before; the elector then
 	// releases the lease instead of leading under it.

@@ -6,11 +6,11 @@ import (
 )
 
 // observe takes in a state of the lease: from the watch, a read or our own write.
-// current is the highest resourceVersion seen when the state was read as current (a
-// watch's list, a Get, a write's answer), 0 for a watch event: a state below it means
+// listed marks a state read as current (a watch's list, a Get, a write's answer), and
+// current is the highest resourceVersion seen when it was read: a state below it means
 // the store's history went back. Other states below the highest seen are skipped (the
 // late echo of our own write, a list taken before our write).
-func (c *campaign) observe(ev LeaseEvent, current uint64) {
+func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
 		if v < c.seen {
 			if v >= current {
@@ -23,14 +23,14 @@ func (c *campaign) observe(ev LeaseEvent, current uint64) {
 	now := time.Now()
 	c.stale = false
 	if ev.Deleted {
-		c.observeAbsent(ev.Record, now)
+		c.observeAbsent(ev.Record, now, listed)
 	} else {
 		if !c.known || !c.exists || !sameSpec(ev.Record, c.record) {
 			c.observedAt = now
 		}
 		c.record, c.exists, c.lastKnown = ev.Record, true, true
 		if ev.Record.HolderIdentity != "" {
-			c.heldLease = c.leaseDuration(ev.Record)
+			c.heldLease, c.heldForeign = c.leaseDuration(ev.Record), !heldByBaton(ev.Record)
 		}
 	}
 	c.known = true
@@ -41,8 +41,8 @@ func (c *campaign) observe(ev LeaseEvent, current uint64) {
 }
 
 // observeAbsent takes in the absence of the lease; last is the state before the delete
-// when the store knows it, zero otherwise.
-func (c *campaign) observeAbsent(last LeaseRecord, now time.Time) {
+// when the store knows it, zero otherwise; listed marks a read of the current state.
+func (c *campaign) observeAbsent(last LeaseRecord, now time.Time, listed bool) {
 	switch {
 	case !zeroSpec(last):
 		if !c.known || c.exists || !c.lastKnown || !sameSpec(last, c.record) {
@@ -58,6 +58,11 @@ func (c *campaign) observeAbsent(last LeaseRecord, now time.Time) {
 		// delete, which came before now. Wait as for an unknown holder, from now.
 		c.e.logger.Info("lease gone, last holder unknown: waiting for its term to end")
 		c.record, c.lastKnown, c.observedAt = LeaseRecord{}, false, now
+		c.holdUntil = later(c.holdUntil, now.Add(c.unknownWait()))
+	case listed:
+		// Absent again after a gap in the watch: the lease may have been created and
+		// deleted meanwhile, by a holder that may still lead. Wait again, from now.
+		c.observedAt = now
 		c.holdUntil = later(c.holdUntil, now.Add(c.unknownWait()))
 	}
 	c.exists = false
@@ -140,7 +145,7 @@ func (c *campaign) addSend(r LeaseRecord, at time.Time) {
 // confirm records r, a write of ours sent at at, as stored: the writes sent before it
 // can no longer go through (each was a compare-and-swap on a version it replaced).
 func (c *campaign) confirm(r LeaseRecord, at time.Time) {
-	c.wrote, c.hasWritten = r, true
+	c.wrote, c.wroteAt, c.hasWritten = r, at, true
 	kept := c.sends[:0]
 	for _, s := range c.sends {
 		if s.at.After(at) {
@@ -151,12 +156,28 @@ func (c *campaign) confirm(r LeaseRecord, at time.Time) {
 }
 
 // ours reports whether r holds fields this elector wrote (or sent), so nobody else wrote
-// the lease since: then it may take it back at once.
+// the lease since (as far as versions do not repeat): then it may release it.
 func (c *campaign) ours(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
 	return (c.hasWritten && sameCore(r, c.wrote)) || c.sentMatch(r) != nil
+}
+
+// oursRecent is ours for a write sent within the last RenewDeadline: then this elector
+// may take the lease back at once. An older write of ours may be a state restored from
+// a backup (versions repeat), over which another candidate may lead; it is waited out
+// like anyone's.
+func (c *campaign) oursRecent(r LeaseRecord) bool {
+	if r.HolderIdentity != c.self {
+		return false
+	}
+	recent := func(at time.Time) bool { return time.Since(at) < c.e.config.RenewDeadline }
+	if c.hasWritten && sameCore(r, c.wrote) && recent(c.wroteAt) {
+		return true
+	}
+	s := c.sentMatch(r)
+	return s != nil && recent(s.at)
 }
 
 // leaseDuration is how long the holder of r may go without renewing, by its record.
@@ -167,24 +188,36 @@ func (c *campaign) leaseDuration(r LeaseRecord) time.Duration {
 	return c.e.config.LeaseDuration
 }
 
+// foreignLeaseFactor is how many of its leaseDurationSeconds a holder that is not
+// Baton's is given, and the factor of an unknown holder's wait. client-go's leader keeps
+// its leader context for up to RetryPeriod + RenewDeadline after its last renew, and
+// with ReleaseOnCancel for another RenewDeadline while it tries to release; its
+// validation (RenewDeadline < LeaseDuration, 1.2 × RetryPeriod < RenewDeadline) keeps
+// that below 2.84 × LeaseDuration.
+const foreignLeaseFactor = 3
+
 // expiryWait is how long after observing r a follower waits before taking it from its
 // holder. A Baton holder's term ends by its RenewDeadline after its last renew, before
 // its leaseDuration. Any other holder (client-go's elector, a hand-written holder) gets
-// twice its leaseDuration: client-go's leader keeps leading for up to RetryPeriod +
-// RenewDeadline after its last renew, which its validation (RenewDeadline <
-// LeaseDuration, 1.2 × RetryPeriod < RenewDeadline) keeps below 1.84 × LeaseDuration.
+// foreignLeaseFactor times its leaseDuration.
 func (c *campaign) expiryWait(r LeaseRecord) time.Duration {
 	if heldByBaton(r) {
 		return c.leaseDuration(r)
 	}
-	return 2 * c.leaseDuration(r)
+	return foreignLeaseFactor * c.leaseDuration(r)
 }
 
-// unknownWait is the wait for a holder that cannot be judged: twice the lease duration
-// of the last holder seen or the configured one, the longer, as for a holder that is
-// not Baton's.
+// unknownWait is the wait for a holder that cannot be judged (the lease gone without
+// its last state, the history gone back, a foreign clear): what the last holder seen
+// would get, its lease duration (at least the configured one), times
+// foreignLeaseFactor if it was not Baton's. A holder that took the lease unseen and
+// then lost it the same way is not covered; see the package doc.
 func (c *campaign) unknownWait() time.Duration {
-	return 2 * max(c.e.config.LeaseDuration, c.heldLease)
+	d := max(c.e.config.LeaseDuration, c.heldLease)
+	if c.heldForeign {
+		return foreignLeaseFactor * d
+	}
+	return d
 }
 
 // takeAt is when the observed state lets this follower take the lease, zero for now.
@@ -205,7 +238,7 @@ func (c *campaign) takeAt() time.Time {
 		// Cleared, but not by a Baton release (client-go's release, a person): the last
 		// holder may not know yet, and may lead until its term ends.
 		return c.observedAt.Add(c.unknownWait())
-	case c.ours(r):
+	case c.oursRecent(r):
 		return time.Time{} // nobody wrote since us, and our term is over
 	default:
 		return c.observedAt.Add(c.expiryWait(r))
@@ -217,7 +250,7 @@ func (c *campaign) takeAt() time.Time {
 // acquisition in between would have counted one more).
 func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
-		r.LeaseTransitions == c.wrote.LeaseTransitions
+		r.LeaseTransitions == c.wrote.LeaseTransitions && time.Since(c.wroteAt) < c.e.config.RenewDeadline
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not

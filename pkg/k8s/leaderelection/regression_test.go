@@ -221,3 +221,74 @@ func TestWatchErrorRelists(t *testing.T) {
 		}
 	})
 }
+
+// TestRestoreToOwnOldWrite (chaos seeds 282, 444, 1475): a candidate cut off for long
+// finds the lease restored to its own last write, byte for byte (versions repeat after
+// an etcd restore). It must not take it back at once, since another candidate may have
+// led over it meanwhile: its write is older than a RenewDeadline, and its watch was
+// down. (Its next term may repeat the number of a term it never saw: terms are only
+// increasing over the versions each candidate saw.)
+func TestRestoreToOwnOldWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		cl.termsMayRepeat = true
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		time.Sleep(2 * time.Second) // between a's renews
+		aLast, _ := cl.mem.Get(context.Background())
+		a.store.setMode(modeHang) // a is cut off; its last write is aLast
+		if nl := cl.waitLeader(a, time.Minute); nl != b {
+			t.Fatalf("leader %s, want b", nl.id)
+		}
+		time.Sleep(5 * time.Second)
+		b.store.setMode(modeHang) // b is cut off inside its term
+		synctest.Wait()
+		v, _ := parseVersion(aLast.ResourceVersion)
+		cl.mem.Restore(v, aLast, true)
+		a.store.setMode(modePass) // a sees exactly its own old write
+		time.Sleep(DefaultRenewDeadline)
+		if b.e.IsLeader() {
+			t.Fatal("b still leads past its renew deadline")
+		}
+		b.store.setMode(modePass)
+		cl.waitLeader(nil, 2*DefaultLeaseDuration)
+	})
+}
+
+// TestAbsentAgainAfterGap (chaos seed 82): a candidate that saw the lease absent, then
+// lost contact while another created the lease and the lease was deleted again, must not
+// create it on its first attempt after contact returns: it looks again and waits.
+func TestAbsentAgainAfterGap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		c := cl.start("c", nil)
+		time.Sleep(2 * time.Second)
+		a.store.setMode(modeHang) // a is cut off and does not re-create the lease
+		synctest.Wait()
+		cl.mem.Delete() // b and c see it absent, with a's last state: they wait
+		synctest.Wait()
+		time.Sleep(time.Second)
+		b.store.setMode(modeFail) // b is cut off, still waiting out a's term
+		if nl := cl.waitLeader(a, 2*DefaultLeaseDuration); nl != c {
+			t.Fatalf("leader %s, want c", nl.id)
+		}
+		a.store.setMode(modePass)
+		time.Sleep(5 * time.Second)
+		c.store.setMode(modeHang) // c is cut off inside its term
+		synctest.Wait()
+		cl.mem.Delete()
+		b.store.setMode(modePass) // b's next Create would go through
+		time.Sleep(DefaultRenewDeadline)
+		if c.e.IsLeader() {
+			t.Fatal("c still leads past its renew deadline")
+		}
+		c.store.setMode(modePass)
+		cl.waitLeader(nil, 2*DefaultLeaseDuration)
+	})
+}

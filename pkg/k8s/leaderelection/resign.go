@@ -1,21 +1,17 @@
 package leaderelection
 
-import (
-	"context"
-	"errors"
-	"time"
-)
+import "errors"
 
 // Resign ends term early, if it is the term this elector leads now, so that
 // another candidate leads instead: the term context ends with cause
-// ErrResigned (OnStoppedLeading runs as for any end of term); once the term's
-// OnStartedLeading returned, the election goroutine releases the lease with a
-// compare-and-swap, as HandOver does but naming no preferred holder, so that
-// the other candidates may take it at once; and this elector does not
-// campaign again for a LeaseDuration, so that one of them does. It reports
-// whether it ended the term: false for any other term, once the term ended,
-// and for a SingleReplica elector (a replica leading alone has nobody to hand
-// over to). Safe from any goroutine; it never blocks.
+// ErrResigned (OnStoppedLeading runs as for any end of term), the election
+// goroutine clears the lease's holder with a compare-and-swap once the term's
+// OnStartedLeading returned, as a release does, so that the other candidates
+// may take it at once, and this elector
+// does not campaign again for a LeaseDuration, so that one of them does. It
+// reports whether it ended the term: false for any other term, once the term
+// ended, and with election disabled (a replica leading alone has nobody to
+// hand over to). Safe from any goroutine; it never blocks.
 func (e *Elector) Resign(term uint64) bool {
 	if e.config.SingleReplica {
 		return false
@@ -29,15 +25,12 @@ func (e *Elector) Resign(term uint64) bool {
 	return true
 }
 
-// endTerm steps down from a term whose context ended; after Resign it also
-// schedules the release (as a hand-over to nobody, written once the leader
-// work returned) and holds the next campaign back by a LeaseDuration.
-func (c *campaign) endTerm() {
-	cause := context.Cause(c.term)
-	c.stepDown(cause)
+// resigned follows the end of a term by Resign, on the election goroutine: like a
+// hand-over to nobody, the lease is released once the term's OnStartedLeading
+// returned, and the next campaign is held back by a LeaseDuration (finishHandOver).
+func (c *campaign) resigned(cause error) {
 	if !errors.Is(cause, ErrResigned) || c.handover != nil {
 		return
 	}
 	c.handover = &handoverRequest{}
-	c.holdUntil = later(c.holdUntil, time.Now().Add(c.e.config.LeaseDuration))
 }

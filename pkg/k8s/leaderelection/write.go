@@ -22,9 +22,9 @@ func (c *campaign) refresh(ctx context.Context) error {
 	r, err := c.e.store.Get(ctx)
 	switch {
 	case err == nil:
-		c.observe(LeaseEvent{Record: r}, c.seen)
+		c.observe(LeaseEvent{Record: r}, c.seen, true)
 	case errors.Is(err, ErrLeaseNotFound):
-		c.observe(LeaseEvent{Deleted: true}, c.seen)
+		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
 	default:
 		return err
 	}
@@ -39,7 +39,7 @@ func (c *campaign) markStale() {
 // written records r, the answer to our write sent at at, and observes it.
 func (c *campaign) written(r LeaseRecord, at time.Time) {
 	c.confirm(r, at)
-	c.observe(LeaseEvent{Record: r}, c.seen)
+	c.observe(LeaseEvent{Record: r}, c.seen, true)
 }
 
 // acquire tries to take the lease with a compare-and-swap on the observed version.
@@ -80,8 +80,11 @@ func (c *campaign) acquire() {
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
 	default:
+		// Contact lost: what we saw may be old (the lease may have been created and
+		// deleted meanwhile), so look again before the next attempt.
 		c.e.logger.Warn("acquiring lease failed", "error", err)
 		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
+		c.markStale()
 	}
 }
 
@@ -167,7 +170,7 @@ func (c *campaign) renew() {
 			c.renewAt = time.Now()
 		}
 	case errors.Is(err, ErrLeaseNotFound):
-		c.observe(LeaseEvent{Deleted: true}, c.seen)
+		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
 	default:
 		if c.term.Err() == nil {
 			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.term)
@@ -225,12 +228,15 @@ func (c *campaign) beginHandOver(req handoverRequest) {
 }
 
 // finishHandOver writes the release of the pending hand-over and answers its request.
+// A hand-over to nobody (Resign) then holds the next campaign back by a LeaseDuration,
+// so that another candidate leads.
 func (c *campaign) finishHandOver() error {
 	req := c.handover
 	c.handover = nil
 	released, err := c.release(req.target)
-	if req.reply == nil { // a resignation: nobody waits for the answer
-		if err != nil {
+	if req.target == "" {
+		c.acquireAt = time.Now().Add(c.e.config.LeaseDuration)
+		if err != nil && c.ctx.Err() == nil {
 			c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
 		}
 		return err
