@@ -41,6 +41,8 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"run", "--identity=a", "--renew-deadline=20s"}, "baton run: --lease-duration 15s must be greater than --renew-deadline 20s"},
 		{[]string{"run", "--identity=a", "--pod-selector=app in (("}, `baton run: --pod-selector "app in (("`},
 		{[]string{"run", "--identity=a", "--namespace=Bad_NS"}, `baton run: --namespace "Bad_NS"`},
+		{[]string{"run", "--identity=a", "--lease-namespace=Bad_NS"}, `baton run: --lease-namespace "Bad_NS"`},
+		{[]string{"run", "--identity=a", "--config-key=a/b"}, `baton run: --config-key "a/b"`},
 		{[]string{"run", "--identity=a", "--lease-name="}, `baton run: --lease-name ""`},
 		{[]string{"run", "--identity=a", "--log-format=xml"}, `baton run: --log-format "xml"`},
 	} {

@@ -63,10 +63,11 @@ func (r *runFlags) check() []error {
 	if c.Identity == "" {
 		bad("--identity is empty and $POD_NAME is not set: each replica needs a unique identity")
 	}
-	for _, ns := range []struct{ flag, v string }{{"--namespace", c.Namespace}, {"--lease-namespace", c.LeaseNamespace}} {
-		if ns.v == "" && ns.flag == "--lease-namespace" {
-			continue
-		}
+	namespaces := []struct{ flag, v string }{{"--namespace", c.Namespace}}
+	if c.LeaseNamespace != "" { // "" means --namespace
+		namespaces = append(namespaces, struct{ flag, v string }{"--lease-namespace", c.LeaseNamespace})
+	}
+	for _, ns := range namespaces {
 		if msgs := validation.IsDNS1123Label(ns.v); len(msgs) > 0 {
 			bad("%s %q: %s", ns.flag, ns.v, strings.Join(msgs, "; "))
 		}

@@ -284,7 +284,7 @@ func TestOptionErrorsAllNamed(t *testing.T) {
 func TestEstimate(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		synctest.Test(t, func(t *testing.T) {
-			o := options(func(o *demo.Options) { o.Seed, o.Failovers = seed, 3 })
+			o := options(func(o *demo.Options) { o.Seed = seed })
 			rep, err := demo.Run(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
@@ -417,5 +417,5 @@ func ExampleOptions_Estimate() {
 	o := demo.DefaultOptions()
 	fmt.Println(demo.Schedule(o.Seed, o.Failovers), o.Estimate())
 	// Output:
-	// [pause release kill pause kill release] 21.4s
+	// [pause hang kill release hang pause] 27.4s
 }

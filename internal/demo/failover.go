@@ -13,6 +13,9 @@ type failoverRun struct {
 	old     *node
 	oldTerm uint64
 	want    newest // the newest state the new leader must hold
+	// stepDowns is the old leader's count of step-downs before the fault
+	// (a replica stuck in an earlier hang fault has resigned before).
+	stepDowns uint64
 }
 
 // fail records a failed check.

@@ -66,6 +66,7 @@ func (s *stall) unblock() {
 // the stuck replica's term to the next.
 func (r *failoverRun) hang() string {
 	e, o, f, old := r.e, r.e.opts, &r.f, r.old
+	r.stepDowns = old.r.Manager().Status().StepDowns
 	e.rec.mark(Mark{At: time.Now(), Kind: MarkPause, Replica: old.id, Term: r.oldTerm, Text: "stall armed, paused"})
 	e.view.logf("failover %d: %s's %q component will hang when term %d ends; pausing %s until another replica leads",
 		f.N, old.id, StallComponent, r.oldTerm, old.id)
@@ -122,10 +123,10 @@ func (r *failoverRun) checkStuck(term uint64) {
 // component unblocked, is healthy again.
 func (r *failoverRun) recoverHang() {
 	e, old := r.e, r.old
-	resigned := old.r.Manager().Status().StepDowns
+	resigned := old.r.Manager().Status().StepDowns - r.stepDowns
 	old.stall.unblock()
 	healthy := e.waitFor(func() bool { return old.r.Healthy() == nil })
 	r.f.Checks = append(r.f.Checks,
-		check("stuck leader resigned", resigned == 1, "%s asked to step down %d times, want 1", old.id, resigned),
+		check("stuck leader resigned", resigned == 1, "%s asked to step down %d times in this failover, want 1", old.id, resigned),
 		check("unblocked replica healthy", healthy, "%s still unhealthy: %v", old.id, old.r.Healthy()))
 }

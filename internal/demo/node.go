@@ -67,7 +67,9 @@ func (e *engine) startNode(id string, n int) (*node, error) {
 		return nil, err
 	}
 	nd.r = r
-	ch := r.Bus().SubscribeTypes("demo-observer", observerBuffer, observed, busevents.Critical(func(busevents.Drop) { rec.drop() }))
+	// Until Run stops the bus, which closes ch.
+	ch := busevents.Subscribe[busevents.Event](context.Background(), r.Bus(), "demo-observer", observerBuffer,
+		busevents.Types(observed[0], observed[1:]...), busevents.Critical(func(busevents.Drop) { rec.drop() }))
 	ctx, cancel := context.WithCancel(e.ctx)
 	nd.cancel = cancel
 	nd.wg.Go(func() {

@@ -37,10 +37,12 @@
 // and never close it. Arguments no subscription can have (an empty name, a
 // buffer below 1, a LatestValue type it does not receive, an empty type
 // list) make Subscribe panic with an error wrapping ErrInvalidSubscription,
-// naming what was wrong. The methods Subscribe, SubscribeTypes and
-// SubscribeLeaderOnly are older forms, kept as thin wrappers over
-// Subscribe[Event]; the project lists its leader-only components by their
-// SubscribeLeaderOnly call sites.
+// naming what was wrong. The methods Subscribe, SubscribeTypes,
+// SubscribeLeaderOnly and Unsubscribe are deprecated older forms, kept as
+// thin wrappers over Subscribe[Event] and Unsubscribe[Event] so that
+// existing callers keep working; new code uses Subscribe[T] with options.
+// Whether a subscription is leader-only is decided by how its component is
+// registered with the lifecycle Manager, not by the subscribe call.
 //
 // Defined outcomes: before Start, Publish and Republish hold the event
 // (up to the capacity given to NewEventBus) and return 0; Start delivers

@@ -173,6 +173,9 @@ func Unsubscribe[T Event](b *EventBus, ch <-chan T) { b.remove(ch) }
 // Subscribe is Subscribe[Event] with no context: a channel of every event,
 // ended by Unsubscribe or Stop. It is kept for the call sites that predate
 // Subscribe[T].
+//
+// Deprecated: use Subscribe[T], for example
+// Subscribe[Event](ctx, b, name, bufferSize, opts...).
 func (b *EventBus) Subscribe(name string, bufferSize int, opts ...SubscribeOption) <-chan Event {
 	return Subscribe[Event](context.Background(), b, name, bufferSize, opts...)
 }
@@ -180,16 +183,20 @@ func (b *EventBus) Subscribe(name string, bufferSize int, opts ...SubscribeOptio
 // SubscribeTypes is Subscribe[Event] with Types(eventTypes...) and no
 // context, ended by Unsubscribe or Stop. eventTypes must not be empty. It
 // is kept for the call sites that predate Subscribe[T].
+//
+// Deprecated: use Subscribe[T] with a concrete event type, or
+// Subscribe[Event] with the Types option.
 func (b *EventBus) SubscribeTypes(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
 	return b.subscribeList(name, bufferSize, eventTypes, false, opts)
 }
 
 // SubscribeLeaderOnly is SubscribeTypes with LeaderOnly: the subscription
 // of a leader-only component, made after Start once leadership is acquired.
-// eventTypes must not be empty. Leader-only components that subscribe with
-// Subscribe[T] under the context the lifecycle Manager gives them need not
-// use it; its call sites are how the project lists its leader-only
-// components.
+// eventTypes must not be empty.
+//
+// Deprecated: use Subscribe[T] under the context the lifecycle Manager
+// gives a leader-only component, which makes the subscription leader-only;
+// outside the Manager, add the LeaderOnly option.
 func (b *EventBus) SubscribeLeaderOnly(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
 	return b.subscribeList(name, bufferSize, eventTypes, true, opts)
 }
@@ -211,6 +218,8 @@ func (b *EventBus) subscribeList(name string, bufferSize int, eventTypes []strin
 
 // Unsubscribe ends the subscription whose channel is ch and closes ch. Calling
 // it again, or with a channel the bus did not hand out, does nothing.
+//
+// Deprecated: use Unsubscribe[T], the counterpart of Subscribe[T].
 func (b *EventBus) Unsubscribe(ch <-chan Event) { b.remove(ch) }
 
 func eventTypeOf[T Event]() (t string, ok bool) {

@@ -44,7 +44,9 @@
 // the caller's deadline; watch events delivered late; a partition (calls fail at once
 // or hang until their context ends, watches close, new ones fail); a pause (the
 // candidate's store calls, watch deliveries and fenced writes are held until it
-// resumes, so a leader that checked its term before the pause writes after it). Point
+// resumes, so a leader that checked its term before the pause writes after it; the
+// elector's own timers keep running, as there is no clock to stop, so its term ends on
+// time by its own clock, which is what a resumed process's lazy check reports). Point
 // faults close the candidate's watches or restart it (its Start returns and a new
 // incarnation starts after a while, with or without ReleaseOnCancel).
 //
@@ -105,11 +107,11 @@
 //     candidate leads and every live candidate's GetLeader names it; a LeaseDuration
 //     later the same term still leads, no term started in between, and the leader's
 //     fenced writes were accepted. The second RetryPeriod is slack for the backoff of a
-//     watch broken at the end of the faults (up to 1.5 × RetryPeriod). In histories
-//     where the lease was deleted or a snapshot restored the bound is 2 × LeaseDuration
-//     + 2 × RetryPeriod: a candidate that cannot know the last holder waits it out for
-//     twice the lease duration, which covers a client-go holder too (it may lead for
-//     RetryPeriod + RenewDeadline after its last renew, less than 2 × LeaseDuration).
+//     watch broken at the end of the faults (up to 1.5 × RetryPeriod). The bound holds
+//     also after the lease was deleted or a snapshot restored: every holder here is a
+//     Baton elector, and the elector waits out an unknown Baton holder for one lease
+//     duration (a holder not Baton's, e.g. client-go's, gets three; no history here has
+//     one).
 //
 // Term order, the register model, refused writes of the settled leader and a
 // step-down from its own write are not failed, but reported as notes, across a restore

@@ -15,9 +15,9 @@ import (
 // Errors the fault store injects. None wraps a leaderelection sentinel: to the elector
 // they are transport errors.
 var (
-	errPartitioned  = errors.New("chaos: candidate partitioned from the api server")
-	errRequestLost  = errors.New("chaos: request lost")
-	errReplyLost    = errors.New("chaos: reply lost (the request was applied)")
+	errPartitioned = errors.New("chaos: candidate partitioned from the api server")
+	errRequestLost = errors.New("chaos: request lost")
+	errReplyLost   = errors.New("chaos: reply lost (the request was applied)")
 )
 
 // counter kinds: every fault the suite injects, counted where it takes effect.
@@ -118,7 +118,7 @@ var _ leaderelection.LeaseStore = (*faultStore)(nil)
 
 func newFaultStore(seed uint64, count *counters) *faultStore {
 	return &faultStore{
-		count:  count,
+		count: count,
 		rngs: map[string]*rand.Rand{
 			"get": rand.New(rand.NewPCG(seed, 1)), "create": rand.New(rand.NewPCG(seed, 2)),
 			"update": rand.New(rand.NewPCG(seed, 3)), "watch": rand.New(rand.NewPCG(seed, 4)),

@@ -66,15 +66,15 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	for i := range sched.n {
 		c := &candidate{
 			h: h, idx: i, id: fmt.Sprintf("c%d", i),
-			store:   newFaultStore(uint64(seed)*31+uint64(i), h.count),
-			view:    w.view, release: sched.release[i], logger: logger, sample: w.sample,
+			store: newFaultStore(uint64(seed)*31+uint64(i), h.count),
+			view:  w.view, release: sched.release[i], logger: logger, sample: w.sample,
 			restart: make(chan time.Duration, 1),
 		}
 		r.cands = append(r.cands, c)
 		wg.Go(func() { c.run(ctx) })
 	}
 	r.play(sched)
-	h.bound = recoveryBound(cfg, h.count) + w.slack
+	h.bound = recoveryBound(cfg) + w.slack
 	h.healAt = h.begin.Add(sched.heal)
 	h.checkAt = h.healAt.Add(h.bound)
 	time.Sleep(time.Until(h.checkAt))
@@ -87,17 +87,12 @@ func runHistory(seed int64, sched schedule, w world) *history {
 }
 
 // recoveryBound is how long after the faults stop one leader must be settled:
-// LeaseDuration + 2 × RetryPeriod (a follower takes an expired lease a LeaseDuration
-// after it last saw it renewed; a watch broken at the end of the faults comes back
-// within 1.5 × RetryPeriod). When the lease was deleted or an older snapshot restored,
-// candidates may not know the last holder, and the elector waits out a holder that
-// cannot be judged for twice the lease duration (a client-go holder may lead for
-// RetryPeriod + RenewDeadline after its last renew, which is below 2 × LeaseDuration):
-// then the bound is 2 × LeaseDuration + 2 × RetryPeriod.
-func recoveryBound(cfg leaderelection.Config, count *counters) time.Duration {
-	if count.get(fLeaseDeleted)+count.get(fRestore) > 0 {
-		return 2*cfg.LeaseDuration + 2*cfg.RetryPeriod
-	}
+// LeaseDuration + 2 × RetryPeriod. A follower takes a lease a LeaseDuration after it
+// last saw it renewed, or after it saw it gone or moved back with its last holder
+// unknown (every holder here is a Baton elector, whose term ends by its RenewDeadline
+// after its last renew); a watch broken at the end of the faults comes back within
+// 1.5 × RetryPeriod.
+func recoveryBound(cfg leaderelection.Config) time.Duration {
 	return cfg.LeaseDuration + 2*cfg.RetryPeriod
 }
 

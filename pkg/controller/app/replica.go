@@ -234,6 +234,8 @@ func (r *Replica) register(opts Options) error {
 			return fmt.Errorf("app: leader-only components: %w", err)
 		}
 		for _, c := range extra {
+			// inventory: caller-supplied (Options.LeaderOnly), not listed in
+			// the project's leader-only inventory.
 			adds = append(adds, r.manager.AddLeaderOnly(c))
 		}
 	}

@@ -11,8 +11,9 @@
 //
 // # What a term does
 //
-// Start resets the per-term state, subscribes with SubscribeLeaderOnly to
-// ConfigValidatedEvent, ConfigInvalidEvent, HAProxyPodsDiscoveredEvent,
+// Start resets the per-term state, subscribes with busevents.Subscribe[T]
+// under the term's context (leader-only because the Manager runs it as
+// leader-only) to ConfigValidatedEvent, ConfigInvalidEvent, HAProxyPodsDiscoveredEvent,
 // TemplateRenderedEvent and ValidationFailedEvent (all LatestValue; renders
 // and their failures of another term are ignored), signals
 // lifecycle.Subscribed, and then folds each event

@@ -202,8 +202,10 @@ func (c *Component) Start(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 
-	ch := c.bus.SubscribeLeaderOnly(Name, subscriptionBuffer, subscribed, busevents.LatestValue(subscribed...))
-	defer c.bus.Unsubscribe(ch)
+	// Leader-only by registration: ctx comes from the Manager's term.
+	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, Name, subscriptionBuffer,
+		busevents.Types(subscribed[0], subscribed[1:]...), busevents.LatestValue())
+	defer busevents.Unsubscribe(c.bus, ch)
 	lifecycle.Subscribed(ctx)
 
 	var retry *time.Timer

@@ -11,8 +11,10 @@
 // # What a term does
 //
 // Start resets the per-term state (the limiter, what was deployed, what is
-// pending), subscribes with SubscribeLeaderOnly to ConfigValidatedEvent and
-// HAProxyPodsDiscoveredEvent (LatestValue) and LostLeadershipEvent, signals
+// pending), subscribes with busevents.Subscribe[T] under the term's context
+// (leader-only because the Manager runs it as leader-only) to
+// ConfigValidatedEvent and HAProxyPodsDiscoveredEvent (LatestValue) and
+// LostLeadershipEvent, signals
 // lifecycle.Subscribed, and reports lifecycle.HoldsState for each state
 // type as it arrives (its RequiredState lists both). The replays of the term
 // start it: a new leader deploys the current state at once, since it cannot

@@ -198,8 +198,10 @@ func (c *Component) Start(ctx context.Context) error {
 	c.state = State{Running: true, Term: term, Deployments: c.state.Deployments, Failures: c.state.Failures, Cleared: c.state.Cleared}
 	c.mu.Unlock()
 
-	ch := c.bus.SubscribeLeaderOnly(Name, 16, subscribed, busevents.LatestValue(subscribed[:2]...))
-	defer c.bus.Unsubscribe(ch)
+	// Leader-only by registration: ctx comes from the Manager's term.
+	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, Name, 16,
+		busevents.Types(subscribed[0], subscribed[1:]...), busevents.LatestValue(subscribed[:2]...))
+	defer busevents.Unsubscribe(c.bus, ch)
 	lifecycle.Subscribed(ctx)
 	defer func() {
 		c.clear(r, "term ended")

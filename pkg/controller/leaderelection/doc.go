@@ -2,8 +2,8 @@
 // election of pkg/k8s/leaderelection (imported as k8sle) and the
 // controller's event bus: it runs an elector and publishes its transitions
 // as the leadership events of pkg/controller/leadership (re-exported by the
-// catalog pkg/controller/events), which the controller
-// runtime (pkg/controller/lifecycle) turns into terms.
+// catalog pkg/controller/events), which the controller runtime
+// (pkg/controller/lifecycle) turns into terms.
 //
 // # Usage
 //

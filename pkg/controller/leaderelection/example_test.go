@@ -14,10 +14,10 @@ import (
 // on the bus before calling the callbacks.
 func Example() {
 	bus := busevents.NewEventBusWithLogger(0, discard())
-	ch := bus.SubscribeTypes("printer", 16, []string{
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "printer", 16, busevents.Types(
 		events.EventTypeLeaderElectionStarted, events.EventTypeBecameLeader,
 		events.EventTypeLostLeadership, events.EventTypeNewLeaderObserved,
-	})
+	))
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	c, err := leaderelection.NewWithStore(k8sle.Config{

@@ -1,6 +1,7 @@
 package leadership_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/baton-dev/baton/pkg/controller/events"
@@ -23,9 +24,13 @@ func ExampleStateReplayer() {
 	}
 
 	// Leader-only side, after BecameLeaderEvent: subscribe, then replay.
-	ch := bus.SubscribeLeaderOnly("config-publisher", 8, []string{events.EventTypeConfigValidated})
+	// The lifecycle Manager gives a leader-only component a context like
+	// term, which makes its subscriptions leader-only.
+	term, endTerm := context.WithCancel(busevents.WithLeaderOnly(context.Background()))
+	defer endTerm()
+	ch := busevents.Subscribe[*events.ConfigValidatedEvent](term, bus, "config-publisher", 8)
 	fmt.Println("replayed:", configReplayer.Replay())
-	e := (<-ch).(*events.ConfigValidatedEvent)
+	e := <-ch
 	fmt.Println("leader holds config", e.Version)
 
 	// A second replay reaches nobody: the subscriber already holds it.

@@ -15,8 +15,8 @@ import (
 // instance, and must therefore reset its per-term state at its top. Its
 // context carries busevents.WithLeaderOnly, so every subscription it makes
 // with busevents.Subscribe[T](ctx, ...) is leader-only and ends with the
-// term. It subscribes (Subscribe[T] under ctx, or the bus's
-// SubscribeLeaderOnly), then calls Subscribed(ctx),
+// term, with no option to remember. It subscribes so, then calls
+// Subscribed(ctx),
 // and calls HoldsState(ctx, type) once it has processed state of each type
 // it declared in RequiredState.
 type Component interface {

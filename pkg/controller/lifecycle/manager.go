@@ -221,8 +221,8 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 		names:     map[string]bool{},
 		hookNames: map[string]bool{},
 	}
-	m.leaderCh = bus.SubscribeTypes("lifecycle-manager", LeadershipBuffer,
-		[]string{leadership.EventTypeBecameLeader, leadership.EventTypeLostLeadership},
+	m.leaderCh = busevents.Subscribe[busevents.Event](context.Background(), bus, "lifecycle-manager", LeadershipBuffer,
+		busevents.Types(leadership.EventTypeBecameLeader, leadership.EventTypeLostLeadership),
 		busevents.Critical(func(busevents.Drop) { m.leadershipDropped.Add(1) }))
 	return m, nil
 }
@@ -371,7 +371,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.runState = runRunning
 	m.mu.Unlock()
-	defer m.bus.Unsubscribe(m.leaderCh)
+	defer busevents.Unsubscribe(m.bus, m.leaderCh)
 
 	// Components get contexts that keep ctx's values but are cancelled only
 	// by the Manager, so that it can stop the leader-only side first.

@@ -80,7 +80,7 @@ func BenchmarkCoordinatorTrigger(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(busevents.WithLeaderOnly(context.Background()))
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
 	defer func() { cancel(); <-done }()

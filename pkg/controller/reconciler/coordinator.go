@@ -217,9 +217,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// One subscription keeps state and triggers in publish order, and every
 	// type is latest-value: a full buffer sheds superseded state and
 	// coalesces queued triggers into the newest, so no trigger is lost and
-	// none overtakes the state published before it.
-	ch := c.bus.SubscribeLeaderOnly(c.Name(), c.buffer, inputTypes, busevents.LatestValue(inputTypes...))
-	defer c.bus.Unsubscribe(ch)
+	// none overtakes the state published before it. It is leader-only by
+	// registration: ctx comes from the Manager's term.
+	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer,
+		busevents.Types(inputTypes[0], inputTypes[1:]...), busevents.LatestValue())
+	defer busevents.Unsubscribe(c.bus, ch)
 	lifecycle.Subscribed(ctx)
 	defer t.wait()
 

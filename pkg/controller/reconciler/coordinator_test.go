@@ -55,9 +55,10 @@ func subscribeOutcomes(bus *busevents.EventBus) outcomes {
 	}
 }
 
-// startCoordinator runs c under a plain context (term 0).
+// startCoordinator runs c under a leader-only context without a term
+// (term 0), as the lifecycle Manager would but for the term.
 func startCoordinator(t *testing.T, c *reconciler.Coordinator) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(busevents.WithLeaderOnly(context.Background()))
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
 	synctest.Wait()
@@ -301,7 +302,7 @@ func TestCoordinatorStop(t *testing.T) {
 		bus2.Start()
 		c2 := newCoordinator(t, bus2, nil, 0)
 		done := make(chan error, 1)
-		go func() { done <- c2.Start(context.Background()) }()
+		go func() { done <- c2.Start(busevents.WithLeaderOnly(context.Background())) }()
 		synctest.Wait()
 		bus2.Stop()
 		if err := <-done; !errors.Is(err, reconciler.ErrSubscriptionClosed) {

@@ -29,7 +29,8 @@
 //
 // # Coordinator (leader only), and why it needs no replay of renders
 //
-// The Coordinator starts with each term, subscribes leader-only to the
+// The Coordinator starts with each term, subscribes (busevents.Subscribe[T]
+// under the term's context, so leader-only by its registration) to the
 // configuration, the pods and the triggers, and keeps the newest of each
 // input. It receives the inputs through the replayers of the all-replica
 // side, which the Manager runs after it subscribed; then the TriggerNow hook

@@ -132,9 +132,10 @@ func NewReconciler(bus *busevents.EventBus, opts ReconcilerOptions) (*Reconciler
 		return nil, ErrBusStarted
 	}
 	r := &Reconciler{bus: bus, opts: opts, logger: opts.Logger}
-	r.ch = bus.SubscribeTypes(r.Name(), opts.Buffer,
-		[]string{events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered},
-		busevents.LatestValue(events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered))
+	// For the life of the process: Start's Unsubscribe or Stop ends it.
+	r.ch = busevents.Subscribe[busevents.Event](context.Background(), bus, r.Name(), opts.Buffer,
+		busevents.Types(events.EventTypeConfigValidated, events.EventTypeHAProxyPodsDiscovered),
+		busevents.LatestValue())
 	return r, nil
 }
 
@@ -175,7 +176,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	defer r.bus.Unsubscribe(r.ch)
+	defer busevents.Unsubscribe(r.bus, r.ch)
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

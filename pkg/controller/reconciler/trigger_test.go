@@ -17,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/pipeline"
 	"github.com/baton-dev/baton/pkg/controller/reconciler"
+	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/events/eventstest"
 )
 
@@ -105,7 +106,7 @@ func TestPipelinePanicFailsTheTerm(t *testing.T) {
 		p, _ := pipeline.New(r, pipeline.HAProxyValidator{})
 		c := newCoordinator(t, bus, p, 0)
 		done := make(chan error, 1)
-		go func() { done <- c.Start(context.Background()) }()
+		go func() { done <- c.Start(busevents.WithLeaderOnly(context.Background())) }()
 		synctest.Wait()
 		bus.Publish(testConfig("v1"))
 		bus.Publish(testPods(1, 1))

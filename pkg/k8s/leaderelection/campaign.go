@@ -51,6 +51,10 @@ type campaign struct {
 	lastKnown  bool
 	record     LeaseRecord
 	observedAt time.Time
+	// unvouched is set while record was first seen on a first look (the first ever, or
+	// the first after the watch was down for long) and has not changed since: nothing
+	// this elector saw vouches that it is not a restored copy of an old state.
+	unvouched bool
 	// heldLease is the leaseDuration of the last held record seen, and heldForeign
 	// whether its holder was not Baton's: the basis of the wait for an unknown holder.
 	heldLease   time.Duration
@@ -236,7 +240,7 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	c.blindSince = time.Time{}
 	c.observe(ev, c.listSeen, true)
 	if blind && c.exists {
-		c.observedAt = time.Now()
+		c.observedAt, c.unvouched = time.Now(), true
 	}
 }
 

@@ -63,8 +63,11 @@
 // # Releases, deletes and cold starts
 //
 // A Baton release is taken at once (by the candidate it names as preferredHolder, if
-// any). A holder cleared by anyone else is waited out as an unknown holder from when the
-// clear was seen, except by its own last holder, whose term is over. A Lease deleted
+// any), unless it is what a candidate sees on its first look (at start, or after its
+// watch was down for long): that may be a restored copy of an old release, so it is
+// waited out as an unknown holder. A holder cleared by anyone else is waited out as an
+// unknown holder from when the clear was seen, except by its own last holder, whose
+// term is over. A Lease deleted
 // while a candidate watches (the delete carries its last state) is waited out as that
 // state's holder from when the delete was seen; a candidate that finds the Lease gone
 // after having seen it, without its last state (a re-list), waits as for an unknown

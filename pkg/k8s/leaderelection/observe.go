@@ -12,11 +12,13 @@ import (
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
-		if v < c.seen {
-			if v >= current {
-				return
-			}
+		switch {
+		case v < c.seen && v >= current:
+			return
+		case v < c.seen:
 			c.versionReset(v)
+		case listed && v == c.seen && c.exists && !ev.Deleted && !sameSpec(ev.Record, c.record):
+			c.versionReset(v) // the same version names another state: restored
 		}
 		c.seen = v
 	}
@@ -26,7 +28,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 		c.observeAbsent(ev.Record, now, listed)
 	} else {
 		if !c.known || !c.exists || !sameSpec(ev.Record, c.record) {
-			c.observedAt = now
+			c.observedAt, c.unvouched = now, !c.known
 		}
 		c.record, c.exists, c.lastKnown = ev.Record, true, true
 		if ev.Record.HolderIdentity != "" {
@@ -226,6 +228,10 @@ func (c *campaign) takeAt() time.Time {
 	switch {
 	case !c.exists && !c.lastKnown:
 		return time.Time{} // cold start, or unknown (holdUntil has the wait)
+	case r.HolderIdentity == "" && releasedByBaton(r) && c.unvouched:
+		// A release seen on a first look may be a restored copy, written before terms
+		// that are not over: wait as for an unknown holder.
+		return c.observedAt.Add(c.unknownWait())
 	case r.HolderIdentity == "" && releasedByBaton(r):
 		if r.PreferredHolder == "" || r.PreferredHolder == c.self {
 			return time.Time{} // released: its holder's term ended before

@@ -292,3 +292,34 @@ func TestAbsentAgainAfterGap(t *testing.T) {
 		cl.waitLeader(nil, 2*DefaultLeaseDuration)
 	})
 }
+
+// TestRestoredRelease (chaos seed 2397): the store is restored to a Baton release at the
+// version a follower last saw, while the leader is cut off inside its term. Neither the
+// follower (same version, other state) nor a candidate that starts now (a release on
+// its first look) may take it at once.
+func TestRestoredRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		cl.termsMayRepeat = true
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		cl.start("b", nil)
+		time.Sleep(2 * time.Second)
+		a.store.setMode(modeHang)
+		synctest.Wait()
+		rec, _ := cl.mem.Get(context.Background())
+		rel := rec
+		rel.HolderIdentity, rel.LeaseDuration = "", time.Second
+		rel.Marker = releaseMarker(rec.LeaseTransitions, "a")
+		v, _ := parseVersion(rec.ResourceVersion)
+		cl.mem.Restore(v, rel, true)
+		cl.start("d", nil)
+		time.Sleep(DefaultRenewDeadline)
+		if a.e.IsLeader() {
+			t.Fatal("a still leads past its renew deadline")
+		}
+		a.store.setMode(modePass)
+		cl.waitLeader(nil, 2*DefaultLeaseDuration)
+	})
+}
