@@ -17,12 +17,13 @@ func TestUnsubscribeFromDropCallbackKeepsTheDeliveryWhole(t *testing.T) {
 	b := eventstest.NewBus(t, 8)
 	var critical <-chan busevents.Event
 	dropped := 0
-	critical = b.SubscribeTypes("critical", 1, []string{"t"}, busevents.Critical(func(busevents.Drop) {
+	ctx := context.Background()
+	critical = busevents.Subscribe[busevents.Event](ctx, b, "critical", 1, busevents.Types("t"), busevents.Critical(func(busevents.Drop) {
 		dropped++
-		b.Unsubscribe(critical)
+		busevents.Unsubscribe(b, critical)
 	}))
-	second := b.SubscribeTypes("second", 8, []string{"t"})
-	third := b.SubscribeTypes("third", 8, []string{"t"})
+	second := busevents.Subscribe[busevents.Event](ctx, b, "second", 8, busevents.Types("t"))
+	third := busevents.Subscribe[busevents.Event](ctx, b, "third", 8, busevents.Types("t"))
 	b.Start()
 
 	if n := b.Publish(newEv("t", 1)); n != 3 {

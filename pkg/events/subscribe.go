@@ -37,8 +37,14 @@ type subscribeConfig struct {
 // such as Event to receive several types on one channel. At least one type
 // must be named.
 func Types(first string, more ...string) SubscribeOption {
-	types := append([]string{first}, more...)
-	return func(c *subscribeConfig) { c.types = append(c.types, types...) }
+	types := slices.Clip(append([]string{first}, more...))
+	return func(c *subscribeConfig) {
+		if c.types == nil {
+			c.types = types // clipped: an append to it copies; nothing writes it
+			return
+		}
+		c.types = append(c.types, types...)
+	}
 }
 
 // Critical marks the subscription as one that must not lose events: each
