@@ -71,9 +71,15 @@
 // # Concurrency properties
 //
 // All functions and methods are safe for concurrent use. Once the bus is
-// started, Publish takes no bus-wide lock: routing is a copy-on-write table
-// read atomically, and a delivery takes the lock of its event type once,
-// then makes a non-blocking send to each subscriber of the type. The cost
+// started, Publish takes no bus-wide lock: it finds its event type's topic
+// in a copy-on-write table read atomically, takes the topic's lock once,
+// then makes a non-blocking send to each subscriber of the type.
+// Subscribing and unsubscribing take the bus's lock and change only the
+// topics of the types concerned, under their locks; the table is copied
+// only for an event type seen for the first time or a subscription to
+// every type, so a subscriber that comes and goes every term costs a few
+// allocations (its subscription, its channel and the watch on its context)
+// and no copy. The cost
 // of a publish grows with the number of subscribers that want its event
 // type, not with all subscribers; it allocates nothing, whether the event
 // is queued, dropped, or makes room by evicting older state. Publishes of
@@ -82,7 +88,8 @@
 // they were published; events published concurrently by several goroutines
 // have no defined order. Drop callbacks run on the publishing goroutine,
 // with no lock of the bus held, and must not block. A LatestValue
-// subscription owns one goroutine, which ends when the subscription does.
+// subscription owns one goroutine once an event has found its channel
+// full, which ends when the subscription does.
 //
 // # Expected subscriber behavior
 //
