@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
@@ -296,8 +297,10 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	if state == stateStopped {
 		b.mu.Unlock()
 		s.sink.close() // never routed
-		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
-			"subscriber", s.name, "caller", caller())
+		if b.warns() {
+			b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
+				"subscriber", s.name, "caller", caller())
+		}
 		return false
 	}
 	b.subs[key] = s
@@ -332,7 +335,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	}
 	b.mu.Unlock()
 
-	if state == stateStarted && !s.leaderOnly {
+	if state == stateStarted && !s.leaderOnly && b.warns() {
 		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly or with LeaderOnly",
 			"subscriber", s.name, "caller", caller())
 	}
@@ -421,6 +424,10 @@ func (b *EventBus) remove(key any) {
 	}
 	b.endLocked(s)
 }
+
+// warns reports whether the bus's logger takes warnings, so that the
+// stack is walked for caller only when its name will be logged.
+func (b *EventBus) warns() bool { return b.logger.Enabled(context.Background(), slog.LevelWarn) }
 
 // caller names the first function outside this package on the stack, the
 // one whose call is being warned about.
