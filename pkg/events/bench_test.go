@@ -296,7 +296,7 @@ func compare(b *testing.B, vs ...*variant) {
 // publishing one event type to n draining subscribers each. The allocs/op
 // are Baton's: the plain bus allocates nothing.
 func BenchmarkCompareFanOut(b *testing.B) {
-	for _, n := range []int{1, 50} {
+	for _, n := range []int{1, 10, 50} {
 		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
 			bus := busevents.NewEventBus(0)
 			p := &plainBus{}

@@ -96,17 +96,34 @@ type topic struct {
 	replayed atomic.Uint64 // Republish calls for this type
 
 	// mu serializes the deliveries of this event type, and guards the
-	// counters of its routes and the fields below. The fields below change
-	// with EventBus.mu held too, so that they may be read under either.
+	// counters of its routes and the fields below. routes, chans and
+	// latest change with EventBus.mu held too, so that they may be read
+	// under either.
 	mu sync.Mutex
-	// routes lists the subscriptions the type goes to. A delivery ranges
-	// over the slice it read under mu; when it lets go of mu in the middle
-	// (to report a drop) it counts itself in iterating, and while any does,
-	// a removal copies the slice instead of editing it in place (appends
-	// never touch what an older slice header covers).
+	// routes lists the routes the type goes to, and chans, index for
+	// index, the channel of each that is a plain subscription on chan
+	// Event (nil for the others), so that a delivery to those walks one
+	// array of channels, as a plain fan-out does, and reads no route. A
+	// route leaves routes and chans (under mu) before its subscription's
+	// channel is closed, so a delivery that holds mu and has not let go of
+	// it since it read them can send to every channel in chans without
+	// checking route.closed. When a delivery lets go of mu in the middle
+	// (to report a drop) it counts itself in iterating, checks route.closed
+	// from then on, and while any does, a removal copies the slices instead
+	// of editing them in place (appends never touch what an older slice
+	// header covers).
 	routes    []*route
+	chans     []chan Event
 	iterating int
 	latest    int // routes on which the type is LatestValue
+	// published counts the deliveries of published (not replayed) events
+	// of the type; a route's delivered count is derived from it (see
+	// route.deliveredLocked), so that a delivery writes nothing per route
+	// while every subscriber takes the event.
+	published uint64
+	// seqFloor is at most the lastSeq of every route in routes: a delivery
+	// stamped at or below it need not update any route's lastSeq.
+	seqFloor uint64
 }
 
 // clone returns a copy of rt to modify, with an empty lookup cache. The
@@ -229,8 +246,7 @@ func (b *EventBus) Stop() {
 		s.closeRoutesLocked()
 	}
 	for _, t := range old.topics {
-		t.mu.Lock() // wait for deliveries in progress
-		t.mu.Unlock()
+		t.clearRoutesLocked() // waits for deliveries in progress
 	}
 	for _, s := range b.subs {
 		b.endLocked(s)

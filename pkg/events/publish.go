@@ -128,6 +128,14 @@ func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 }
 
 // deliver routes e to its subscribers.
+//
+// While it holds t.mu without having let go of it, a delivery of a
+// published event sends to each plain subscription on chan Event directly
+// and writes nothing per route: such a route is in t.routes, so its
+// channel is open (see topic.routes), its delivered count follows from
+// t.published, and its lastSeq needs a write only when seq is above
+// t.seqFloor. Whatever does not take that path goes through offerLocked,
+// which checks everything.
 func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	name := e.EventType()
 	t := b.routes.Load().lookup(name)
@@ -137,45 +145,96 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 			return 0
 		}
 	}
-	if replay {
-		t.replayed.Add(1)
-	}
 	n := 0
 	t.mu.Lock()
-	for _, r := range t.routes { // see topic.routes on letting go of t.mu
-		if r.ch != nil && !replay && !r.closed.Load() {
-			// The common case, inline: a published event for a plain
-			// subscription on chan Event.
-			select {
-			case r.ch <- e:
-				r.delivered++
-				r.lastSeq = max(r.lastSeq, seq)
-				n++
-				continue
-			default:
+	if replay {
+		t.replayed.Add(1)
+		n = b.deliverFrom(t, 0, e, seq, true)
+	} else {
+		t.published++ // counts for every route in t.routes now
+		if seq <= t.seqFloor {
+			// Every route has lastSeq >= seq: send until a channel is
+			// full or the route is not a plain one.
+			chans := t.chans
+			for ; n < len(chans); n++ {
+				select {
+				case chans[n] <- e: // a nil channel is never ready
+					continue
+				default:
+				}
+				break
 			}
 		}
-		queued, report := r.offerLocked(e, seq, replay)
-		if queued {
-			n++
-		}
-		if report {
-			d := r.lastDrop
-			// Never call out under a lock. Routes are offered one at a
-			// time, each under the lock, so letting go of it here changes
-			// nothing for the others.
-			t.iterating++
-			t.mu.Unlock()
-			b.reportDrop(r.sub, d)
-			t.mu.Lock()
-			t.iterating--
-		}
+		n += b.deliverFrom(t, n, e, seq, false)
 	}
 	t.mu.Unlock()
 	if b.requests.Load() > 0 {
 		b.offerResponse(e)
 	}
 	return n
+}
+
+// deliverFrom delivers e to the routes of t from index i on, all before
+// having been given it, and returns how many queued it. t.mu must be held;
+// it may let go of it meanwhile (see reportDropUnlocked).
+func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool) int {
+	n := 0
+	raise := seq > t.seqFloor
+	fast, all := !replay, true // fast: t.mu held throughout, and a Publish
+	routes, chans := t.routes, t.chans
+	for ; i < len(routes); i++ {
+		r := routes[i]
+		if fast && chans[i] != nil {
+			select {
+			case chans[i] <- e:
+				n++
+				r.lastSeq = max(r.lastSeq, seq)
+				continue
+			default:
+			}
+		}
+		queued, report := r.offerLocked(e, seq, replay)
+		switch {
+		case queued:
+			n++
+			if !fast {
+				r.extra++ // a replay, or after the advance below
+			}
+		case fast:
+			r.extra-- // counted in t.published, yet not queued
+			all = false
+		}
+		if report {
+			if fast {
+				// Letting go of t.mu, routes may go (closed) or come
+				// (not in routes): count the rest as not queued now, and
+				// each one that queues once it is offered.
+				for _, rest := range routes[i+1:] {
+					rest.extra--
+				}
+				fast = false
+			}
+			b.reportDropUnlocked(t, r)
+		}
+	}
+	if fast && all && raise {
+		t.seqFloor = seq // every route in t.routes has lastSeq >= seq
+	}
+	return n
+}
+
+// reportDropUnlocked reports the drop r.lastDrop with t.mu, which must be
+// held, let go of meanwhile. Never call out under a lock: routes are
+// offered one at a time, each under the lock, so letting go of it here
+// changes nothing for the others; deliver counts itself in t.iterating
+// meanwhile (see topic.routes).
+func (b *EventBus) reportDropUnlocked(t *topic, r *route) {
+	d := r.lastDrop
+	t.iterating++
+	t.mu.Unlock()
+	b.reportDrop(r.sub, d)
+	t.mu.Lock()
+	t.iterating--
 }
 
 // topicFor returns the topic of an event type seen for the first time,
