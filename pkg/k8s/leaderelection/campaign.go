@@ -183,7 +183,7 @@ func (c *campaign) step() {
 			c.openWatch()
 		}
 	}
-	if at, ok := c.acquireTime(); ok && !time.Now().Before(at) {
+	if at, ok := c.acquireTime(); ok && !now.Before(at) {
 		c.acquire()
 	}
 }
