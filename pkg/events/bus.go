@@ -35,6 +35,14 @@ type EventBus struct {
 	rejectedNil     atomic.Uint64
 	rejectedStopped atomic.Uint64
 
+	// routeLeft, set by this package's tests only, is called with mu held
+	// each time routes have left topic t (on Unsubscribe, at the end of a
+	// subscription's context, on Stop) and before the counters of their
+	// subscriptions are read: a test delivers to t from it, as a publisher
+	// that looked t up just before would, to check that a route counts
+	// nothing published after it left.
+	routeLeft func(t *topic)
+
 	// mu guards the fields below it, and serializes changes to routes.
 	mu sync.Mutex
 	// pending holds the events published (or republished) before Start,
@@ -247,6 +255,9 @@ func (b *EventBus) Stop() {
 	}
 	for _, t := range old.topics {
 		t.clearRoutesLocked() // waits for deliveries in progress
+		if b.routeLeft != nil {
+			b.routeLeft(t)
+		}
 	}
 	for _, s := range b.subs {
 		b.endLocked(s)

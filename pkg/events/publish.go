@@ -125,14 +125,6 @@ func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 }
 
 // deliver routes e to its subscribers.
-//
-// While it holds t.mu without having let go of it, a delivery of a
-// published event sends to each plain subscription on chan Event directly
-// and writes nothing per route: such a route is in t.routes, so its
-// channel is open (see topic.routes), its delivered count follows from
-// t.published, and its lastSeq needs a write only when seq is above
-// t.seqFloor. Whatever does not take that path goes through offerLocked,
-// which checks everything.
 func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	name := e.EventType()
 	t := b.routes.Load().lookup(name)
@@ -142,6 +134,19 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 			return 0
 		}
 	}
+	return b.deliverTo(t, e, seq, replay)
+}
+
+// deliverTo delivers e to the routes of t, its topic.
+//
+// While it holds t.mu without having let go of it, a delivery of a
+// published event sends to each plain subscription on chan Event directly
+// and writes nothing per route: such a route is in t.routes, so its
+// channel is open (see topic.routes), its delivered count follows from
+// t.published, and its lastSeq needs a write only when seq is above
+// t.seqFloor. Whatever does not take that path goes through deliverFrom,
+// which checks everything.
+func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 	n := 0
 	t.mu.Lock()
 	if replay {
@@ -162,7 +167,9 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 				break
 			}
 		}
-		n += b.deliverFrom(t, n, e, seq, false)
+		if n < len(t.routes) {
+			n += b.deliverFrom(t, n, e, seq, false)
+		}
 	}
 	t.mu.Unlock()
 	if b.requests.Load() > 0 {

@@ -440,6 +440,9 @@ func (b *EventBus) remove(key any) {
 	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.removeRouteLocked(r)
+		if b.routeLeft != nil {
+			b.routeLeft(r.topic)
+		}
 	}
 	b.endLocked(s)
 }
