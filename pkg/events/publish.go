@@ -12,6 +12,9 @@ func (b *EventBus) Publish(e Event) int {
 		return 0
 	}
 	if b.state.Load() == stateStarted {
+		if t := b.routes.Load().lookup(e.EventType()); t != nil {
+			return b.deliverTo(t, e, b.seq.Load(), false)
+		}
 		return b.deliver(e, b.seq.Load(), false)
 	}
 	return b.publishSlow(e, 0, false)
