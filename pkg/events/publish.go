@@ -12,10 +12,11 @@ func (b *EventBus) Publish(e Event) int {
 		return 0
 	}
 	if b.state.Load() == stateStarted {
+		seq := b.seq.Load() // the publish begins here (see NextSequence)
 		if t := b.routes.Load().lookup(e.EventType()); t != nil {
-			return b.deliverTo(t, e, b.seq.Load(), false)
+			return b.deliverTo(t, e, seq, false)
 		}
-		return b.deliver(e, b.seq.Load(), false)
+		return b.deliver(e, seq, false)
 	}
 	return b.publishSlow(e, 0, false)
 }
