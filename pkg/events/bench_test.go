@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -262,21 +263,31 @@ type variant struct {
 	r       *readers
 	drain   func()
 	sent    int64
+	turn    time.Duration // the last one
 	elapsed time.Duration
+	cpu     time.Duration
 }
 
 // compare runs the variants in turns of benchBatch events each, every turn
 // timed until its readers received the batch, and reports each variant's
-// time per event and the ratio of the first to the second. Taking turns
-// every few microseconds gives them the same machine: on a shared machine
-// whose load changes from second to second, separate benchmarks would not.
+// time per event and the ratio of the first to the second: over the whole
+// run ("baton/plain"), and the median over the rounds of the ratio of
+// their turns in the round ("baton/plain-median"), which a turn slowed by
+// another process on the machine moves less. Taking turns every few
+// microseconds gives them the same machine: on a shared machine whose load
+// changes from second to second, separate benchmarks would not. It also
+// reports the CPU time the process spent per event in each variant's turns
+// (publisher and readers, "-cpu-ns/event") and their ratio ("-cpu"): time
+// the machine gave to other processes does not count there.
 func compare(b *testing.B, vs ...*variant) {
+	order := slices.Clone(vs)
+	ratios := make([]float64, 0, b.N/benchBatch+1)
 	b.ReportAllocs()
 	b.ResetTimer()
-	order := slices.Clone(vs)
 	for done := 0; done < b.N; done += benchBatch {
 		slices.Reverse(order) // neither always goes first
 		for _, v := range order {
+			cpu := cpuTime()
 			start := time.Now()
 			for range benchBatch {
 				v.publish()
@@ -285,18 +296,35 @@ func compare(b *testing.B, vs ...*variant) {
 			if v.r != nil {
 				v.r.waitFor(v.sent)
 			}
-			v.elapsed += time.Since(start)
+			v.turn = time.Since(start)
+			v.elapsed += v.turn
+			v.cpu += cpuTime() - cpu
 			if v.drain != nil {
 				v.drain()
 			}
 		}
+		ratios = append(ratios, float64(vs[0].turn)/float64(vs[1].turn))
 	}
 	b.StopTimer()
 	for _, v := range vs {
 		b.ReportMetric(float64(v.elapsed.Nanoseconds())/float64(v.sent), v.name+"-ns/event")
+		b.ReportMetric(float64(v.cpu.Nanoseconds())/float64(v.sent), v.name+"-cpu-ns/event")
 	}
 	first, second := vs[0], vs[1]
-	b.ReportMetric(float64(first.elapsed)/float64(second.elapsed), first.name+"/"+second.name)
+	name := first.name + "/" + second.name
+	b.ReportMetric(float64(first.elapsed)/float64(second.elapsed), name)
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], name+"-median")
+	b.ReportMetric(float64(first.cpu)/float64(second.cpu), name+"-cpu")
+}
+
+// cpuTime returns the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkCompareFanOut takes turns between Baton and the plain bus
