@@ -25,14 +25,12 @@ type demoFlags struct {
 	logFile  string
 }
 
-// demoFlagOf names the flag of each demo.Options field a flag sets.
+// demoFlagOf names the flag of each demo.Options field a flag sets, but
+// for the election's durations, which timingFlagOf names.
 var demoFlagOf = map[string]string{
-	"Replicas":      "--replicas",
-	"Failovers":     "--failovers",
-	"LeaseDuration": "--lease-duration",
-	"RenewDeadline": "--renew-deadline",
-	"RetryPeriod":   "--retry-period",
-	"Dwell":         "--dwell",
+	"Replicas":  "--replicas",
+	"Failovers": "--failovers",
+	"Dwell":     "--dwell",
 }
 
 func (d *demoFlags) register(fs *flag.FlagSet) {
@@ -70,7 +68,7 @@ func (d *demoFlags) check(stdout io.Writer) []error {
 		for _, e := range unjoin(err) {
 			var oe *demo.OptionError
 			if errors.As(e, &oe) {
-				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], field) }))
+				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], timingFlagOf[field], field) }))
 			}
 			errs = append(errs, e)
 		}

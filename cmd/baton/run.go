@@ -97,35 +97,28 @@ func (r *runFlags) check() []error {
 	return errs
 }
 
-// checkTimings checks the election's timing flags: positive, and ordered
-// as the election needs them.
+// timingFlagOf names the flag of each election duration, by its
+// k8sle.ConfigError.Field (the demo's options use the same names).
+var timingFlagOf = map[string]string{
+	"LeaseDuration": "--lease-duration",
+	"RenewDeadline": "--renew-deadline",
+	"RetryPeriod":   "--retry-period",
+}
+
+// checkTimings checks the election's timing flags with the election's own
+// check; each error names its flag.
 func checkTimings(lease, renew, retry time.Duration) []error {
+	err := k8sle.CheckDurations(lease, renew, retry)
+	if err == nil {
+		return nil
+	}
 	var errs []error
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--lease-duration", lease}, {"--renew-deadline", renew}, {"--retry-period", retry}} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s %v must be positive", d.flag, d.v))
+	for _, e := range unjoin(err) {
+		var ce *k8sle.ConfigError
+		if errors.As(e, &ce) {
+			e = fmt.Errorf("%s: %s", cmp.Or(timingFlagOf[ce.Field], ce.Field), ce.Reason)
 		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	switch {
-	case lease < k8sle.MinLeaseDuration || lease > k8sle.MaxLeaseDuration:
-		errs = append(errs, fmt.Errorf("--lease-duration %v is out of range: want %v to %v", lease, k8sle.MinLeaseDuration, k8sle.MaxLeaseDuration))
-	case lease%time.Second != 0:
-		errs = append(errs, fmt.Errorf("--lease-duration %v is not whole seconds (the lease stores seconds)", lease))
-	}
-	if retry < k8sle.MinRetryPeriod {
-		errs = append(errs, fmt.Errorf("--retry-period %v is below %v", retry, k8sle.MinRetryPeriod))
-	}
-	if lease <= renew {
-		errs = append(errs, fmt.Errorf("--lease-duration %v must be greater than --renew-deadline %v", lease, renew))
-	}
-	if renew <= retry*6/5 {
-		errs = append(errs, fmt.Errorf("--renew-deadline %v must be greater than 1.2 × --retry-period %v", renew, retry))
+		errs = append(errs, e)
 	}
 	return errs
 }
