@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -160,29 +159,18 @@ func (f *demoFiles) close() {
 }
 
 // serveDemoMetrics serves the replicas' handlers on --metrics-addr; stop
-// closes the server and waits for it.
+// shuts the server down and waits for it.
 func serveDemoMetrics(d *demoFlags, stdout, stderr io.Writer) (stop func(), err error) {
 	mux := &demo.Mux{}
-	ln, err := net.Listen("tcp", d.metrics)
+	bound, stop, err := serveMetrics(d.metrics, mux, func(err error) { fmt.Fprintf(stderr, "baton demo: metrics server: %v\n", err) })
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(stderr, "baton demo: metrics server: %v\n", err)
-		}
-	}()
 	if !d.o.Live {
-		fmt.Fprintf(stdout, "serving the replicas' metrics on http://%s/\n", ln.Addr())
+		fmt.Fprintf(stdout, "serving the replicas' metrics on http://%s/\n", bound)
 	}
 	d.o.Metrics = mux
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
+	return stop, nil
 }
 
 // runDemo runs the demo and reports it: the summary, the timeline, and the

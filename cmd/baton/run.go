@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -182,25 +181,12 @@ func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, error) {
 // serveRunMetrics serves the replica's /metrics, /healthz and /readyz on
 // addr; stop shuts the server down and waits for it.
 func serveRunMetrics(addr string, r *app.Replica, logger *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+	bound, stop, err := serveMetrics(addr, r.Handler(), func(err error) { logger.Error("metrics server failed", "error", err) })
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics server failed", "error", err)
-		}
-	}()
-	logger.Info("serving metrics", "addr", ln.Addr().String())
-	return func() {
-		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-		<-done
-	}, nil
+	logger.Info("serving metrics", "addr", bound.String())
+	return stop, nil
 }
 
 // restConfig reads the kubeconfig file, or the in-cluster configuration
