@@ -329,32 +329,46 @@ func cpuTime() time.Duration {
 
 // BenchmarkCompareFanOut takes turns between Baton and the plain bus
 // publishing one event type to n draining subscribers each. The allocs/op
-// are Baton's: the plain bus allocates nothing.
+// are Baton's: the plain bus allocates nothing. The "typed" cases
+// subscribe Baton's subscribers with Subscribe[*Event] rather than on chan
+// Event: their channels are sent to through the checked path.
 func BenchmarkCompareFanOut(b *testing.B) {
 	for _, n := range []int{1, 10, 50} {
 		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
-			bus := busevents.NewEventBus(0)
-			p := &plainBus{}
-			var batonChans, plainChans []<-chan busevents.Event
-			for i := range n {
-				batonChans = append(batonChans, bus.SubscribeTypes(fmt.Sprint("s", i), benchBuffer, []string{"a"}))
-				c := make(chan busevents.Event, benchBuffer)
-				p.subs = append(p.subs, c)
-				plainChans = append(plainChans, c)
-			}
-			bus.Start()
-			e := newEv("a", 1)
-			baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, r: drainAll(batonChans...)}
-			plain := &variant{name: "plain", publish: func() { p.publish(e) }, r: drainAll(plainChans...)}
-			compare(b, baton, plain)
-			bus.Stop()
-			for _, c := range p.subs {
-				close(c)
-			}
-			baton.r.wg.Wait()
-			plain.r.wg.Wait()
+			compareFanOut(b, n, func(bus *busevents.EventBus, name string) <-chan busevents.Event {
+				return busevents.Subscribe[busevents.Event](context.Background(), bus, name, benchBuffer, busevents.Types("a"))
+			})
 		})
 	}
+	b.Run("typed-subscribers=50", func(b *testing.B) {
+		compareFanOut(b, 50, func(bus *busevents.EventBus, name string) <-chan *ev {
+			return busevents.Subscribe[*ev](context.Background(), bus, name, benchBuffer, busevents.Types("a"))
+		})
+	})
+}
+
+func compareFanOut[T busevents.Event](b *testing.B, n int, subscribe func(*busevents.EventBus, string) <-chan T) {
+	bus := busevents.NewEventBus(0)
+	p := &plainBus{}
+	var batonChans []<-chan T
+	var plainChans []<-chan busevents.Event
+	for i := range n {
+		batonChans = append(batonChans, subscribe(bus, fmt.Sprint("s", i)))
+		c := make(chan busevents.Event, benchBuffer)
+		p.subs = append(p.subs, c)
+		plainChans = append(plainChans, c)
+	}
+	bus.Start()
+	e := newEv("a", 1)
+	baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, r: drainAll(batonChans...)}
+	plain := &variant{name: "plain", publish: func() { p.publish(e) }, r: drainAll(plainChans...)}
+	compare(b, baton, plain)
+	bus.Stop()
+	for _, c := range p.subs {
+		close(c)
+	}
+	baton.r.wg.Wait()
+	plain.r.wg.Wait()
 }
 
 // BenchmarkComparePublishCost is BenchmarkCompareFanOut with no reader
