@@ -160,13 +160,19 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		t.published++ // counts for every route in t.routes now
 		if seq <= t.seqFloor {
 			// Every route has lastSeq >= seq: send until a channel is
-			// full or the route is not a plain one.
-			chans := t.chans
+			// full or a route takes no direct send.
+			chans, typed := t.chans, t.typed
 			for ; n < len(chans); n++ {
-				select {
-				case chans[n] <- e: // a nil channel is never ready
-					continue
-				default:
+				if c := chans[n]; c != nil {
+					select {
+					case c <- e:
+						continue
+					default:
+					}
+				} else if s := typed[n]; s != nil {
+					if res, _ := s.send(e, -1); res == sendOK {
+						continue
+					}
 				}
 				break
 			}
@@ -189,17 +195,13 @@ func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool
 	n := 0
 	raise := seq > t.seqFloor
 	fast, all := !replay, true // fast: t.mu held throughout, and a Publish
-	routes, chans := t.routes, t.chans
+	routes, chans, typed := t.routes, t.chans, t.typed
 	for ; i < len(routes); i++ {
 		r := routes[i]
-		if fast && chans[i] != nil {
-			select {
-			case chans[i] <- e:
-				n++
-				r.lastSeq = max(r.lastSeq, seq)
-				continue
-			default:
-			}
+		if fast && sendDirect(chans, typed, i, e) {
+			n++
+			r.lastSeq = max(r.lastSeq, seq)
+			continue
 		}
 		queued, report := r.offerLocked(e, seq, replay)
 		switch {
@@ -229,6 +231,25 @@ func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool
 		t.seqFloor = seq // every route in t.routes has lastSeq >= seq
 	}
 	return n
+}
+
+// sendDirect makes the direct send of e to route i of a topic whose chans
+// and typed are given (see topic.routes), if it takes one, and reports
+// whether e was queued.
+func sendDirect(chans []chan Event, typed []sink, i int, e Event) bool {
+	if c := chans[i]; c != nil {
+		select {
+		case c <- e:
+			return true
+		default:
+			return false
+		}
+	}
+	if s := typed[i]; s != nil {
+		res, _ := s.send(e, -1)
+		return res == sendOK
+	}
+	return false
 }
 
 // reportDropUnlocked reports the drop r.lastDrop with t.mu, which must be

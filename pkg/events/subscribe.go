@@ -371,6 +371,7 @@ func (t *topic) addRouteLocked(r *route) {
 	r.base = t.published
 	t.routes = append(t.routes, r)
 	t.chans = append(t.chans, r.ch)
+	t.typed = append(t.typed, r.typed)
 	t.seqFloor = 0 // r.lastSeq is 0
 	if r.key >= 0 {
 		t.latest++
@@ -396,11 +397,13 @@ func (t *topic) removeRouteLocked(r *route) {
 	if t.iterating == 0 {
 		t.routes = slices.Delete(t.routes, i, i+1)
 		t.chans = slices.Delete(t.chans, i, i+1)
+		t.typed = slices.Delete(t.typed, i, i+1)
 		return
 	}
 	// A delivery that let go of t.mu still ranges over the current arrays.
 	t.routes = slices.Concat(t.routes[:i], t.routes[i+1:])
 	t.chans = slices.Concat(t.chans[:i], t.chans[i+1:])
+	t.typed = slices.Concat(t.typed[:i], t.typed[i+1:])
 }
 
 // clearRoutesLocked makes t route to nobody, on Stop, once every route has
@@ -411,7 +414,7 @@ func (t *topic) clearRoutesLocked() {
 	for _, r := range t.routes {
 		r.leaveLocked()
 	}
-	t.routes, t.chans, t.latest = nil, nil, 0
+	t.routes, t.chans, t.typed, t.latest = nil, nil, nil, 0
 	t.mu.Unlock()
 }
 

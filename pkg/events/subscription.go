@@ -49,6 +49,7 @@ type route struct {
 	// removed meanwhile (see topic.routes).
 	closed atomic.Bool
 	ch     chan Event // sub.ch, here so that the fast path reads one struct
+	typed  sink       // sub.sink if it takes direct sends (see topic.routes)
 	sub    *subscription
 	topic  *topic
 	key    int32 // LatestValue key of the type in sub, or -1
@@ -111,6 +112,9 @@ func (s *subscription) newRouteLocked(t *topic) *route {
 		r = new(route)
 	}
 	r.ch, r.sub, r.topic, r.key = s.ch, s, t, int32(slices.Index(s.latest, t.name))
+	if s.ch == nil && s.latest == nil {
+		r.typed = s.sink // a typedSink
+	}
 	s.routes = append(s.routes, r)
 	return r
 }
