@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
@@ -183,20 +184,26 @@ func (m *fanOutModel) busSubscribe(s *fanOutSub) {
 }
 
 // recv receives the value of the next event of s, or reports that its
-// channel is closed.
-func (s *fanOutSub) recv() (int, bool) {
-	if s.typed != nil {
-		e, ok := <-s.typed
+// channel is closed. Both must happen at once (a subscription's end may
+// take a moment, on a goroutine of the bus's): a channel that gives
+// neither fails the test rather than hanging it.
+func (s *fanOutSub) recv(t *testing.T) (int, bool) {
+	timeout := time.After(10 * time.Second)
+	select {
+	case e, ok := <-s.typed:
 		if !ok {
 			return 0, false
 		}
 		return e.Value, true
-	}
-	e, ok := <-s.ch
-	if !ok {
+	case e, ok := <-s.ch:
+		if !ok {
+			return 0, false
+		}
+		return e.(*ev).Value, true
+	case <-timeout:
+		t.Fatalf("%s: no event and no end of the channel within 10s", s.name)
 		return 0, false
 	}
-	return e.(*ev).Value, true
 }
 
 // pending returns how many events wait in the channel of s.
@@ -253,7 +260,7 @@ func (m *fanOutModel) endTerm(s *fanOutSub) {
 	s.live = false
 	s.endTerm()
 	var got []int
-	for v, ok := s.recv(); ok; v, ok = s.recv() {
+	for v, ok := s.recv(m.t); ok; v, ok = s.recv(m.t) {
 		got = append(got, v)
 	}
 	if !slices.Equal(got, s.queue) {
@@ -348,10 +355,13 @@ func (m *fanOutModel) read(s *fanOutSub) {
 	}
 	n := len(s.queue)
 	if s.live && m.bus.Started() {
+		if s.pending() != n {
+			m.t.Fatalf("%s: %d events pending, model says %d: %v", s.name, s.pending(), n, s.queue)
+		}
 		n = m.rng.IntN(n + 1)
 	}
 	for i := range n {
-		v, ok := s.recv()
+		v, ok := s.recv(m.t)
 		if !ok {
 			m.t.Fatalf("%s: channel closed with %d events still to come: %v", s.name, n-i, s.queue)
 		}
@@ -361,7 +371,7 @@ func (m *fanOutModel) read(s *fanOutSub) {
 		s.queue = s.queue[1:]
 	}
 	if !s.live || !m.bus.Started() {
-		if v, ok := s.recv(); ok {
+		if v, ok := s.recv(m.t); ok {
 			m.t.Fatalf("%s: ended, yet event %d follows what the model queued", s.name, v)
 		}
 	}
