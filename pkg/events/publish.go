@@ -160,19 +160,14 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		t.published++ // counts for every route in t.routes now
 		if seq <= t.seqFloor {
 			// Every route has lastSeq >= seq: send until a channel is
-			// full or a route takes no direct send.
-			chans, typed := t.chans, t.typed
+			// full or the route is not a plain one on chan Event (the
+			// rest, typed ones included, are for deliverFrom).
+			chans := t.chans
 			for ; n < len(chans); n++ {
-				if c := chans[n]; c != nil {
-					select {
-					case c <- e:
-						continue
-					default:
-					}
-				} else if s := typed[n]; s != nil {
-					if res, _ := s.send(e, -1); res == sendOK {
-						continue
-					}
+				select {
+				case chans[n] <- e: // a nil channel is never ready
+					continue
+				default:
 				}
 				break
 			}
@@ -200,7 +195,9 @@ func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool
 		r := routes[i]
 		if fast && sendDirect(chans, typed, i, e) {
 			n++
-			r.lastSeq = max(r.lastSeq, seq)
+			if raise { // else lastSeq >= t.seqFloor >= seq already
+				r.lastSeq = max(r.lastSeq, seq)
+			}
 			continue
 		}
 		queued, report := r.offerLocked(e, seq, replay)
