@@ -144,12 +144,12 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 // deliverTo delivers e to the routes of t, its topic.
 //
 // While it holds t.mu without having let go of it, a delivery of a
-// published event sends to each plain subscription on chan Event directly
-// and writes nothing per route: such a route is in t.routes, so its
-// channel is open (see topic.routes), its delivered count follows from
-// t.published, and its lastSeq needs a write only when seq is above
-// t.seqFloor. Whatever does not take that path goes through deliverFrom,
-// which checks everything.
+// published event sends to each plain subscription directly (on chan
+// Event here, on another type in deliverFrom) and writes nothing per
+// route: such a route is in t.routes, so its channel is open (see
+// topic.routes), its delivered count follows from t.published, and its
+// lastSeq needs a write only when seq is above t.seqFloor. Whatever does
+// not take that path goes through offerLocked, which checks everything.
 func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 	n := 0
 	t.mu.Lock()
