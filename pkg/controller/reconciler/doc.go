@@ -48,6 +48,19 @@
 // input missing waits for it. It reports lifecycle.HoldsState for the
 // configuration and the pods, which it lists in RequiredState.
 //
+// # Render cache
+//
+// Because a render is a pure function of its input, the Coordinator keeps
+// the outcome of its last run that returned no error (valid or with
+// findings), keyed by the configuration version and pod generation and by
+// the configuration and pod set themselves (by identity), across terms. A
+// run on the same input publishes that outcome again, stamped with the
+// current term, without running the pipeline: a new leader whose inputs did
+// not change since its last term renders nothing. Either input changing
+// makes a new key; an error is never cached. LastRun.Cached tells such an
+// outcome apart; CoordinatorOptions.NoRenderCache turns the cache off for a
+// Pipeline whose steps depend on more than their Input.
+//
 // # Concurrency properties
 //
 // Reconciler.Start and Coordinator.Start each run one event loop on the
