@@ -1,0 +1,243 @@
+package events_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/events/eventstest"
+)
+
+func drainRouted(ch <-chan *routed) []int {
+	var out []int
+	for _, e := range eventstest.Drain(ch) {
+		out = append(out, e.v)
+	}
+	return out
+}
+
+// TestKeptPausedGetsNothingStale: a kept subscription receives nothing
+// while paused, and after Resume only what was published after it: what
+// was left unread from before the pause is gone too. A replay after Resume
+// reaches it although it had been given newer state of the type before
+// the pause.
+func TestKeptPausedGetsNothingStale(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	k, err := busevents.Keep[*routed](b, "kept", 4, busevents.LeaderOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := k.C()
+	b.Publish(&routed{v: 1}) // made paused: not routed yet
+	if !k.Resume() {
+		t.Fatal("Resume on a live bus reported false")
+	}
+	seq := b.NextSequence()
+	replayed := &routed{v: 2}
+	b.Publish(replayed)
+	b.Publish(&routed{v: 3}) // left unread
+	k.Pause()
+	b.Publish(&routed{v: 4}) // while paused
+	k.Pause()                // again: nothing
+	if !k.Resume() || !k.Resume() {
+		t.Fatal("Resume reported false")
+	}
+	if n := b.Republish(replayed, seq); n != 1 {
+		t.Fatalf("replay after Resume queued for %d subscribers, want 1", n)
+	}
+	b.Publish(&routed{v: 5})
+	if got := drainRouted(ch); !slices.Equal(got, []int{2, 5}) {
+		t.Fatalf("after Resume read %v, want [2 5]: nothing from before it", got)
+	}
+	k.Close()
+	k.Close()
+	if _, open := <-ch; open {
+		t.Fatal("channel open after Close")
+	}
+	if k.Resume() {
+		t.Fatal("Resume after Close reported true")
+	}
+}
+
+// TestKeptStats: a paused subscription is not listed live; its counters
+// stay in Totals, which only grow across periods.
+func TestKeptStats(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	k, _ := busevents.Keep[*routed](b, "kept", 1, busevents.Critical(nil), busevents.LeaderOnly())
+	for period := 1; period <= 3; period++ {
+		k.Resume()
+		b.Publish(&routed{v: 1})
+		b.Publish(&routed{v: 2}) // buffer full: dropped
+		live := b.Stats()
+		if len(live.Subscribers) != 1 || live.Subscribers[0].Delivered["routed"] != 1 || live.Subscribers[0].Dropped["routed"] != 1 {
+			t.Fatalf("period %d: live stats %+v, want this period's 1 delivered, 1 dropped", period, live.Subscribers)
+		}
+		k.Pause()
+		st := b.Stats()
+		if len(st.Subscribers) != 0 {
+			t.Fatalf("period %d: paused subscription listed live: %+v", period, st.Subscribers)
+		}
+		tot := st.Totals[0]
+		if tot.Delivered["routed"] != uint64(period) || tot.Dropped["routed"] != uint64(period) || !tot.Critical {
+			t.Fatalf("period %d: totals %+v, want %d delivered and dropped, critical", period, tot, period)
+		}
+	}
+	k.Close()
+	if tot := b.Stats().Totals[0]; tot.Delivered["routed"] != 3 {
+		t.Fatalf("after Close totals %+v: counted again or lost", tot)
+	}
+}
+
+// TestKeptStop: Stop closes a routed kept subscription's channel, and a
+// paused one's at its next Resume or Close; never twice.
+func TestKeptStop(t *testing.T) {
+	for _, routedAtStop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routed=%t", routedAtStop), func(t *testing.T) {
+			b := eventstest.NewBus(t, 0)
+			b.Start()
+			k, _ := busevents.Keep[*routed](b, "kept", 1, busevents.LeaderOnly())
+			k.Resume()
+			if !routedAtStop {
+				k.Pause()
+			}
+			b.Stop()
+			if routedAtStop {
+				if _, open := <-k.C(); open {
+					t.Fatal("routed channel open after Stop")
+				}
+				k.Pause()
+			}
+			if k.Resume() {
+				t.Fatal("Resume after Stop reported true")
+			}
+			if _, open := <-k.C(); open {
+				t.Fatal("channel open after Resume on a stopped bus")
+			}
+			k.Close() // must not close it again
+		})
+	}
+}
+
+func TestKeepRefuses(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	cases := map[string]func() error{
+		"every type": func() error { _, err := busevents.Keep[busevents.Event](b, "x", 1); return err },
+		"LatestValue": func() error {
+			_, err := busevents.Keep[*routed](b, "x", 1, busevents.LatestValue())
+			return err
+		},
+		"empty name":  func() error { _, err := busevents.Keep[*routed](b, "", 1); return err },
+		"zero buffer": func() error { _, err := busevents.Keep[*routed](b, "x", 0); return err },
+	}
+	for name, f := range cases {
+		if err := f(); !errors.Is(err, busevents.ErrInvalidSubscription) {
+			t.Errorf("%s: %v, want ErrInvalidSubscription", name, err)
+		}
+	}
+}
+
+// TestKeptPeriodAllocatesNothing guards the point of Kept: a period (Resume
+// and Pause) of a subscription to two types costs no allocation once the
+// bus knows the types.
+func TestKeptPeriodAllocatesNothing(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	k, _ := busevents.Keep[busevents.Event](b, "kept", 4, busevents.Types("a", "b"), busevents.LeaderOnly())
+	b.Publish(newEv("a", 1))
+	k.Resume()
+	k.Pause()
+	if n := testing.AllocsPerRun(100, func() {
+		k.Resume()
+		b.Publish(newEv("a", 1))
+		k.Pause()
+	}); n > 1 { // the event published
+		t.Fatalf("a period of a kept subscription allocates %.1f times, want at most 1 (the event)", n)
+	}
+}
+
+// TestKeptRandomized pauses and resumes a kept subscription at random while
+// publishers publish numbered events of two types, and checks what its
+// reader reads: after each Resume, only events published after that Resume
+// began (each publisher's own order kept), none twice. A failure names its
+// seed; BATON_SEED=<seed> replays the schedule of pauses.
+func TestKeptRandomized(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4}
+	if s := os.Getenv("BATON_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("BATON_SEED: %v", err)
+		}
+		seeds = []uint64{v}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { keptRandom(t, seed) })
+	}
+}
+
+func keptRandom(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x6e97))
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	k, _ := busevents.Keep[busevents.Event](b, "kept", 1+rng.IntN(8), busevents.Types("a", "b"), busevents.LeaderOnly())
+	var (
+		mu   sync.Mutex
+		next = map[string]int{} // next number each publisher publishes
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, typ := range []string{"a", "b"} {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Published under mu, so that a number below the floor
+				// read under mu was published before it was read.
+				mu.Lock()
+				b.Publish(newEv(typ, next[typ]))
+				next[typ]++
+				mu.Unlock()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for period := range 200 {
+		mu.Lock()
+		floor := maps2(next) // published from here on is fair game
+		mu.Unlock()
+		k.Resume()
+		last := map[string]int{"a": -1, "b": -1}
+		for range rng.IntN(50) {
+			select {
+			case e := <-k.C():
+				x := e.(*ev)
+				if x.Value < floor[x.Type] || x.Value <= last[x.Type] {
+					t.Fatalf("seed %d period %d: read %s#%d; published since Resume: from #%d, last read #%d",
+						seed, period, x.Type, x.Value, floor[x.Type], last[x.Type])
+				}
+				last[x.Type] = x.Value
+			default:
+			}
+		}
+		k.Pause()
+	}
+	k.Close()
+}
+
+func maps2(m map[string]int) map[string]int {
+	c := make(map[string]int, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
