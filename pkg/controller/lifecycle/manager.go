@@ -187,6 +187,10 @@ type unit struct {
 	lastErr                                        error
 	starts, failures, overstays, subscribeTimeouts uint64
 	panics                                         uint64
+	// kept maps a name to the subscription Subscribe keeps for it across
+	// terms; keptList lists them, append-only.
+	kept     map[string]keeper
+	keptList []keeper
 }
 
 // hook is work run once per term.
@@ -428,6 +432,7 @@ func (m *Manager) shutdown(err error, procCancel context.CancelFunc) {
 	if t := m.term; t != nil {
 		m.endTerm(t, reason)
 	}
+	m.closeKept()
 	procCancel()
 	m.mu.Lock()
 	var waiting []*unit
@@ -581,12 +586,13 @@ func (m *Manager) exited(l launch, err error) {
 		close(m.done)
 	}
 	m.mu.Unlock()
-	m.wake()
-
 	var term uint64
 	if tok.t != nil {
 		term = tok.t.term
+		m.pauseKept(u, term)
 	}
+	m.wake()
+
 	switch {
 	case !clean:
 		m.logger.Error("component failed", "component", u.name, "leader_only", u.leaderOnly, "term", term, "error", err)

@@ -152,6 +152,9 @@ func (m *Manager) endTerm(t *termState, reason string) {
 	}
 	m.mu.Unlock()
 	t.cancel()
+	for _, mem := range t.members {
+		m.pauseKept(mem.u, t.term)
+	}
 	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
 		m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
 	}
