@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -43,11 +44,12 @@ type Kept[T Event] struct {
 }
 
 // Keep returns a paused subscription of the events of Go type T, made as
-// Subscribe[T] makes one, without a context: it lasts until Close or Stop.
-// A subscription to every type, and a LatestValue one, cannot be kept
-// (their queues outlive a pause); Keep returns an error wrapping
-// ErrInvalidSubscription for them and for the arguments Subscribe panics
-// on.
+// Subscribe[T] makes one, without a context: it lasts until Close or Stop
+// (or an Unsubscribe[T] of its channel, after which Resume reports false).
+// A LatestValue subscription can be kept: Resume also discards the events
+// waiting in its queue. A subscription to every type cannot (it is routed
+// to topics made while it is paused); Keep returns an error wrapping
+// ErrInvalidSubscription for it and for the arguments Subscribe panics on.
 func Keep[T Event](b *EventBus, name string, bufferSize int, opts ...SubscribeOption) (*Kept[T], error) {
 	s := newSubscribeConfig(bufferSize, opts)
 	types := s.cfg.types
@@ -62,8 +64,6 @@ func Keep[T Event](b *EventBus, name string, bufferSize int, opts ...SubscribeOp
 	switch {
 	case types == nil:
 		return nil, fmt.Errorf("%w: %q: a subscription to every type cannot be kept", ErrInvalidSubscription, name)
-	case len(s.cfg.latest) > 0:
-		return nil, fmt.Errorf("%w: %q: a LatestValue subscription cannot be kept", ErrInvalidSubscription, name)
 	}
 	ch := make(chan T, s.cfg.buffer)
 	initSubscription(s, name, ch)
@@ -75,26 +75,26 @@ func (k *Kept[T]) C() <-chan T { return k.ch }
 
 // Resume empties the channel and routes the subscription again (see
 // Kept). It reports false, with the channel closed, once the bus is
-// stopped or k closed. Resuming a routed subscription does nothing and
-// reports true.
+// stopped, k closed or its channel unsubscribed. Resuming a routed
+// subscription does nothing else.
 func (k *Kept[T]) Resume() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closed {
 		return false
 	}
+	b := k.b
 	if k.routed {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.subs[k.key] != k.s { // ended by Stop or an Unsubscribe
+			k.routed, k.closed = false, true
+			return false
+		}
 		return true
 	}
-	b := k.b
+	k.empty() // no lock of the bus needed: nothing is routed to k
 	b.mu.Lock()
-	for drained := false; !drained; {
-		select {
-		case <-k.ch:
-		default:
-			drained = true
-		}
-	}
 	k.renewRoutesLocked()
 	b.mu.Unlock()
 	if !b.add(k.key, k.s, k.types) {
@@ -103,6 +103,47 @@ func (k *Kept[T]) Resume() bool {
 	}
 	k.routed = true
 	return true
+}
+
+// empty discards what the channel, and a LatestValue sink's queue, hold.
+// No publisher offers to the paused subscription; a LatestValue sink's
+// mover may still hold an event it took from the queue, which it sends
+// once there is room: empty drains until the mover is idle with nothing
+// queued.
+func (k *Kept[T]) empty() {
+	ls, _ := k.s.sink.(*latestSink[T])
+	for {
+		for drained := false; !drained; {
+			select {
+			case <-k.ch:
+			default:
+				drained = true
+			}
+		}
+		if ls == nil || ls.discardIdle() {
+			return
+		}
+		runtime.Gosched() // the mover sends what it holds
+	}
+}
+
+// discardIdle empties the queue and reports whether the mover is idle:
+// it has nothing more to send. No publisher may be in send.
+func (s *latestSink[T]) discardIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ok := s.overflow.pop(); ok; _, ok = s.overflow.pop() {
+	}
+	return !s.moving.Load()
+}
+
+// resetEvictions zeroes the eviction counters, once addEvictions has
+// counted them as an ended subscription's.
+func (s *latestSink[T]) resetEvictions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.skipped)
+	clear(s.lost)
 }
 
 // renewRoutesLocked readies k.s to be given new routes. The routes of its
@@ -147,8 +188,8 @@ func (k *Kept[T]) Pause() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.subs[k.key] != s {
-		// The bus stopped: Stop ended the subscription and closed its
-		// channel.
+		// Stop, or an Unsubscribe of the channel, ended the subscription
+		// and closed its channel.
 		k.closed = true
 		return
 	}
@@ -165,6 +206,9 @@ func (k *Kept[T]) Pause() {
 		b.ended[s.name] = e
 	}
 	s.addTo(e)
+	if ls, ok := s.sink.(*latestSink[T]); ok {
+		ls.resetEvictions() // counted: the next period counts from zero
+	}
 	k.routes = len(s.routes)
 	s.routes = s.ptrBuf[:0] // counted: Close must not count them again
 }

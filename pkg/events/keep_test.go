@@ -130,16 +130,79 @@ func TestKeepRefuses(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
 	cases := map[string]func() error{
 		"every type": func() error { _, err := busevents.Keep[busevents.Event](b, "x", 1); return err },
-		"LatestValue": func() error {
-			_, err := busevents.Keep[*routed](b, "x", 1, busevents.LatestValue())
-			return err
-		},
 		"empty name":  func() error { _, err := busevents.Keep[*routed](b, "", 1); return err },
 		"zero buffer": func() error { _, err := busevents.Keep[*routed](b, "x", 0); return err },
 	}
 	for name, f := range cases {
 		if err := f(); !errors.Is(err, busevents.ErrInvalidSubscription) {
 			t.Errorf("%s: %v, want ErrInvalidSubscription", name, err)
+		}
+	}
+}
+
+// TestKeptLatestValueQueueIsEmptied: a LatestValue kept subscription whose
+// reader fell behind has events waiting in the bus's queue (and its mover
+// may hold one) when it is paused; Resume discards them with the channel,
+// so the next period reads only what is published in it. Its skipped
+// counters are counted once, in Totals.
+func TestKeptLatestValueQueueIsEmptied(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	k, err := busevents.Keep[busevents.Event](b, "kept", 2, busevents.Types("a", "b"), busevents.LatestValue("a"), busevents.LeaderOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for period := 1; period <= 3; period++ {
+		if !k.Resume() {
+			t.Fatal("Resume reported false")
+		}
+		base := period * 100
+		for v := range 10 { // more than the buffer: the rest waits in the queue
+			b.Publish(newEv("a", base+v))
+			b.Publish(newEv("b", base+v))
+		}
+		k.Pause()
+		b.Publish(newEv("a", -1)) // paused: never read
+		if !k.Resume() {
+			t.Fatal("Resume reported false")
+		}
+		b.Publish(newEv("a", base+50))
+		got := values(eventstest.Drain(k.C()))
+		if !slices.Equal(got, []int{base + 50}) {
+			t.Fatalf("period %d: read %v after Resume, want only [%d]", period, got, base+50)
+		}
+		k.Pause()
+	}
+	tot := b.Stats().Totals[0]
+	k.Close()
+	if again := b.Stats().Totals[0]; again.Skipped["a"] != tot.Skipped["a"] || tot.Skipped["a"] == 0 {
+		t.Fatalf("skipped: %d before Close, %d after; want equal and not zero", tot.Skipped["a"], again.Skipped["a"])
+	}
+	if _, open := <-k.C(); open {
+		t.Fatal("channel open after Close")
+	}
+}
+
+// TestKeptUnsubscribed: an Unsubscribe of a kept channel ends the
+// subscription; Resume then reports false, and Pause and Close do nothing
+// more.
+func TestKeptUnsubscribed(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	for _, pauseFirst := range []bool{false, true} {
+		k, _ := busevents.Keep[*routed](b, "kept", 1, busevents.LeaderOnly())
+		k.Resume()
+		busevents.Unsubscribe(b, k.C())
+		if pauseFirst {
+			k.Pause()
+		}
+		if k.Resume() {
+			t.Fatalf("pause first %t: Resume after Unsubscribe reported true", pauseFirst)
+		}
+		k.Pause()
+		k.Close()
+		if _, open := <-k.C(); open {
+			t.Fatal("channel open after Unsubscribe")
 		}
 	}
 }
@@ -178,15 +241,21 @@ func TestKeptRandomized(t *testing.T) {
 		seeds = []uint64{v}
 	}
 	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { keptRandom(t, seed) })
+		for _, latest := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed=%d,latest=%t", seed, latest), func(t *testing.T) { keptRandom(t, seed, latest) })
+		}
 	}
 }
 
-func keptRandom(t *testing.T, seed uint64) {
+func keptRandom(t *testing.T, seed uint64, latest bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x6e97))
 	b := eventstest.NewBus(t, 0)
 	b.Start()
-	k, _ := busevents.Keep[busevents.Event](b, "kept", 1+rng.IntN(8), busevents.Types("a", "b"), busevents.LeaderOnly())
+	opts := []busevents.SubscribeOption{busevents.Types("a", "b"), busevents.LeaderOnly()}
+	if latest {
+		opts = append(opts, busevents.LatestValue("a"))
+	}
+	k, _ := busevents.Keep[busevents.Event](b, "kept", 1+rng.IntN(8), opts...)
 	var (
 		mu   sync.Mutex
 		next = map[string]int{} // next number each publisher publishes

@@ -92,10 +92,9 @@
 // terms and nothing left unread from an earlier term is read, and the
 // term's replays reach it as they reach a new subscriber. It is
 // leader-only by construction: it is routed only in a term of this
-// replica's. Run closes every kept channel when it returns. LatestValue
-// subscriptions, and those to every type, are not kept (their queues
-// outlive a pause): Subscribe makes them per term, as busevents.Subscribe
-// does.
+// replica's. Run closes every kept channel when it returns; the component
+// does not Unsubscribe it. A subscription to every type is not kept:
+// Subscribe makes it per term, as busevents.Subscribe does.
 //
 // # Failures and overstays
 //

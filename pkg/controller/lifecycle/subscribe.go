@@ -29,9 +29,12 @@ import (
 // opts...), ended with ctx: a context not from a leader-only run of a
 // Manager on bus, a run whose term is over, a second call for one name in
 // one run (the first keeps the name), a name used before with another T,
-// and subscriptions a kept one cannot be (LatestValue, or every type). The
-// channel must not be read by anyone but the run: a kept channel outlives
-// it, and a later run shares it.
+// and subscriptions a kept one cannot be (to every type). The channel must
+// not be read by anyone but the run: a kept channel outlives it, and a
+// later run shares it. End it with this package's Unsubscribe, or leave
+// it to the Manager, which pauses it when the run returns or the term ends
+// and ends it when Run returns (busevents.Unsubscribe ends the kept
+// subscription, and the next term makes it again).
 func Subscribe[T busevents.Event](ctx context.Context, bus *busevents.EventBus, name string, bufferSize int, opts ...busevents.SubscribeOption) <-chan T {
 	tok := tokenFrom(ctx)
 	if tok == nil || tok.t == nil || tok.m.bus != bus || bus == nil {
@@ -43,15 +46,43 @@ func Subscribe[T busevents.Event](ctx context.Context, bus *busevents.EventBus, 
 	return busevents.Subscribe[T](ctx, bus, name, bufferSize, opts...)
 }
 
+// Unsubscribe ends, for the run of ctx, a subscription made by Subscribe
+// with ctx: a kept subscription is paused (the next term's Subscribe
+// resumes it), any other is ended with busevents.Unsubscribe[T], closing
+// its channel. A component may defer it right after Subscribe whatever the
+// subscription turned out to be; the Manager pauses kept subscriptions at
+// the end of the run anyway.
+func Unsubscribe[T busevents.Event](ctx context.Context, bus *busevents.EventBus, ch <-chan T) {
+	if tok := tokenFrom(ctx); tok != nil && tok.t != nil && tok.m.bus == bus {
+		m := tok.m
+		m.mu.Lock()
+		list := tok.u.keptList
+		m.mu.Unlock()
+		for _, ks := range list {
+			if ks.pauseChan(ch, tok.t.term) {
+				return
+			}
+		}
+	}
+	busevents.Unsubscribe(bus, ch)
+}
+
 // keeper is a kept subscription of a leader-only unit, seen by the
 // Manager: it pauses it at the end of a term and closes it when Run ends.
 type keeper interface {
 	pauseTerm(term uint64)
+	// pauseChan pauses the subscription for term if ch is its channel,
+	// and reports whether it is.
+	pauseChan(ch any, term uint64) bool
 	close()
 }
 
 // keptSub is a kept subscription and the term it is resumed for.
 type keptSub[T busevents.Event] struct {
+	name   string
+	buffer int
+	opts   []busevents.SubscribeOption // as given, and LeaderOnly
+	// k is the subscription; guarded by mu.
 	k *busevents.Kept[T]
 	// mu serializes a resume with the pause of the term's end, so that a
 	// subscription resumed for a term that ends meanwhile is paused after
@@ -68,6 +99,19 @@ func (ks *keptSub[T]) pauseTerm(term uint64) {
 		ks.term = 0
 		ks.k.Pause()
 	}
+}
+
+func (ks *keptSub[T]) pauseChan(ch any, term uint64) bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ch != any(ks.k.C()) {
+		return false
+	}
+	if ks.term == term {
+		ks.term = 0
+		ks.k.Pause()
+	}
+	return true
 }
 
 func (ks *keptSub[T]) close() {
@@ -96,11 +140,12 @@ func keptChannel[T busevents.Event](tok *runToken, name string, bufferSize int, 
 			return nil, false // the name is kept for another type
 		}
 	} else {
-		k, err := busevents.Keep[T](m.bus, name, bufferSize, append(opts[:len(opts):len(opts)], busevents.LeaderOnly())...)
+		ks = &keptSub[T]{name: name, buffer: bufferSize, opts: append(opts[:len(opts):len(opts)], busevents.LeaderOnly())}
+		k, err := busevents.Keep[T](m.bus, name, bufferSize, ks.opts...)
 		if err != nil {
 			return nil, false // not keepable: the per-term form says why, if anything is wrong
 		}
-		ks = &keptSub[T]{k: k}
+		ks.k = k
 		m.mu.Lock()
 		if m.term != tok.t {
 			// The term ended: Run may be closing the kept ones already.
@@ -127,7 +172,17 @@ func keptChannel[T busevents.Event](tok *runToken, name string, bufferSize int, 
 		return nil, false
 	}
 	ks.term = term
-	ks.k.Resume() // a stopped bus closes the channel, as Subscribe would
+	if !ks.k.Resume() && !m.bus.Stopped() {
+		// The component unsubscribed the channel itself: make the kept
+		// subscription anew. (A stopped bus closes the channel, as
+		// Subscribe would.)
+		k, err := busevents.Keep[T](m.bus, ks.name, ks.buffer, ks.opts...)
+		if err != nil {
+			return nil, false
+		}
+		ks.k = k
+		k.Resume()
+	}
 	return ks.k.C(), true
 }
 

@@ -37,6 +37,7 @@ func (r *keptReader) RequiredState() []string { return []string{events.EventType
 func (r *keptReader) Start(ctx context.Context) error {
 	term, _ := lifecycle.TermFromContext(ctx)
 	ch := lifecycle.Subscribe[*events.ConfigValidatedEvent](ctx, r.bus, "cfg", 64)
+	defer lifecycle.Unsubscribe(ctx, r.bus, ch) // pauses a kept one
 	r.mu.Lock()
 	r.chans[term] = ch
 	lazy := r.lazy[term]
@@ -189,6 +190,11 @@ func TestSubscribeFallsBack(t *testing.T) {
 		synctest.Wait()
 		if _, open := <-ch; open {
 			t.Fatal("a subscription outside a run outlived its context")
+		}
+		ch = lifecycle.Subscribe[*events.ConfigValidatedEvent](context.Background(), plainBus, "plain", 1)
+		lifecycle.Unsubscribe(context.Background(), plainBus, ch)
+		if _, open := <-ch; open {
+			t.Fatal("Unsubscribe outside a run left the channel open")
 		}
 
 		got := make(chan [2]<-chan *events.ConfigValidatedEvent, 1)

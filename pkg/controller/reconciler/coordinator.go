@@ -102,6 +102,7 @@ type Coordinator struct {
 	logger   *slog.Logger
 	latest   func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent)
 	noCache  bool
+	subOpts  []busevents.SubscribeOption // of the subscription, made once
 	running  atomic.Bool
 	// cache is the render cache: the last run that returned no error.
 	// Only the Start in progress touches it (running orders the Starts).
@@ -131,7 +132,8 @@ func NewCoordinator(bus *busevents.EventBus, opts CoordinatorOptions) (*Coordina
 		opts.Logger = slog.Default()
 	}
 	return &Coordinator{bus: bus, pipeline: opts.Pipeline, buffer: opts.Buffer, logger: opts.Logger,
-		latest: opts.Latest, noCache: opts.NoRenderCache}, nil
+		latest: opts.Latest, noCache: opts.NoRenderCache,
+		subOpts: []busevents.SubscribeOption{busevents.Types(inputTypes[0], inputTypes[1:]...), busevents.LatestValue()}}, nil
 }
 
 // Name returns "reconciler-coordinator".
@@ -238,9 +240,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// coalesces queued triggers into the newest, so no trigger is lost and
 	// none overtakes the state published before it. It is leader-only by
 	// registration: ctx comes from the Manager's term.
-	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer,
-		busevents.Types(inputTypes[0], inputTypes[1:]...), busevents.LatestValue())
-	defer busevents.Unsubscribe(c.bus, ch)
+	// lifecycle.Subscribe keeps the subscription across terms under the
+	// Manager, so that a term costs no new one.
+	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer, c.subOpts...)
+	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
 	lifecycle.Subscribed(ctx)
 	defer t.wait()
 

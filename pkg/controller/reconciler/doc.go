@@ -82,9 +82,12 @@
 // which guards only the snapshots returned by Stats and Status. TriggerNow
 // runs on its caller's goroutine and never blocks.
 //
-// Channels: the components hand out none. Their subscriptions are closed by
-// the bus, on Unsubscribe when Start returns or when the bus stops (Start
-// then returns ErrSubscriptionClosed).
+// Channels: the components hand out none. The Reconciler's subscription is
+// closed by the bus when it stops. The Coordinator subscribes with
+// lifecycle.Subscribe: under the Manager the subscription is kept across
+// terms, paused when Start returns and closed when the Manager's Run
+// returns; outside it, it ends when Start returns. Either way the bus
+// closes it when it stops (Start then returns ErrSubscriptionClosed).
 //
 // # Logging
 //
