@@ -129,7 +129,7 @@ func TestKeptStop(t *testing.T) {
 func TestKeepRefuses(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
 	cases := map[string]func() error{
-		"every type": func() error { _, err := busevents.Keep[busevents.Event](b, "x", 1); return err },
+		"every type":  func() error { _, err := busevents.Keep[busevents.Event](b, "x", 1); return err },
 		"empty name":  func() error { _, err := busevents.Keep[*routed](b, "", 1); return err },
 		"zero buffer": func() error { _, err := busevents.Keep[*routed](b, "x", 0); return err },
 	}
