@@ -165,6 +165,10 @@ type Manager struct {
 	counters   counters
 	// campaignWaiting is true while campaigners wait for the Syncers.
 	campaignWaiting bool
+	// launches is startPendingLocked's result, reused: only Run's
+	// goroutine starts components, and it is done with the slice before it
+	// asks for another.
+	launches []launch
 }
 
 type counters struct {
@@ -384,7 +388,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer procCancel()
 
 	gate := m.startAllReplica(procCtx)
-	err := m.loop(ctx, base, procCtx, gate)
+	// Terms derive from base marked leader-only for the bus, once: every
+	// subscription a leader-only component makes under its context is
+	// leader-only, whether or not its author remembered to say so.
+	err := m.loop(ctx, busevents.WithLeaderOnly(base), procCtx, gate)
 	gate.stop()
 	m.shutdown(err, procCancel)
 	return err
@@ -501,13 +508,13 @@ type launch struct {
 // prepareLocked marks u as running in term t (nil for all-replica) and
 // returns what launchAll starts. m.mu must be held.
 // A leader-only member's run context lives in the member and its parent is
-// the term's runParent (marked leader-only for the bus); an all-replica
+// the term's context (marked leader-only for the bus); an all-replica
 // unit's is allocated here, once per process.
 func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
 	var rc *runCtx
 	if mem != nil {
 		rc = &mem.run
-		parent = t.runParent
+		parent = t.ctx
 	} else {
 		rc = new(runCtx)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
-	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -21,9 +20,6 @@ type termState struct {
 	acquired time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc
-	// runParent is ctx marked leader-only for the bus: the parent of the
-	// members' run contexts.
-	runParent context.Context
 	// members has one entry per leader-only unit, in the same order as
 	// Manager.leaderOnly.
 	members []*member
@@ -84,9 +80,9 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
 	}
-	// Every subscription a leader-only component makes under its context
-	// is leader-only, whether or not its author remembered to say so.
-	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel, runParent: busevents.WithLeaderOnly(ctx)}
+	// base is marked leader-only (Run), and so is every context of the
+	// term: see busevents.WithLeaderOnly.
+	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel}
 
 	m.mu.Lock()
 	n := len(m.leaderOnly)
@@ -131,9 +127,10 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 		mem.started = true
 		mem.deadline = now.Add(m.opts.SubscribeTimeout)
 		if starts == nil {
-			starts = make([]launch, 0, len(t.members))
+			starts = m.launches[:0]
 		}
 		starts = append(starts, m.prepareLocked(mem.u, t.ctx, t, mem))
+		m.launches = starts
 	}
 	return starts, blocked
 }
