@@ -384,8 +384,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	// Components get contexts that keep ctx's values but are cancelled only
 	// by the Manager, so that it can stop the leader-only side first.
 	base := context.WithoutCancel(ctx)
-	procCtx, procCancel := context.WithCancel(base)
-	defer procCancel()
+	procCtx, procCancel := context.WithCancelCause(base)
+	defer procCancel(nil)
 
 	gate := m.startAllReplica(procCtx)
 	// Terms derive from base marked leader-only for the bus, once: every
@@ -431,16 +431,16 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 
 // shutdown ends the term, then stops the all-replica components. It runs
 // on Run's goroutine.
-func (m *Manager) shutdown(err error, procCancel context.CancelFunc) {
-	reason := "manager stopping"
+func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
+	reason, cause := "manager stopping", ErrManagerStopped
 	if err != nil {
-		reason = "event bus stopped"
+		reason, cause = "event bus stopped", err
 	}
 	if t := m.term; t != nil {
-		m.endTerm(t, reason)
+		m.endTerm(t, reason, cause)
 	}
 	m.closeKept()
-	procCancel()
+	procCancel(cause)
 	m.mu.Lock()
 	var waiting []*unit
 	for _, u := range m.allReplica {
@@ -478,7 +478,8 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			return
 		}
 		if cur != nil {
-			m.endTerm(cur, fmt.Sprintf("superseded by term %d", e.Term))
+			reason := fmt.Sprintf("superseded by term %d", e.Term)
+			m.endTerm(cur, reason, fmt.Errorf("%w: %s", ErrLeadershipLost, reason))
 		}
 		m.startTerm(base, e)
 	case *leadership.LostLeadershipEvent:
@@ -490,13 +491,22 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			m.logger.Debug("ignoring LostLeadershipEvent for an earlier term", "term", e.Term, "current_term", cur.term)
 			return
 		}
-		reason := "lost leadership"
+		reason, cause := "lost leadership", ErrLeadershipLost
 		if e.Reason != "" {
 			reason += ": " + e.Reason
+			cause = &leadershipLost{reason: e.Reason}
 		}
-		m.endTerm(cur, reason)
+		m.endTerm(cur, reason, cause)
 	}
 }
+
+// leadershipLost is ErrLeadershipLost with the reason of the
+// LostLeadershipEvent, as fmt.Errorf("%w: %s") would make it, in one
+// allocation rather than three: it is made once per term.
+type leadershipLost struct{ reason string }
+
+func (e *leadershipLost) Error() string { return ErrLeadershipLost.Error() + ": " + e.reason }
+func (e *leadershipLost) Unwrap() error { return ErrLeadershipLost }
 
 // launch is a component run prepared under mu and started after it.
 type launch struct {
@@ -552,12 +562,13 @@ func (m *Manager) callStart(l launch) (err error) {
 }
 
 // cleanStop reports whether a Start that returned err under ctx stopped
-// cleanly: ctx ended, and err is nil or a context error.
+// cleanly: ctx ended, and err is nil, a context error or ctx's cause.
 func cleanStop(ctx context.Context, err error) bool {
 	if ctx.Err() == nil {
 		return false
 	}
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Cause(ctx))
 }
 
 // exited records the end of a run, then reports it.
