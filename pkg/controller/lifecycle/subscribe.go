@@ -21,7 +21,8 @@ import (
 // again, so nothing published between terms, and nothing left unread from
 // an earlier term, is ever read; the term's replays reach it as they reach
 // a new subscription. It is leader-only, as every subscription under the
-// run's context is. Options apply as the first term's call gave them; the
+// run's context is. Unlike a per-term subscription, the channel is not
+// closed when the term ends: the run selects on ctx.Done() to see that. Options apply as the first term's call gave them; the
 // subscription ends, closing the channel, when Run returns or the bus
 // stops.
 //
