@@ -83,12 +83,14 @@ type keptSub[T busevents.Event] struct {
 	name   string
 	buffer int
 	opts   []busevents.SubscribeOption // as given, and LeaderOnly
-	// k is the subscription; guarded by mu.
-	k *busevents.Kept[T]
+
 	// mu serializes a resume with the pause of the term's end, so that a
 	// subscription resumed for a term that ends meanwhile is paused after
-	// its resume, never before. It is taken before Manager.mu.
+	// its resume, never before; it guards the fields below. It is taken
+	// before Manager.mu.
 	mu sync.Mutex
+	// k is the subscription, made anew if its component unsubscribed it.
+	k *busevents.Kept[T]
 	// term is the term the subscription is routed for, 0 while paused.
 	term uint64
 }
