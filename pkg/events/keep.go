@@ -64,6 +64,8 @@ func Keep[T Event](b *EventBus, name string, bufferSize int, opts ...SubscribeOp
 	switch {
 	case types == nil:
 		return nil, fmt.Errorf("%w: %q: a subscription to every type cannot be kept", ErrInvalidSubscription, name)
+	case b == nil:
+		return nil, fmt.Errorf("%w: %q: nil bus", ErrInvalidSubscription, name)
 	}
 	ch := make(chan T, s.cfg.buffer)
 	initSubscription(s, name, ch)
@@ -164,6 +166,7 @@ func (k *Kept[T]) renewRoutesLocked() {
 		if busy {
 			fresh := &subscription{cfg: s.cfg}
 			initSubscription(fresh, s.name, k.ch)
+			fresh.sink = s.sink // the channel's: a LatestValue one keeps its mover
 			k.s = fresh
 			return
 		}

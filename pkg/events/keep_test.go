@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/events/eventstest"
@@ -131,6 +132,7 @@ func TestKeepRefuses(t *testing.T) {
 	cases := map[string]func() error{
 		"every type":  func() error { _, err := busevents.Keep[busevents.Event](b, "x", 1); return err },
 		"empty name":  func() error { _, err := busevents.Keep[*routed](b, "", 1); return err },
+		"nil bus":     func() error { _, err := busevents.Keep[*routed](nil, "x", 1); return err },
 		"zero buffer": func() error { _, err := busevents.Keep[*routed](b, "x", 0); return err },
 	}
 	for name, f := range cases {
@@ -204,6 +206,61 @@ func TestKeptUnsubscribed(t *testing.T) {
 		if _, open := <-k.C(); open {
 			t.Fatal("channel open after Unsubscribe")
 		}
+	}
+}
+
+// TestKeptResumeDuringADropReport: a delivery that let go of its topic's
+// lock to report a drop may still hold the routes of a paused kept
+// subscription when it is resumed; Resume then gives it new routes rather
+// than reuse the old ones, and the subscription (a LatestValue one, whose
+// mover runs) works on, its channel closed once by Close, no goroutine
+// left behind.
+func TestKeptResumeDuringADropReport(t *testing.T) {
+	b := eventstest.NewBus(t, 0)
+	b.Start()
+	reporting, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	// Routed before the kept one: a delivery reports its drop, then goes on
+	// to the kept subscription's route.
+	full := busevents.Subscribe[*routed](t.Context(), b, "full", 1, busevents.LeaderOnly(), busevents.Critical(func(busevents.Drop) {
+		once.Do(func() { close(reporting); <-release })
+	}))
+	k, err := busevents.Keep[*routed](b, "kept", 2, busevents.LatestValue(), busevents.LeaderOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Resume()
+	published := make(chan struct{})
+	go func() {
+		for v := range 7 { // "full" drops the second; the kept one's mover starts
+			b.Publish(&routed{v: v})
+		}
+		close(published)
+	}()
+	<-reporting // the delivery of 1 let go of the topic's lock, holding the kept route
+	k.Pause()
+	if !k.Resume() {
+		t.Fatal("Resume reported false")
+	}
+	close(release)
+	<-published
+	eventstest.Drain(full)
+	b.Publish(&routed{v: 7})
+	var got []int
+	for timeout := time.After(10 * time.Second); !slices.Contains(got, 7); {
+		select {
+		case e := <-k.C():
+			got = append(got, e.v)
+		case <-timeout:
+			t.Fatalf("after Resume read %v, and no 7", got)
+		}
+	}
+	if slices.Contains(got, 0) || slices.Contains(got, 1) {
+		t.Fatalf("after Resume read %v: an event published before it (0, or 1, whose delivery spanned the pause) leaked into the new period", got)
+	}
+	k.Close()
+	if _, open := <-k.C(); open {
+		t.Fatal("channel open after Close")
 	}
 }
 
