@@ -238,7 +238,8 @@ func TestSubscribeFallsBack(t *testing.T) {
 // components with kept subscriptions, two replayers and a hook, a whole
 // term (lead, ready, lose, stopped, the harness's events included) in at
 // most 18 heap allocations (issue 10's goal: a tenth of the ~175 measured
-// before). BenchmarkTermReady reports the figure.
+// before; 14 when the bound was set), 22 under the race detector (17
+// measured). BenchmarkTermReady reports the figure.
 func TestTermAllocations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation count: not in -short")
@@ -248,7 +249,11 @@ func TestTermAllocations(t *testing.T) {
 	rig.term()
 	n := testing.AllocsPerRun(200, func() { rig.term() })
 	t.Logf("%.1f allocations per term", n)
-	if n > 18 {
-		t.Fatalf("a term costs %.1f allocations, want at most 18", n)
+	bound := 18.0
+	if raceEnabled {
+		bound = 22
+	}
+	if n > bound {
+		t.Fatalf("a term costs %.1f allocations, want at most %.0f", n, bound)
 	}
 }
