@@ -244,6 +244,22 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	}
 }
 
+// drainWatch takes in, without waiting, what the watch has delivered and the loop has
+// not read yet: a watch that finished opening, and the events waiting on the channel.
+// It returns once neither has anything ready.
+func (c *campaign) drainWatch() {
+	for {
+		select {
+		case o := <-c.opening:
+			c.opened(o)
+		case ev, ok := <-c.events:
+			c.receive(ev, ok)
+		default:
+			return
+		}
+	}
+}
+
 // watchOpen is the outcome of LeaseStore.Watch.
 type watchOpen struct {
 	events <-chan LeaseEvent

@@ -75,7 +75,13 @@ func (c *campaign) acquire() {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
+		if c.overtaken() {
+			return
+		}
 		c.acquired(out, sentAt)
+		if c.term != nil {
+			c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
+		}
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -86,6 +92,22 @@ func (c *campaign) acquire() {
 		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
 		c.markStale()
 	}
+}
+
+// overtaken takes in what the watch delivered while the acquiring write was under way
+// and reports whether the lease has moved past that write: then the write's term must
+// not start. Its answer can come after the store applied later writes (the lease
+// deleted and created again by a candidate that never saw it), whose events the watch
+// may already hold; a term started on the answer would be led beside that candidate's
+// until those events were read.
+func (c *campaign) overtaken() bool {
+	c.drainWatch()
+	if c.exists && c.ours(c.record) {
+		return false
+	}
+	c.e.logger.Warn("acquiring write overtaken before its answer: not leading",
+		"holder", c.record.HolderIdentity, "deleted", !c.exists, "version", c.record.ResourceVersion)
+	return true
 }
 
 // acquired starts the term of the acquiring write out, sent at sentAt. Its
