@@ -184,7 +184,11 @@ func (c *campaign) step() {
 		}
 	}
 	if at, ok := c.acquireTime(); ok && !now.Before(at) {
-		c.acquire()
+		// Judge the latest state the watch delivered, not an older one it replaced.
+		c.drainWatch()
+		if at, ok := c.acquireTime(); ok && !now.Before(at) {
+			c.acquire()
+		}
 	}
 }
 

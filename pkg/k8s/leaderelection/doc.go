@@ -84,11 +84,13 @@
 // so writes fenced by term refuse the old one's once the new one wrote. Do not delete
 // the Lease of a running election; move leadership with HandOver or preferredHolder.
 //
-// An acquiring write starts a term only if the Lease has not moved past it: before
-// starting it, the elector reads what its watch delivered while the write was under way,
-// and if that shows a later state (the Lease deleted, or written by another candidate),
-// it follows that state instead. A term is never started on an answer the watch has
-// already contradicted.
+// Writes follow what the watch has delivered, not only what the loop has read: before
+// an acquiring write the elector reads every event waiting on the watch and judges the
+// latest state, and an acquiring write starts a term only if the Lease has not moved
+// past it: before starting it, the elector reads what its watch delivered while the
+// write was under way, and if that shows a later state (the Lease deleted, or written by
+// another candidate), it follows that state instead. A term is never started on an
+// answer the watch has already contradicted.
 //
 // # History going back
 //

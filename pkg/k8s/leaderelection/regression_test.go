@@ -391,3 +391,73 @@ func TestAcquirePreferredHolderBeforeReply(t *testing.T) {
 		}
 	})
 }
+
+// scriptedWatchStore is a MemoryStore whose watches deliver script, as one list and the
+// events that followed it, all waiting at once, before the store's own events after
+// its current state.
+type scriptedWatchStore struct {
+	*MemoryStore
+	script []LeaseEvent
+}
+
+func (s *scriptedWatchStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	in, err := s.MemoryStore.Watch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan LeaseEvent, len(s.script))
+	for _, ev := range s.script {
+		out <- ev
+	}
+	<-in // the current state: the script's last event
+	go func() {
+		defer close(out)
+		for ev := range in {
+			out <- ev
+		}
+	}()
+	return out, nil
+}
+
+// TestAcquireReadsPendingEvents: a candidate's first look shows the lease absent, but
+// its watch already holds the events that followed: b took the lease, then it was
+// deleted. The candidate must judge the latest state before it writes: b may still
+// lead (cut off), so it waits b's lease duration instead of re-creating it at once.
+func TestAcquireReadsPendingEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := NewMemoryStore("lease")
+		now := time.Now()
+		held := mem.Set(LeaseRecord{HolderIdentity: "b", LeaseDuration: DefaultLeaseDuration,
+			AcquireTime: now, RenewTime: now, Marker: holderMarker("b")})
+		mem.Delete()
+		last := held
+		last.ResourceVersion = "2"
+		store := &scriptedWatchStore{MemoryStore: mem, script: []LeaseEvent{
+			{Deleted: true}, {Record: held}, {Record: last, Deleted: true},
+		}}
+		e, err := NewWithStore(testConfig("a"), store, Callbacks{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		time.Sleep(time.Second)
+		if e.IsLeader() {
+			t.Fatal("a leads at once, over b's lease deleted under it")
+		}
+		if _, err := mem.Get(context.Background()); !errors.Is(err, ErrLeaseNotFound) {
+			t.Fatalf("lease written within a second: %v", err)
+		}
+		time.Sleep(DefaultLeaseDuration)
+		if !e.IsLeader() {
+			t.Fatal("a does not lead after b's lease duration")
+		}
+	})
+}

@@ -75,13 +75,7 @@ func (c *campaign) acquire() {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
-		if c.overtaken() {
-			return
-		}
 		c.acquired(out, sentAt)
-		if c.term != nil {
-			c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
-		}
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -94,9 +88,9 @@ func (c *campaign) acquire() {
 	}
 }
 
-// overtaken takes in what the watch delivered while the acquiring write was under way
-// and reports whether the lease has moved past that write: then the write's term must
-// not start. Its answer can come after the store applied later writes (the lease
+// overtaken takes in what the watch delivered while the acquiring write (and any
+// catch-up renew) was under way and reports whether the lease has moved past that
+// write: then the write's term must not start. Its answer can come after the store applied later writes (the lease
 // deleted and created again by a candidate that never saw it), whose events the watch
 // may already hold; a term started on the answer would be led beside that candidate's
 // until those events were read.
@@ -130,8 +124,12 @@ func (c *campaign) acquired(out LeaseRecord, sentAt time.Time) {
 		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
 		return
 	}
+	if c.overtaken() {
+		return
+	}
 	c.startTerm(term, sentAt)
 	c.term.markRenewed(renewed)
+	c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
 }
 
 // catchUp renews the lease just acquired until its resourceVersion is above the floor;
