@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -25,27 +26,29 @@ import (
 // the Delivered and Dropped figures of Stats, live and total, through
 // publishes, replays with old and new stamps, full buffers, reads, and
 // routes leaving their topics: on Unsubscribe, at the end of a leader-only
-// subscription's term (its context), on Stop, and from Critical callbacks
-// in the middle of a delivery, which may also start subscriptions. Each
-// time routes leave a topic, late publishes are delivered to it (through
-// a hook of the bus, while the subscription is not yet ended), as by a
-// publisher that looked the topic up just before: they must count for the
-// routes still there and for none that left. A failing seed replays with
+// subscription's term (its context), on the Pause of a Kept subscription
+// (which a later Resume routes afresh), on Stop, and from Critical
+// callbacks in the middle of a delivery, which may also start
+// subscriptions. Each time routes leave a topic, late publishes are
+// delivered to it (through a hook of the bus, while the subscription's
+// counters are not read yet), as by a publisher that looked the topic up
+// just before: they must count for the routes still there and for none
+// that left. A failing seed replays with
 // -run 'TestRandomFanOutAccounting/seed=N'.
 func TestRandomFanOutAccounting(t *testing.T) {
-	var late, lateQueued int
+	var late, lateQueued, resumed int
 	for seed := range uint64(300) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			m := runFanOutHistory(t, seed)
-			late, lateQueued = late+m.lateSent, lateQueued+m.lateQueued
+			late, lateQueued, resumed = late+m.lateSent, lateQueued+m.lateQueued, resumed+m.resumed
 		})
 	}
 	// The histories must have exercised the hook, and deliveries to the
 	// routes that stayed, or they prove nothing about routes leaving.
-	if late < 300 || lateQueued < 100 {
-		t.Fatalf("%d late publishes, %d of them queued: the histories do not exercise routes leaving", late, lateQueued)
+	if late < 300 || lateQueued < 100 || resumed < 100 {
+		t.Fatalf("%d late publishes, %d of them queued, %d resumes: the histories do not exercise routes leaving", late, lateQueued, resumed)
 	}
-	t.Logf("%d late publishes, %d of them queued by routes that stayed", late, lateQueued)
+	t.Logf("%d late publishes, %d of them queued by routes that stayed; %d Kept subscriptions resumed", late, lateQueued, resumed)
 }
 
 var fanOutTypes = []string{"a", "b"}
@@ -65,6 +68,13 @@ type fanOutSub struct {
 	// endTerm, for a leader-only subscription made under a term's
 	// context, ends the term.
 	endTerm context.CancelFunc
+	// keep makes the subscription a Kept one, kept; paused says that it
+	// is paused, and period holds its counts when it was last resumed
+	// (the live figures of Stats count from there).
+	keep   bool
+	kept   *busevents.Kept[busevents.Event]
+	paused bool
+	period map[string][2]uint64
 }
 
 type fanOutModel struct {
@@ -87,6 +97,8 @@ type fanOutModel struct {
 	// lateSent counts the late publishes made, and lateQueued those that
 	// some subscriber queued.
 	lateSent, lateQueued int
+	// resumed counts the Kept subscriptions resumed after a pause.
+	resumed int
 }
 
 // stamp returns the stamp of a publish made now.
@@ -102,7 +114,7 @@ func runFanOutHistory(t *testing.T, seed uint64) *fanOutModel {
 		m.busSubscribe(m.subscribe())
 	}
 	for range 200 {
-		switch k := m.rng.IntN(22); {
+		switch k := m.rng.IntN(24); {
 		case k < 9:
 			m.deliver(m.pickType(), false, m.stamp(), nil)
 		case k < 12:
@@ -117,15 +129,23 @@ func runFanOutHistory(t *testing.T, seed uint64) *fanOutModel {
 			m.endTerm(m.pick())
 		case k < 20:
 			m.checkStats()
+		case k < 21:
+			m.pause(m.pick())
+		case k < 22:
+			m.resume()
 		default:
 			m.busSubscribe(m.subscribe())
 		}
 	}
 	for _, s := range m.subs {
-		s.live = false // Stop ends them all
+		s.live = false // Stop ends them all, but the paused ones
 	}
 	m.bus.Stop()
 	for _, s := range m.subs {
+		if s.paused {
+			s.paused = false
+			s.kept.Close()
+		}
 		m.read(s) // to the end: the channel is closed
 	}
 	m.checkTotals()
@@ -160,6 +180,8 @@ func (m *fanOutModel) subscribe() *fanOutSub {
 	}
 	if m.rng.IntN(3) == 0 {
 		s.endTerm = func() {} // made a term's subscription by busSubscribe
+	} else {
+		s.keep = m.rng.IntN(3) == 0
 	}
 	m.subs = append(m.subs, s)
 	return s
@@ -171,6 +193,14 @@ func (m *fanOutModel) busSubscribe(s *fanOutSub) {
 	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...), busevents.LeaderOnly()}
 	if s.critical {
 		opts = append(opts, busevents.Critical(func(busevents.Drop) { m.onDrop() }))
+	}
+	if s.keep {
+		k, err := busevents.Keep[busevents.Event](m.bus, s.name, s.buffer, opts...)
+		if err != nil || !k.Resume() {
+			m.t.Fatalf("%s: Keep: %v", s.name, err)
+		}
+		s.kept, s.ch = k, k.C()
+		return
 	}
 	ctx := context.Background()
 	if s.endTerm != nil {
@@ -210,6 +240,11 @@ func (s *fanOutSub) recv(t *testing.T) (int, bool) {
 func (s *fanOutSub) pending() int { return len(s.ch) + len(s.typed) }
 
 func (s *fanOutSub) unsubscribe(b *busevents.EventBus) {
+	if s.kept != nil {
+		s.paused = false
+		s.kept.Close()
+		return
+	}
 	if s.typed != nil {
 		busevents.Unsubscribe(b, s.typed)
 		return
@@ -267,6 +302,34 @@ func (m *fanOutModel) endTerm(s *fanOutSub) {
 		m.t.Fatalf("%s: read %v to the end of its term, model says %v", s.name, got, s.queue)
 	}
 	s.queue = nil
+}
+
+// pause pauses s, if it is kept: its routes leave their topics, its
+// channel keeps what it holds, and its counts so far are in Totals.
+func (m *fanOutModel) pause(s *fanOutSub) {
+	if s == nil || s.kept == nil {
+		return
+	}
+	s.live, s.paused = false, true
+	s.kept.Pause()
+}
+
+// resume resumes a paused subscription, if any: its channel is emptied,
+// and it is routed afresh, last in the order of delivery, as a new one
+// that has been given nothing.
+func (m *fanOutModel) resume() {
+	i := slices.IndexFunc(m.subs, func(s *fanOutSub) bool { return s.paused })
+	if i < 0 {
+		return
+	}
+	s := m.subs[i]
+	if !s.kept.Resume() {
+		m.t.Fatalf("%s: Resume failed", s.name)
+	}
+	s.live, s.paused, s.queue, s.lastSeq = true, false, nil, map[string]uint64{}
+	s.period = maps.Clone(s.counts)
+	m.resumed++
+	m.subs = append(slices.Delete(m.subs, i, i+1), s)
 }
 
 // routesLeft is the bus's hook: routes have just left the topic of typ,
@@ -354,7 +417,7 @@ func (m *fanOutModel) read(s *fanOutSub) {
 		return
 	}
 	n := len(s.queue)
-	if s.live && m.bus.Started() {
+	if (s.live || s.paused) && m.bus.Started() {
 		if s.pending() != n {
 			m.t.Fatalf("%s: %d events pending, model says %d: %v", s.name, s.pending(), n, s.queue)
 		}
@@ -370,7 +433,7 @@ func (m *fanOutModel) read(s *fanOutSub) {
 		}
 		s.queue = s.queue[1:]
 	}
-	if !s.live || !m.bus.Started() {
+	if !s.live && !s.paused || !m.bus.Started() {
 		if v, ok := s.recv(m.t); ok {
 			m.t.Fatalf("%s: ended, yet event %d follows what the model queued", s.name, v)
 		}
@@ -393,7 +456,7 @@ func (m *fanOutModel) checkStats() {
 		if !ok {
 			continue
 		}
-		m.compare(s, st, "live")
+		m.compare(s, st, "live", s.period)
 		if s.pending() != len(s.queue) {
 			m.t.Fatalf("%s: %d events pending, model says %d", s.name, s.pending(), len(s.queue))
 		}
@@ -408,16 +471,17 @@ func (m *fanOutModel) checkTotals() {
 		totals[st.Name] = st
 	}
 	for _, s := range m.subs {
-		m.compare(s, totals[s.name], "total")
+		m.compare(s, totals[s.name], "total", nil)
 	}
 }
 
-func (m *fanOutModel) compare(s *fanOutSub, st busevents.SubscriberStats, what string) {
+// compare compares st with the counts of s, less those of from.
+func (m *fanOutModel) compare(s *fanOutSub, st busevents.SubscriberStats, what string, from map[string][2]uint64) {
 	for _, typ := range fanOutTypes {
-		c := s.counts[typ]
-		if st.Delivered[typ] != c[0] || st.Dropped[typ] != c[1] {
+		c, f := s.counts[typ], from[typ]
+		if st.Delivered[typ] != c[0]-f[0] || st.Dropped[typ] != c[1]-f[1] {
 			m.t.Fatalf("%s %s (%s): delivered %d dropped %d, model says %d and %d",
-				s.name, typ, what, st.Delivered[typ], st.Dropped[typ], c[0], c[1])
+				s.name, typ, what, st.Delivered[typ], st.Dropped[typ], c[0]-f[0], c[1]-f[1])
 		}
 	}
 }
