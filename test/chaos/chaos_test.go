@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -22,7 +23,30 @@ const (
 	envHistories = "BATON_CHAOS_HISTORIES"
 	envFirst     = "BATON_CHAOS_FIRST"
 	envRepeat    = "BATON_CHAOS_REPEAT"
+	// envSkewRate sets the rate of every skew window (a demonstration knob: a rate
+	// outside the timing margin must give two leaders; CI leaves it unset).
+	envSkewRate = "BATON_CHAOS_SKEW_RATE"
 )
+
+// parseSkewRate reads BATON_CHAOS_SKEW_RATE: 0 when unset.
+func parseSkewRate() (float64, error) {
+	s := os.Getenv(envSkewRate)
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%s=%q: not a positive rate", envSkewRate, s)
+	}
+	return v, nil
+}
+
+// skewRateOverride is the rate of BATON_CHAOS_SKEW_RATE, 0 when unset or invalid
+// (TestChaos fails on an invalid one before any history runs).
+var skewRateOverride = sync.OnceValue(func() float64 {
+	v, _ := parseSkewRate()
+	return v
+})
 
 // defaultHistories is how many seeded histories TestChaos runs in CI.
 const defaultHistories = 500
@@ -152,6 +176,9 @@ func (s *summary) String() string {
 // TestChaos runs seeded random fault histories of 3 to 5 electors on the in-memory
 // store, each in a synctest bubble, and checks every history (see doc.go).
 func TestChaos(t *testing.T) {
+	if _, err := parseSkewRate(); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	sum := newSummary()
 	t.Run("history", func(t *testing.T) {

@@ -383,7 +383,11 @@ func report(h *history, res *result) string {
 	for _, n := range res.notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
-	fmt.Fprintf(&b, "replay: BATON_CHAOS_SEED=%d go test -race -run '%s$' -v ./test/chaos\n", h.seed, h.test)
+	env := ""
+	if r := skewRateOverride(); r > 0 {
+		env = fmt.Sprintf("%s=%g ", envSkewRate, r)
+	}
+	fmt.Fprintf(&b, "replay: %sBATON_CHAOS_SEED=%d go test -race -run '%s$' -v ./test/chaos\n", env, h.seed, h.test)
 	fmt.Fprintf(&b, "config: %d candidates, lease %v renew %v retry %v; faults over at %s, one leader due by %s\n",
 		h.n, h.cfg.LeaseDuration, h.cfg.RenewDeadline, h.cfg.RetryPeriod, h.rel(h.healAt), h.rel(h.checkAt))
 	b.WriteString("schedule:\n")

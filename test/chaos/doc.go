@@ -64,10 +64,23 @@
 // restarts run on the in-memory server only (a real restart takes seconds, which the
 // CI budget of this package does not have).
 //
-// Not injected: clock skew. The elector reads time.Now directly and has no injectable
-// clock, and in a synctest bubble all goroutines share one clock, so a candidate's
-// clock cannot be made to run at another rate. A pause covers the effect that matters
-// most (a leader acting on a belief that is out of date).
+// Clock skew: each candidate's elector runs on a clock of its own
+// (leaderelection.Config.Clock) built on the bubble's time, which is the true time. A
+// skew window (0 to 2 per in-memory history, drawn after the other faults so that a
+// seed keeps the faults it had before) makes one candidate's clock run at a rate from
+// 0.9 to 1.1 for 0.5 to 3 lease durations: its readings advance rate times as fast as
+// the true time and its timers (expiry waits, the renew deadline, backoff, call and
+// watch timeouts) fire after d/rate of true time. Rates of two clocks then differ by
+// a factor of at most 1.1/0.9 ≈ 1.22, inside the margin LeaseDuration/RenewDeadline =
+// 1.5 of both timings used, so no history may show two leaders. The checker compares
+// terms on the true time. BATON_CHAOS_SKEW_RATE=r forces every window's rate to r, to
+// show that the fault is real: with r = 1.6 (beyond the margin) a fast follower takes a
+// lease its holder still believes in, and the two-leaders check fails. CI leaves it
+// unset. Not injected: a step of a candidate's wall clock. The elector never compares
+// a wall time (the lease's renewTime is informational) and takes durations from the
+// monotonic reading, which a step of the wall clock does not move; a Clock cannot
+// return a time.Time whose wall and monotonic readings disagree, so the suite cannot
+// model one. The real API server histories run on the real clock, without skew.
 //
 // # Recording
 //

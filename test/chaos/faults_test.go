@@ -36,12 +36,14 @@ const (
 	fAPIRestart     = "api server restarted"
 	fCandRestart    = "candidate restarted"
 	fFencedStalled  = "fenced write held by a pause"
+	fSkew           = "candidate clock skewed"
 )
 
 // allKinds lists the counter kinds in report order.
 var allKinds = []string{
 	fRequestDropped, fRequestDelayed, fReplyLost, fReplyDelayed, fWatchClosed, fWatchLagged,
 	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fCandRestart, fFencedStalled,
+	fSkew,
 }
 
 // counters counts injected faults by kind. Safe for concurrent use.

@@ -173,6 +173,7 @@ type candidate struct {
 	logger  *slog.Logger
 	sample  time.Duration // 0: record terms exactly (synctest)
 	restart chan time.Duration
+	clock   *skewClock // the elector's clock; skew windows change its rate
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -230,6 +231,9 @@ func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 	cfg := c.h.cfg
 	cfg.Identity = c.id
 	cfg.ReleaseOnCancel = c.release
+	if c.sample == 0 { // in a bubble: the true time is the bubble's
+		cfg.Clock = c.clock
+	}
 	e, err := leaderelection.NewWithStore(cfg, c.store, cb, c.logger.With("inc", who))
 	if err != nil {
 		return nil, err

@@ -104,19 +104,33 @@ func (c *campaign) run() error {
 			c.stepDown(context.Cause(c.ctx))
 		}
 	}()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	// wake has room for one tick, so that a timer never blocks; a tick of a timer
+	// stopped too late only makes the loop look once more.
+	wake := make(chan struct{}, 1)
+	tick := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	var timer Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	c.openWatch()
 	for c.ctx.Err() == nil {
 		c.step()
 		if c.ctx.Err() != nil {
 			break
 		}
-		var wake <-chan time.Time
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
 		if at, ok := c.nextWake(); ok {
-			timer.Reset(time.Until(at))
-			wake = timer.C
+			timer = c.e.clock.AfterFunc(at.Sub(c.e.clock.Now()), tick)
 		}
 		var termDone <-chan struct{}
 		if c.term != nil {
@@ -141,7 +155,7 @@ func (c *campaign) run() error {
 
 // step does what is due now.
 func (c *campaign) step() {
-	now := time.Now()
+	now := c.e.clock.Now()
 	if c.opening != nil && !now.Before(c.watchOpened.Add(c.e.config.RenewDeadline)) {
 		// The store has not answered within RenewDeadline (a black-holed List): give up
 		// on this watch, whose goroutine ends with its context, and try again.
@@ -183,7 +197,7 @@ func (c *campaign) step() {
 			c.openWatch()
 		}
 	}
-	if at, ok := c.acquireTime(); ok && !time.Now().Before(at) {
+	if at, ok := c.acquireTime(); ok && !c.e.clock.Now().Before(at) {
 		c.acquire()
 	}
 }
@@ -236,11 +250,11 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 		return
 	}
 	c.fresh = false
-	blind := !c.blindSince.IsZero() && time.Since(c.blindSince) >= c.e.config.RetryPeriod
+	blind := !c.blindSince.IsZero() && c.e.clock.Now().Sub(c.blindSince) >= c.e.config.RetryPeriod
 	c.blindSince = time.Time{}
 	c.observe(ev, c.listSeen, true)
 	if blind && c.exists {
-		c.observedAt, c.unvouched = time.Now(), true
+		c.observedAt, c.unvouched = c.e.clock.Now(), true
 	}
 }
 
@@ -257,7 +271,7 @@ func (c *campaign) openWatch() {
 	ctx, cancel := context.WithCancel(c.ctx)
 	opening := make(chan watchOpen) // unbuffered: handed over only to a loop that waits
 	c.opening, c.stopWatch = opening, cancel
-	c.watchOpened, c.listSeen = time.Now(), c.seen
+	c.watchOpened, c.listSeen = c.e.clock.Now(), c.seen
 	c.e.watches.Add(1)
 	c.e.wg.Go(func() {
 		events, err := c.e.store.Watch(ctx)
@@ -282,17 +296,17 @@ func (c *campaign) opened(o watchOpen) {
 		if c.ctx.Err() == nil {
 			c.e.logger.Warn("watching lease failed", "error", o.err)
 		}
-		c.watchAt = time.Now().Add(c.watchRetry.Next())
+		c.watchAt = c.e.clock.Now().Add(c.watchRetry.Next())
 		return
 	}
 	c.events, c.fresh = o.events, true
-	c.watchOpened = time.Now()
+	c.watchOpened = c.e.clock.Now()
 }
 
 // markBlind notes that no watch is open from now, unless that began earlier.
 func (c *campaign) markBlind() {
 	if c.blindSince.IsZero() {
-		c.blindSince = time.Now()
+		c.blindSince = c.e.clock.Now()
 	}
 }
 
@@ -314,7 +328,7 @@ func (c *campaign) dropWatch() {
 func (c *campaign) watchBroke() {
 	c.dropWatch()
 	c.markBlind()
-	now := time.Now()
+	now := c.e.clock.Now()
 	if now.Sub(c.watchOpened) >= c.e.config.RetryPeriod {
 		c.watchRetry.Reset()
 	}

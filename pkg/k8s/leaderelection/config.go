@@ -70,6 +70,21 @@ type Config struct {
 	// so a follower takes over at once instead of after LeaseDuration. Only set it when
 	// leader work stops with the term context.
 	ReleaseOnCancel bool
+	// Clock is the time source of every time read and timer of the elector; nil (the
+	// usual choice) is the real clock. It exists for tests and fault injection, e.g. a
+	// clock that runs at another rate than the others'.
+	//
+	// Safety does not need clocks that agree on the time, only on the rate: the elector
+	// measures durations between its own readings (the real clock's are monotonic, so a
+	// step of the wall clock changes nothing). A follower takes a lease LeaseDuration by
+	// its clock after it saw the last renew; the leader's term ends RenewDeadline by its
+	// clock after it sent that renew. That excludes two leaders while the follower's
+	// clock runs at most LeaseDuration/RenewDeadline times as fast as the leader's (1.5
+	// with the defaults 15s/10s): a leader clock slower by up to
+	// (LeaseDuration − RenewDeadline)/LeaseDuration (one third) is covered by the margin,
+	// less what the leader spends noticing the end of its term. A larger skew can give
+	// two leaders.
+	Clock Clock
 }
 
 // Callbacks are called by a started Elector. All are optional.

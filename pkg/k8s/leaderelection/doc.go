@@ -162,6 +162,19 @@
 // GetLeader, Healthy, Stats, HandOver and Identity are safe to call from any goroutine.
 // No lock is held while calling a callback or the store.
 //
+// # Clocks
+//
+// Every time read and timer of an elector goes through Config.Clock (nil: the real
+// clock). The elector only subtracts its own readings, never compares them with times
+// from elsewhere, so clocks of different nodes need not agree on the time, and a step of
+// the wall clock changes nothing (the real clock's readings are monotonic). Clocks must
+// agree on the rate within the margin: a follower waits LeaseDuration by its clock and
+// a leader believes in its term for RenewDeadline by its own, so two leaders are
+// excluded while no follower's clock runs faster than the leader's by more than the
+// factor LeaseDuration/RenewDeadline (1.5 with the defaults; a leader clock slower by up
+// to (LeaseDuration − RenewDeadline)/LeaseDuration, one third). test/chaos injects
+// rates from 0.9 to 1.1 and finds two leaders at 1.6.
+//
 // # Testing
 //
 // MemoryStore has the compare-and-swap and watch semantics of the Kubernetes store and

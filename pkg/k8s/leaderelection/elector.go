@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 )
@@ -21,6 +20,7 @@ type Elector struct {
 	callbacks Callbacks
 	logger    *slog.Logger
 	rand      func() float64 // jitter source, in [0, 1)
+	clock     Clock          // Config.Clock, or the real clock
 
 	started atomic.Bool
 	// current is the term being led, nil while following. Written by the election
@@ -88,6 +88,7 @@ func newElector(config Config, store LeaseStore, callbacks Callbacks, logger *sl
 		callbacks: callbacks,
 		logger:    logger.With(attrs...),
 		rand:      rand.Float64,
+		clock:     clockOf(config),
 		handovers: make(chan handoverRequest),
 		done:      make(chan struct{}),
 	}
@@ -174,7 +175,7 @@ func (e *Elector) Start(ctx context.Context) error {
 
 // leadAlone is Start with SingleReplica: one term, numbered 1, until ctx ends.
 func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
-	t := newTermContext(ctx, 1, time.Now(), 0)
+	t := newTermContext(ctx, 1, e.clock.Now(), 0, e.clock)
 	e.current.Store(t)
 	e.setLeader(e.config.Identity)
 	if n != nil {

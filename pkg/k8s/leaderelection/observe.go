@@ -22,7 +22,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 		}
 		c.seen = v
 	}
-	now := time.Now()
+	now := c.e.clock.Now()
 	c.stale = false
 	if ev.Deleted {
 		c.observeAbsent(ev.Record, now, listed)
@@ -84,7 +84,7 @@ func (c *campaign) versionReset(v uint64) {
 		c.stepDown(fmt.Errorf("%w: resource version went back from %d to %d", ErrLeaseLost, c.seen, v))
 	}
 	c.wrote, c.hasWritten, c.sends = LeaseRecord{}, false, nil
-	c.holdUntil = later(c.holdUntil, time.Now().Add(c.unknownWait()))
+	c.holdUntil = later(c.holdUntil, c.e.clock.Now().Add(c.unknownWait()))
 }
 
 // reportHolder publishes a change of the observed holder.
@@ -174,7 +174,7 @@ func (c *campaign) oursRecent(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	recent := func(at time.Time) bool { return time.Since(at) < c.e.config.RenewDeadline }
+	recent := func(at time.Time) bool { return c.e.clock.Now().Sub(at) < c.e.config.RenewDeadline }
 	if c.hasWritten && sameCore(r, c.wrote) && recent(c.wroteAt) {
 		return true
 	}
@@ -256,7 +256,7 @@ func (c *campaign) takeAt() time.Time {
 // acquisition in between would have counted one more).
 func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
-		r.LeaseTransitions == c.wrote.LeaseTransitions && time.Since(c.wroteAt) < c.e.config.RenewDeadline
+		r.LeaseTransitions == c.wrote.LeaseTransitions && c.e.clock.Now().Sub(c.wroteAt) < c.e.config.RenewDeadline
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
