@@ -26,7 +26,15 @@ const (
 	// envSkewRate sets the rate of every skew window (a demonstration knob: a rate
 	// outside the timing margin must give two leaders; CI leaves it unset).
 	envSkewRate = "BATON_CHAOS_SKEW_RATE"
+	// envSkew=1 adds clock skew windows to the in-memory histories (off in CI until the
+	// two-leader history it finds, seed 2320, is fixed: see doc.go). A skew rate set
+	// turns them on too.
+	envSkew = "BATON_CHAOS_SKEW"
 )
+
+// skewEnabled reports whether in-memory histories get clock skew windows and their
+// candidates run on skewable clocks.
+func skewEnabled() bool { return os.Getenv(envSkew) == "1" || skewRateOverride() > 0 }
 
 // parseSkewRate reads BATON_CHAOS_SKEW_RATE: 0 when unset.
 func parseSkewRate() (float64, error) {

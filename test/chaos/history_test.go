@@ -231,7 +231,7 @@ func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 	cfg := c.h.cfg
 	cfg.Identity = c.id
 	cfg.ReleaseOnCancel = c.release
-	if c.sample == 0 { // in a bubble: the true time is the bubble's
+	if c.sample == 0 && skewEnabled() { // in a bubble: the true time is the bubble's
 		cfg.Clock = c.clock
 	}
 	e, err := leaderelection.NewWithStore(cfg, c.store, cb, c.logger.With("inc", who))

@@ -170,7 +170,7 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 		s.faults = append(s.faults, f)
 		s.heal = max(s.heal, f.at+f.dur)
 	}
-	if o.skew {
+	if o.skew && skewEnabled() {
 		s.addSkew(rng, phase)
 	}
 	slices.SortStableFunc(s.faults, func(a, b fault) int { return int(a.at - b.at) })

@@ -173,7 +173,10 @@
 // excluded while no follower's clock runs faster than the leader's by more than the
 // factor LeaseDuration/RenewDeadline (1.5 with the defaults; a leader clock slower by up
 // to (LeaseDuration − RenewDeadline)/LeaseDuration, one third). test/chaos injects
-// rates from 0.9 to 1.1 and finds two leaders at 1.6.
+// rates from 0.9 to 1.1 and finds two leaders at 1.6. Known gap, cause not yet found:
+// in one history with an etcd restore and lost renew replies, a follower's wait started
+// 0.66s before the send time of the leader's last confirmed renew, which eats into that
+// margin (test/chaos seed 2320 with BATON_CHAOS_SKEW=1).
 //
 // # Testing
 //
