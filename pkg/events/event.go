@@ -25,7 +25,7 @@ func IsNil(e Event) bool {
 	}
 	v := reflect.ValueOf(e)
 	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice, reflect.UnsafePointer, reflect.Interface:
+	case reflect.Pointer, reflect.Map, reflect.Chan, reflect.Func, reflect.Slice, reflect.UnsafePointer:
 		return v.IsNil()
 	}
 	return false

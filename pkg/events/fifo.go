@@ -36,21 +36,8 @@ func newFIFO[E any](limit, classes int) fifo[E] {
 	return q
 }
 
-// grow makes room for classes 0..classes-1. first and last share one
-// array, which grows by doubling.
+// grow makes room for classes 0..classes-1.
 func (q *fifo[E]) grow(classes int) {
-	n := len(q.first)
-	if classes <= n {
-		return
-	}
-	if classes > cap(q.first) {
-		c := max(classes, 2*n)
-		block := make([]int32, 2*c)
-		first, last := block[:n:c], block[c:c+n:2*c]
-		copy(first, q.first)
-		copy(last, q.last)
-		q.first, q.last = first, last
-	}
 	for len(q.first) < classes {
 		q.first = append(q.first, -1)
 		q.last = append(q.last, -1)

@@ -97,10 +97,7 @@ func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 	t := rt.topics[typ]
 	if t == nil && len(rt.universal) > 0 {
 		// A subscriber of every type may declare this one LatestValue.
-		rt = rt.clone()
-		t = b.newTopicLocked(typ, rt.universal)
-		rt.topics[typ] = t
-		b.routes.Store(rt)
+		t = b.addTopicLocked(typ)
 	}
 	if t != nil && t.latest > 0 {
 		class = int32(t.index) + 1
@@ -191,6 +188,14 @@ func (b *EventBus) topicFor(name string) *topic {
 	if b.state.Load() == stateStopped {
 		return nil
 	}
+	return b.addTopicLocked(name)
+}
+
+// addTopicLocked creates the topic of an event type the route table does not
+// have yet, with the universal subscribers, and publishes the new table.
+// b.mu must be held.
+func (b *EventBus) addTopicLocked(name string) *topic {
+	old := b.routes.Load()
 	rt := old.clone()
 	t := b.newTopicLocked(name, old.universal)
 	rt.topics[name] = t

@@ -98,17 +98,6 @@ func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued, report bo
 	if r.closed.Load() || replay && r.lastSeq >= seq {
 		return false, false
 	}
-	if r.ch != nil {
-		// A plain subscription on chan Event: no dispatch through sink.
-		select {
-		case r.ch <- e:
-			r.delivered++
-			r.lastSeq = max(r.lastSeq, seq)
-			return true, false
-		default:
-			return false, r.refusedLocked()
-		}
-	}
 	s := r.sub
 	res, ev := s.sink.send(e, r.key)
 	switch res {

@@ -353,7 +353,8 @@ func (r *Replica) Healthy() error {
 // ErrNotReady and says what is missing. It backs /readyz.
 func (r *Replica) Ready() error {
 	var missing []string
-	if !r.manager.Status().Running {
+	st := r.manager.Status()
+	if !st.Running {
 		missing = append(missing, "runtime not running")
 	}
 	switch _, ok := r.config.Current(); {
@@ -366,8 +367,8 @@ func (r *Replica) Ready() error {
 	if !r.discovery.Synced() {
 		missing = append(missing, "pods not discovered yet")
 	}
-	if s := r.manager.Status(); s.Leading && len(s.Missing) > 0 {
-		missing = append(missing, fmt.Sprintf("leading term %d without leader-only %s", s.Term, strings.Join(s.Missing, ", ")))
+	if st.Leading && len(st.Missing) > 0 {
+		missing = append(missing, fmt.Sprintf("leading term %d without leader-only %s", st.Term, strings.Join(st.Missing, ", ")))
 	}
 	if len(missing) == 0 {
 		return nil

@@ -70,19 +70,7 @@ func (d *Discovery) SetPod(p config.Pod) error {
 }
 
 // SetPods replaces the simulated set with pods, checked as by NewSimulated.
-func (d *Discovery) SetPods(pods []config.Pod) error {
-	set, err := podSet(pods)
-	if err != nil {
-		return err
-	}
-	return d.change(func(m map[string]config.Pod) error {
-		clear(m)
-		for k, p := range set {
-			m[k] = p
-		}
-		return nil
-	})
-}
+func (d *Discovery) SetPods(pods []config.Pod) error { return d.SetPodsAt(pods, 0) }
 
 // RemovePod removes a pod from the simulated set; ErrPodNotFound if it is
 // not there.

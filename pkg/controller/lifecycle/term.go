@@ -121,9 +121,6 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 // earlier term. m.mu must be held.
 func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []launch, blocked []*unit) {
 	for _, mem := range t.members {
-		if !mem.started && starts == nil && !mem.u.running {
-			starts = make([]launch, 0, len(t.members))
-		}
 		if mem.started {
 			continue
 		}
@@ -133,6 +130,9 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 		}
 		mem.started = true
 		mem.deadline = now.Add(m.opts.SubscribeTimeout)
+		if starts == nil {
+			starts = make([]launch, 0, len(t.members))
+		}
 		starts = append(starts, m.prepareLocked(mem.u, t.ctx, t, mem))
 	}
 	return starts, blocked

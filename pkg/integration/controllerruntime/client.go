@@ -37,13 +37,9 @@ type fencedClient struct {
 // check refuses a write under ctx to obj (nil: no object to compare) when the term of
 // ctx ended or obj is stamped with a newer term; it returns the writer's term.
 func (f *fencedClient) check(ctx context.Context, obj client.Object) (uint64, error) {
-	err := TermEnded(ctx)
-	var term uint64
-	if err == nil {
-		term = termRefFrom(ctx).term
-		if obj != nil {
-			err = stampedNewer(obj, term)
-		}
+	term, err := termOf(ctx)
+	if err == nil && obj != nil {
+		err = stampedNewer(obj, term)
 	}
 	if err != nil && f.refused != nil {
 		f.refused.Add(1)

@@ -49,14 +49,20 @@ func TermFromContext(ctx context.Context) (term uint64, ok bool) {
 // the cause) once it ended, checked by the elector's own clock at the call, and
 // ErrNoTerm for a context of no term. The fenced client checks it before every write.
 func TermEnded(ctx context.Context) error {
+	_, err := termOf(ctx)
+	return err
+}
+
+// termOf returns the term of ctx, or TermEnded's error, with one lookup.
+func termOf(ctx context.Context) (uint64, error) {
 	ref := termRefFrom(ctx)
 	if ref == nil {
-		return ErrNoTerm
+		return 0, ErrNoTerm
 	}
 	if ref.ctx.Err() != nil {
-		return &termEndedError{term: ref.term, cause: context.Cause(ref.ctx)}
+		return 0, &termEndedError{term: ref.term, cause: context.Cause(ref.ctx)}
 	}
-	return nil
+	return ref.term, nil
 }
 
 // termEndedError wraps ErrTermEnded and the cause of the end.

@@ -197,7 +197,7 @@ func (c *campaign) step() {
 			c.openWatch()
 		}
 	}
-	if at, ok := c.acquireTime(); ok && !c.e.clock.Now().Before(at) {
+	if at, ok := c.acquireTime(); ok && !now.Before(at) {
 		c.acquire()
 	}
 }

@@ -107,12 +107,16 @@ func (c *campaign) reportHolder() {
 // candidate starts a hand-over.
 func (c *campaign) checkTerm() {
 	r := c.record
+	var sent *sentWrite
+	if c.exists && r.HolderIdentity == c.self {
+		sent = c.sentMatch(r)
+	}
 	switch {
 	case c.exists && c.hasWritten && sameCore(r, c.wrote):
 		c.wrote = r // our write, or only metadata or advisory fields changed since
-	case c.exists && r.HolderIdentity == c.self && c.sentMatch(r) != nil:
+	case sent != nil:
 		// A write whose answer we missed went through.
-		s := c.sentMatch(r)
+		s := sent
 		c.confirm(r, s.at)
 		c.term.markRenewed(s.at)
 	default:

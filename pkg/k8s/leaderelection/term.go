@@ -80,21 +80,14 @@ func newTermContextClock(parent context.Context, term uint64, start time.Time, r
 // Err returns a non-nil error once the term ended, including the moment the renew
 // deadline has passed by the local clock.
 func (t *termContext) Err() error {
-	if err := t.Context.Err(); err != nil {
-		return err
-	}
-	if t.expired() {
-		t.cancel(ErrRenewDeadlineMissed)
-	}
+	t.checkClock()
 	return t.Context.Err()
 }
 
 // Done returns a channel closed when the term ends; if the renew deadline has passed by
 // the local clock, it is closed before Done returns.
 func (t *termContext) Done() <-chan struct{} {
-	if t.Context.Err() == nil && t.expired() {
-		t.cancel(ErrRenewDeadlineMissed)
-	}
+	t.checkClock()
 	return t.Context.Done()
 }
 
@@ -103,10 +96,15 @@ func (t *termContext) Done() <-chan struct{} {
 // through derived contexts (TermFromContext among them) end here, so they see the
 // expiry even before the timer ran.
 func (t *termContext) Value(key any) any {
+	t.checkClock()
+	return t.Context.Value(key)
+}
+
+// checkClock ends a running term whose renew deadline has passed by the local clock.
+func (t *termContext) checkClock() {
 	if t.Context.Err() == nil && t.expired() {
 		t.cancel(ErrRenewDeadlineMissed)
 	}
-	return t.Context.Value(key)
 }
 
 // String describes the context for debugging.
