@@ -318,6 +318,13 @@ func (cl *cluster) start(id string, edit func(*Config)) *candidate {
 // startWith is start with the candidate's store set up by prepare before Start.
 func (cl *cluster) startWith(id string, edit func(*Config), prepare func(*testStore)) *candidate {
 	cl.t.Helper()
+	return cl.startWrapped(id, edit, prepare, nil)
+}
+
+// startWrapped is startWith with the elector reaching the candidate's testStore through
+// wrap(testStore) when wrap is not nil.
+func (cl *cluster) startWrapped(id string, edit func(*Config), prepare func(*testStore), wrap func(LeaseStore) LeaseStore) *candidate {
+	cl.t.Helper()
 	cfg := testConfig(id)
 	if edit != nil {
 		edit(&cfg)
@@ -326,7 +333,11 @@ func (cl *cluster) startWith(id string, edit func(*Config), prepare func(*testSt
 	if prepare != nil {
 		prepare(c.store)
 	}
-	e, err := NewWithStore(cfg, c.store, Callbacks{
+	var store LeaseStore = c.store
+	if wrap != nil {
+		store = wrap(c.store)
+	}
+	e, err := NewWithStore(cfg, store, Callbacks{
 		OnStartedLeading: c.lead,
 		OnStoppedLeading: c.stop,
 		OnNewLeader: func(identity string) {

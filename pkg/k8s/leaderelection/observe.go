@@ -107,18 +107,19 @@ func (c *campaign) reportHolder() {
 // candidate starts a hand-over.
 func (c *campaign) checkTerm() {
 	r := c.record
-	var sent *sentWrite
+	var sent sentWrite
+	missed := false
 	if c.exists && r.HolderIdentity == c.self {
-		sent = c.sentMatch(r)
+		sent, missed = c.sentMatch(r)
 	}
 	switch {
 	case c.exists && c.hasWritten && sameCore(r, c.wrote):
 		c.wrote = r // our write, or only metadata or advisory fields changed since
-	case sent != nil:
-		// A write whose answer we missed went through.
-		s := sent
-		c.confirm(r, s.at)
-		c.term.markRenewed(s.at)
+	case missed:
+		// A write whose answer we missed went through: the term counts from its send
+		// time (sent is a copy; confirm compacts the list it came from).
+		c.confirm(r, sent.at)
+		c.term.markRenewed(sent.at)
 	default:
 		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.exists, "term", c.term.term)
 		c.stepDown(ErrLeaseLost)
@@ -130,14 +131,16 @@ func (c *campaign) checkTerm() {
 	}
 }
 
-// sentMatch returns the write of ours of the same core as r, nil if none.
-func (c *campaign) sentMatch(r LeaseRecord) *sentWrite {
+// sentMatch returns a copy of the write of ours of the same core as r; ok is false if
+// there is none. A copy, not a pointer into sends: confirm compacts sends in place, and
+// a pointer read after it would give a later write's send time (test/chaos seed 2320).
+func (c *campaign) sentMatch(r LeaseRecord) (s sentWrite, ok bool) {
 	for i := len(c.sends) - 1; i >= 0; i-- {
 		if sameCore(r, c.sends[i].record) {
-			return &c.sends[i]
+			return c.sends[i], true
 		}
 	}
-	return nil
+	return sentWrite{}, false
 }
 
 // addSend remembers a write of ours about to be sent.
@@ -167,7 +170,11 @@ func (c *campaign) ours(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	return (c.hasWritten && sameCore(r, c.wrote)) || c.sentMatch(r) != nil
+	if c.hasWritten && sameCore(r, c.wrote) {
+		return true
+	}
+	_, ok := c.sentMatch(r)
+	return ok
 }
 
 // oursRecent is ours for a write sent within the last RenewDeadline: then this elector
@@ -182,8 +189,8 @@ func (c *campaign) oursRecent(r LeaseRecord) bool {
 	if c.hasWritten && sameCore(r, c.wrote) && recent(c.wroteAt) {
 		return true
 	}
-	s := c.sentMatch(r)
-	return s != nil && recent(s.at)
+	s, ok := c.sentMatch(r)
+	return ok && recent(s.at)
 }
 
 // leaseDuration is how long the holder of r may go without renewing, by its record.
