@@ -23,38 +23,57 @@ const (
 	envHistories = "BATON_CHAOS_HISTORIES"
 	envFirst     = "BATON_CHAOS_FIRST"
 	envRepeat    = "BATON_CHAOS_REPEAT"
-	// envSkewRate sets the rate of every skew window (a demonstration knob: a rate
-	// outside the timing margin must give two leaders; CI leaves it unset).
-	envSkewRate = "BATON_CHAOS_SKEW_RATE"
-	// envSkew=1 adds clock skew windows to the in-memory histories (off in CI until the
-	// two-leader history it finds, seed 2320, is fixed: see doc.go). A skew rate set
-	// turns them on too.
+	// envSkew=0 turns the clock skew windows of the in-memory histories off; unset or
+	// 1 leaves them on (rates within the elector's tolerance, see doc.go).
 	envSkew = "BATON_CHAOS_SKEW"
+	// envSkewRate sets the rate of every skew window (a demonstration knob: a rate
+	// beyond the tolerance must give two leaders; CI leaves it unset).
+	envSkewRate = "BATON_CHAOS_SKEW_RATE"
 )
 
-// skewEnabled reports whether in-memory histories get clock skew windows and their
-// candidates run on skewable clocks.
-func skewEnabled() bool { return os.Getenv(envSkew) == "1" || skewRateOverride() > 0 }
+// skewMode is how the in-memory histories skew the candidates' clocks.
+type skewMode struct {
+	on bool
+	// rate, when above 0, is the rate of every skew window; 0 draws each window's
+	// rate from skewMin to skewMax.
+	rate float64
+}
 
-// parseSkewRate reads BATON_CHAOS_SKEW_RATE: 0 when unset.
-func parseSkewRate() (float64, error) {
+// env is the part of the replay command that sets m (empty for the default).
+func (m skewMode) env() string {
+	switch {
+	case !m.on:
+		return envSkew + "=0 "
+	case m.rate > 0:
+		return fmt.Sprintf("%s=%g ", envSkewRate, m.rate)
+	}
+	return ""
+}
+
+// skewFromEnv reads BATON_CHAOS_SKEW and BATON_CHAOS_SKEW_RATE.
+func skewFromEnv() (skewMode, error) {
+	m := skewMode{on: true}
+	switch s := os.Getenv(envSkew); s {
+	case "", "1":
+	case "0":
+		m.on = false
+	default:
+		return m, fmt.Errorf("%s=%q: want 0 (off) or 1 (on, the default)", envSkew, s)
+	}
 	s := os.Getenv(envSkewRate)
 	if s == "" {
-		return 0, nil
+		return m, nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || !(v > 0) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%s=%q: not a positive rate", envSkewRate, s)
+		return m, fmt.Errorf("%s=%q: not a positive rate", envSkewRate, s)
 	}
-	return v, nil
+	if !m.on {
+		return m, fmt.Errorf("%s=%q with %s=0: a rate needs skew on", envSkewRate, s, envSkew)
+	}
+	m.rate = v
+	return m, nil
 }
-
-// skewRateOverride is the rate of BATON_CHAOS_SKEW_RATE, 0 when unset or invalid
-// (TestChaos fails on an invalid one before any history runs).
-var skewRateOverride = sync.OnceValue(func() float64 {
-	v, _ := parseSkewRate()
-	return v
-})
 
 // defaultHistories is how many seeded histories TestChaos runs in CI.
 const defaultHistories = 500
@@ -184,7 +203,8 @@ func (s *summary) String() string {
 // TestChaos runs seeded random fault histories of 3 to 5 electors on the in-memory
 // store, each in a synctest bubble, and checks every history (see doc.go).
 func TestChaos(t *testing.T) {
-	if _, err := parseSkewRate(); err != nil {
+	skew, err := skewFromEnv()
+	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -197,7 +217,7 @@ func TestChaos(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				h := runMemory(t, seed)
+				h := runMemory(t, seed, skew)
 				res := check(h)
 				sum.add(h, res)
 				if len(res.violations) > 0 {
@@ -211,12 +231,15 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
 }
 
-// runMemory runs the history of seed on a fresh in-memory server in a synctest bubble.
-func runMemory(t *testing.T, seed int64) *history {
+// runMemory runs the history of seed, with clock skew as skew says, on a fresh
+// in-memory server in a synctest bubble.
+func runMemory(t *testing.T, seed int64, skew skewMode) *history {
 	var h *history
 	synctest.Test(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0xba70))
-		sched := newSchedule(rng, memoryOpts)
+		opts := memoryOpts
+		opts.skew = skew
+		sched := newSchedule(rng, opts)
 		srv := newMemServer("chaos")
 		h = runHistory(seed, sched, world{
 			srv: srv, mem: srv, lease: "chaos", test: "TestChaos",

@@ -412,10 +412,8 @@ func report(h *history, res *result) string {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
 	env := ""
-	if r := skewRateOverride(); r > 0 {
-		env = fmt.Sprintf("%s=%g ", envSkewRate, r)
-	} else if skewEnabled() {
-		env = envSkew + "=1 "
+	if h.exact { // in-memory: the skew knobs apply
+		env = h.skew.env()
 	}
 	fmt.Fprintf(&b, "replay: %sBATON_CHAOS_SEED=%d go test -race -run '%s$' -v ./test/chaos\n", env, h.seed, h.test)
 	fmt.Fprintf(&b, "config: %d candidates, lease %v renew %v retry %v; faults over at %s, one leader due by %s\n",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ type history struct {
 	logs    *syncBuffer
 	exact   bool // terms recorded exactly (fake time) rather than sampled
 	sched   []string
+	skew    skewMode // the candidates' clocks are skewable (in-memory histories only)
 
 	// mu guards the fields below.
 	mu     sync.Mutex
@@ -231,9 +233,11 @@ func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 	cfg := c.h.cfg
 	cfg.Identity = c.id
 	cfg.ReleaseOnCancel = c.release
-	if c.sample == 0 && skewEnabled() { // in a bubble: the true time is the bubble's
+	if c.h.skew.on { // in a bubble only: the true time is the bubble's
 		cfg.Clock = c.clock
 	}
+	// The retry jitter, seeded per candidate and incarnation, so that a seed replays.
+	cfg.JitterSource = rand.NewPCG(uint64(c.h.seed)*31+uint64(c.idx), 0x717+uint64(inc))
 	e, err := leaderelection.NewWithStore(cfg, c.store, cb, c.logger.With("inc", who))
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	h := &history{
 		seed: seed, test: w.test, cfg: cfg, n: sched.n, begin: time.Now(), count: newCounters(),
 		srv: w.mem, reg: &register{}, logs: &syncBuffer{}, exact: w.sample == 0,
-		sched: sched.lines(),
+		sched: sched.lines(), skew: sched.skew,
 	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: h.relTime}))
 	r := &runner{h: h, w: w, depth: make(map[string]int)}

@@ -86,6 +86,7 @@ type schedule struct {
 	release []bool // ReleaseOnCancel per candidate
 	faults  []fault
 	heal    time.Duration // every fault is over
+	skew    skewMode      // on: the candidates run on skewable clocks
 }
 
 // scheduleOpts shape the schedules of one world.
@@ -96,12 +97,12 @@ type scheduleOpts struct {
 	phaseMax int
 	faultMin int // faultMin to faultMax faults
 	faultMax int
-	cands    int  // 0: 3 to 5
-	skew     bool // add 0 to 2 clock skew windows (drawn after the other faults)
+	cands    int      // 0: 3 to 5
+	skew     skewMode // on: add 0 to 2 clock skew windows (drawn after the other faults)
 }
 
 // memoryOpts are the schedules of the in-memory histories.
-var memoryOpts = scheduleOpts{configs: configs, weights: memoryWeights, phaseMin: 3, phaseMax: 8, faultMin: 4, faultMax: 15, skew: true}
+var memoryOpts = scheduleOpts{configs: configs, weights: memoryWeights, phaseMin: 3, phaseMax: 8, faultMin: 4, faultMax: 15}
 
 // Clock skew: a skew window runs a candidate's clock at a rate drawn from skewMin to
 // skewMax. Both configs have LeaseDuration/RenewDeadline = 1.5, so two clocks may differ
@@ -170,7 +171,8 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 		s.faults = append(s.faults, f)
 		s.heal = max(s.heal, f.at+f.dur)
 	}
-	if o.skew && skewEnabled() {
+	if o.skew.on {
+		s.skew = o.skew
 		s.addSkew(rng, phase)
 	}
 	slices.SortStableFunc(s.faults, func(a, b fault) int { return int(a.at - b.at) })
@@ -188,7 +190,7 @@ func (s *schedule) addSkew(rng *rand.Rand, phase time.Duration) {
 		ld := float64(s.cfg.LeaseDuration)
 		f.dur = time.Duration((0.5 + rng.Float64()*2.5) * ld)
 		f.rate = skewMin + rng.Float64()*(skewMax-skewMin)
-		if r := skewRateOverride(); r > 0 {
+		if r := s.skew.rate; r > 0 {
 			f.rate = r
 		}
 		s.faults = append(s.faults, f)

@@ -132,25 +132,79 @@ func (c *campaign) run() error {
 		if at, ok := c.nextWake(); ok {
 			timer = c.e.clock.AfterFunc(at.Sub(c.e.clock.Now()), tick)
 		}
-		var termDone <-chan struct{}
-		if c.term != nil {
-			termDone = c.term.Done()
-		}
-		select {
-		case <-c.ctx.Done():
-		case o := <-c.opening:
-			c.opened(o)
-		case ev, ok := <-c.events:
-			c.receive(ev, ok)
-		case req := <-c.e.handovers:
-			c.requestHandOver(req)
-		case <-wake:
-		case <-termDone:
-		case <-c.work:
-			c.work = nil
-		}
+		c.wait(wake)
 	}
 	return c.shutdown()
+}
+
+// wait takes the next input of the loop: the end of Start's context or of the term,
+// leader work that returned, a hand-over request, an opened watch, a watch event, or a
+// timer's wake. Of the inputs ready when it looks, it takes the first in that order,
+// not one at random as a select would, so that an elector on a fake clock
+// (Config.Clock) with a seeded Config.JitterSource takes the same path on every run.
+func (c *campaign) wait(wake <-chan struct{}) {
+	var termDone <-chan struct{}
+	if c.term != nil {
+		termDone = c.term.Done()
+	}
+	if c.poll(termDone, wake) {
+		return
+	}
+	select {
+	case <-c.ctx.Done():
+	case <-termDone:
+	case <-c.work:
+		c.work = nil
+	case req := <-c.e.handovers:
+		c.requestHandOver(req)
+	case o := <-c.opening:
+		c.opened(o)
+	case ev, ok := <-c.events:
+		c.receive(ev, ok)
+	case <-wake:
+	}
+}
+
+// poll takes the first ready input of wait, in wait's order, without blocking; it
+// reports whether one was ready.
+func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
+	select {
+	case <-c.ctx.Done():
+		return true
+	case <-termDone: // both end in step: either may go first
+		return true
+	default:
+	}
+	select {
+	case <-c.work:
+		c.work = nil
+		return true
+	default:
+	}
+	select {
+	case req := <-c.e.handovers:
+		c.requestHandOver(req)
+		return true
+	default:
+	}
+	select {
+	case o := <-c.opening:
+		c.opened(o)
+		return true
+	default:
+	}
+	select {
+	case ev, ok := <-c.events:
+		c.receive(ev, ok)
+		return true
+	default:
+	}
+	select {
+	case <-wake:
+		return true
+	default:
+		return false
+	}
 }
 
 // step does what is due now.

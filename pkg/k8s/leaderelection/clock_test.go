@@ -1,7 +1,11 @@
 package leaderelection
 
 import (
+	"context"
 	"math"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -70,4 +74,62 @@ func TestConfigClock(t *testing.T) {
 			}
 		})
 	})
+}
+
+// countingSource is a rand.Source that counts its draws (test only).
+type countingSource struct {
+	src   rand.Source
+	draws atomic.Int64
+}
+
+func (s *countingSource) Uint64() uint64 {
+	s.draws.Add(1)
+	return s.src.Uint64()
+}
+
+// TestJitterSource: the retry jitter comes from Config.JitterSource, so an elector
+// whose store keeps failing retries at the same instants for the same seed, and at
+// others for another seed.
+func TestJitterSource(t *testing.T) {
+	gaps := func(seed uint64) ([]time.Duration, int64) {
+		var out []time.Duration
+		src := &countingSource{src: rand.NewPCG(seed, 1)}
+		synctest.Test(t, func(t *testing.T) {
+			store := newTestStore(NewMemoryStore("lease"), 0)
+			store.setMode(modeFail)
+			cfg := testConfig("a")
+			cfg.JitterSource = src
+			e, err := NewWithStore(cfg, store, Callbacks{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = e.Start(ctx)
+			}()
+			time.Sleep(20 * time.Second)
+			cancel()
+			<-done
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			for i := 1; i < len(store.watchTimes); i++ {
+				out = append(out, store.watchTimes[i].Sub(store.watchTimes[i-1]))
+			}
+		})
+		return out, src.draws.Load()
+	}
+	a, drawsA := gaps(7)
+	b, _ := gaps(7)
+	c, _ := gaps(8)
+	if len(a) < 5 || drawsA < int64(len(a)) {
+		t.Fatalf("seed 7: %d retries, %d draws from the source; want at least 5 retries, one draw each", len(a), drawsA)
+	}
+	if !slices.Equal(a, b) {
+		t.Errorf("seed 7 twice: retry gaps %v and %v, want equal", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Errorf("seeds 7 and 8: same retry gaps %v, want different jitter", a)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -85,6 +86,13 @@ type Config struct {
 	// less what the leader spends noticing the end of its term. A larger skew can give
 	// two leaders.
 	Clock Clock
+	// JitterSource is the random source of the retry jitter (the backoff of acquires,
+	// renews and re-watches); nil (the usual choice) is math/rand/v2's global source.
+	// Set a seeded source to make an elector's choices replay exactly, e.g. in a fault
+	// test on Clock that replays a failing seed. The elector reads it from its election
+	// goroutine only, so it need not be safe for concurrent use, but each elector needs
+	// its own.
+	JitterSource rand.Source
 }
 
 // Callbacks are called by a started Elector. All are optional.

@@ -87,11 +87,20 @@ func newElector(config Config, store LeaseStore, callbacks Callbacks, logger *sl
 		store:     store,
 		callbacks: callbacks,
 		logger:    logger.With(attrs...),
-		rand:      rand.Float64,
+		rand:      jitterOf(config),
 		clock:     clockOf(config),
 		handovers: make(chan handoverRequest),
 		done:      make(chan struct{}),
 	}
+}
+
+// jitterOf returns the jitter source of config: Config.JitterSource, or the global
+// source when it is nil.
+func jitterOf(config Config) func() float64 {
+	if config.JitterSource == nil {
+		return rand.Float64
+	}
+	return rand.New(config.JitterSource).Float64
 }
 
 // Identity returns the configured identity.
