@@ -35,7 +35,7 @@ const (
 type skewMode struct {
 	on bool
 	// rate, when above 0, is the rate of every skew window; 0 draws each window's
-	// rate from skewMin to skewMax.
+	// rate within the elector's tolerance (leaderelection.Config.ClockTolerance).
 	rate float64
 }
 

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -143,4 +145,46 @@ func TestSkewClock(t *testing.T) {
 		default:
 		}
 	})
+}
+
+// beyondRate is the skew rate of the negative control: every skew window runs its
+// candidate's clock at 1.6, so a fast follower next to a leader at the true rate
+// differs by more than LeaseDuration/RenewDeadline = 1.5 (both configs).
+const beyondRate = 1.6
+
+// TestChaosSkewBeyondTolerance is the negative control of clock skew: at a rate beyond
+// the elector's tolerance the suite must find two leaders (it finds them in a few
+// percent of histories), or the skew fault or the checker does not work.
+func TestChaosSkewBeyondTolerance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 histories")
+	}
+	for _, cfg := range configs {
+		if limit := float64(cfg.LeaseDuration) / float64(cfg.RenewDeadline); beyondRate <= limit {
+			t.Fatalf("rate %v is not beyond LeaseDuration/RenewDeadline = %v", beyondRate, limit)
+		}
+	}
+	var mu sync.Mutex
+	var found []int64
+	t.Run("history", func(t *testing.T) {
+		for seed := int64(1); seed <= 200; seed++ {
+			t.Run(strconv.FormatInt(seed, 10), func(t *testing.T) {
+				t.Parallel()
+				res := check(runMemory(t, seed, skewMode{on: true, rate: beyondRate}))
+				for _, v := range res.violations {
+					if v.kind == vOverlap {
+						mu.Lock()
+						found = append(found, seed)
+						mu.Unlock()
+						return
+					}
+				}
+			})
+		}
+	})
+	slices.Sort(found)
+	if len(found) == 0 {
+		t.Fatalf("no two leaders in 200 histories with every skew window at rate %v, beyond the tolerance", beyondRate)
+	}
+	t.Logf("two leaders at rate %v (beyond the tolerance) in %d of 200 histories, seeds %v", beyondRate, len(found), found)
 }

@@ -132,11 +132,11 @@ func newFaultStore(seed uint64, count *counters) *faultStore {
 		rngs: map[string]*rand.Rand{
 			"get": rand.New(rand.NewPCG(seed, 1)), "create": rand.New(rand.NewPCG(seed, 2)),
 			"update": rand.New(rand.NewPCG(seed, 3)), "watch": rand.New(rand.NewPCG(seed, 4)),
-			"misc": rand.New(rand.NewPCG(seed, 5)),
+			"misc":    rand.New(rand.NewPCG(seed, 5)),
 			"net get": rand.New(rand.NewPCG(seed, 6)), "net create": rand.New(rand.NewPCG(seed, 7)),
 			"net update": rand.New(rand.NewPCG(seed, 8)), "net watch": rand.New(rand.NewPCG(seed, 9)),
 		},
-		seed: seed,
+		seed:   seed,
 		relays: make(map[*relay]struct{}),
 	}
 }

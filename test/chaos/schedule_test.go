@@ -104,15 +104,6 @@ type scheduleOpts struct {
 // memoryOpts are the schedules of the in-memory histories.
 var memoryOpts = scheduleOpts{configs: configs, weights: memoryWeights, phaseMin: 3, phaseMax: 8, faultMin: 4, faultMax: 15}
 
-// Clock skew: a skew window runs a candidate's clock at a rate drawn from skewMin to
-// skewMax. Both configs have LeaseDuration/RenewDeadline = 1.5, so two clocks may differ
-// in rate by a factor up to 1.5 before a follower can take a lease its holder still
-// believes it holds; 1.1/0.9 ≈ 1.22 stays inside that margin.
-const (
-	skewMin = 0.9
-	skewMax = 1.1
-)
-
 // newSchedule draws a plan from rng: 3 to 5 candidates, faults of o's kinds spread
 // over o's phase, half of the candidate faults aimed at the leader of the moment.
 func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
@@ -189,7 +180,10 @@ func (s *schedule) addSkew(rng *rand.Rand, phase time.Duration) {
 		}
 		ld := float64(s.cfg.LeaseDuration)
 		f.dur = time.Duration((0.5 + rng.Float64()*2.5) * ld)
-		f.rate = skewMin + rng.Float64()*(skewMax-skewMin)
+		// Within the elector's tolerance ε (0.2 for both configs): 1−ε to 1+ε, so two
+		// clocks differ in rate by up to LeaseDuration/RenewDeadline, the bound itself.
+		eps := s.cfg.ClockTolerance()
+		f.rate = 1 - eps + rng.Float64()*2*eps
 		if r := s.skew.rate; r > 0 {
 			f.rate = r
 		}

@@ -81,9 +81,8 @@ type Config struct {
 	// its clock after it saw the last renew; the leader's term ends RenewDeadline by its
 	// clock after it sent that renew. That excludes two leaders while the follower's
 	// clock runs at most LeaseDuration/RenewDeadline times as fast as the leader's (1.5
-	// with the defaults 15s/10s): a leader clock slower by up to
-	// (LeaseDuration − RenewDeadline)/LeaseDuration (one third) is covered by the margin,
-	// less what the leader spends noticing the end of its term. A larger skew can give
+	// with the defaults 15s/10s), i.e. while every clock's rate is within
+	// ClockTolerance (±20% with the defaults) of the true rate. A larger skew can give
 	// two leaders.
 	Clock Clock
 	// JitterSource is the random source of the retry jitter (the backoff of acquires,
@@ -109,6 +108,23 @@ type Callbacks struct {
 	// OnNewLeader is called, in order, from a goroutine of its own, for each observed
 	// change of the lease's holder (including to this candidate). "" is never reported.
 	OnNewLeader func(identity string)
+}
+
+// ClockTolerance is the clock rate tolerance of c (zero durations taking their
+// defaults): the largest ε such that no two candidates lead at once while every
+// candidate's clock (Config.Clock, the real clock by default) runs at a rate within
+// [1−ε, 1+ε] of the true rate, (LeaseDuration − RenewDeadline) / (LeaseDuration +
+// RenewDeadline); 0.2 with the defaults 15s/10s. It is the symmetric form of the bound
+// on two clocks: a follower's clock may run at most LeaseDuration/RenewDeadline times as
+// fast as the leader's. The bound is on rates, not readings: clocks need not agree on
+// the time. See the package doc, # Clocks.
+func (c Config) ClockTolerance() float64 {
+	c = c.withDefaults()
+	ld, rd := float64(c.LeaseDuration), float64(c.RenewDeadline)
+	if ld <= rd || rd <= 0 {
+		return 0 // an invalid config (New refuses it) tolerates nothing
+	}
+	return (ld - rd) / (ld + rd)
 }
 
 // withDefaults returns c with the zero durations replaced by the defaults.

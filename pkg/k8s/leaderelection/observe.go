@@ -133,7 +133,7 @@ func (c *campaign) checkTerm() {
 
 // sentMatch returns a copy of the write of ours of the same core as r; ok is false if
 // there is none. A copy, not a pointer into sends: confirm compacts sends in place, and
-// a pointer read after it would give a later write's send time (test/chaos seed 2320).
+// a pointer read after it would give a later write's send time.
 func (c *campaign) sentMatch(r LeaseRecord) (s sentWrite, ok bool) {
 	for i := len(c.sends) - 1; i >= 0; i-- {
 		if sameCore(r, c.sends[i].record) {

@@ -155,3 +155,50 @@ func TestRecognisedLostReplyCreditsItsOwnSend(t *testing.T) {
 		}
 	})
 }
+
+// TestClockTolerance checks the documented bound (Config.ClockTolerance) at its edge,
+// with the defaults (ε = 0.2): a leader is cut off from the store after a renew, and a
+// follower takes the lease when it expires by its clock. With the leader's clock at
+// rate 1−0.95ε and the follower's at 1+0.95ε the follower's term starts after the
+// leader's ended; at 1∓1.05ε, beyond the tolerance, the terms overlap.
+func TestClockTolerance(t *testing.T) {
+	eps := Config{}.ClockTolerance()
+	for _, tc := range []struct {
+		name    string
+		k       float64 // rates 1−kε (leader) and 1+kε (follower)
+		overlap bool
+	}{
+		{"within", 0.95, false},
+		{"beyond", 1.05, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				slow, fast := 1-tc.k*eps, 1+tc.k*eps
+				cl := newCluster(t)
+				cl.overlapOK = tc.overlap
+				defer cl.stop()
+				a := cl.start("a", func(c *Config) { c.Clock = rateClock{start: time.Now(), rate: slow} })
+				if cl.waitLeader(nil, time.Second) != a {
+					t.Fatal("a did not lead")
+				}
+				b := cl.start("b", func(c *Config) { c.Clock = rateClock{start: time.Now(), rate: fast} })
+				time.Sleep(30*time.Second + 300*time.Millisecond)
+				a.store.setMode(modeFail) // cut off after its last renew
+				renewSent, _, _ := a.store.times()
+				ctx := a.lastCtx()
+				<-ctx.Done()
+				aEnd := time.Now()
+				if cl.waitLeader(a, time.Minute) != b {
+					t.Fatal("b did not take over")
+				}
+				_, started, _, _ := b.snapshot()
+				overlap := aEnd.Sub(started[len(started)-1])
+				t.Logf("rates %.3f (leader) and %.3f (follower): leader's term ended %v after its last renew was sent; overlap %v",
+					slow, fast, aEnd.Sub(renewSent), overlap)
+				if got := overlap > 0; got != tc.overlap {
+					t.Errorf("terms overlap by %v; want overlap %v", overlap, tc.overlap)
+				}
+			})
+		})
+	}
+}
