@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -25,14 +24,12 @@ type demoFlags struct {
 	logFile  string
 }
 
-// demoFlagOf names the flag of each demo.Options field a flag sets.
+// demoFlagOf names the flag of each demo.Options field a flag sets, but
+// for the election's durations, which timingFlagOf names.
 var demoFlagOf = map[string]string{
-	"Replicas":      "--replicas",
-	"Failovers":     "--failovers",
-	"LeaseDuration": "--lease-duration",
-	"RenewDeadline": "--renew-deadline",
-	"RetryPeriod":   "--retry-period",
-	"Dwell":         "--dwell",
+	"Replicas":  "--replicas",
+	"Failovers": "--failovers",
+	"Dwell":     "--dwell",
 }
 
 func (d *demoFlags) register(fs *flag.FlagSet) {
@@ -70,7 +67,7 @@ func (d *demoFlags) check(stdout io.Writer) []error {
 		for _, e := range unjoin(err) {
 			var oe *demo.OptionError
 			if errors.As(e, &oe) {
-				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], field) }))
+				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], timingFlagOf[field], field) }))
 			}
 			errs = append(errs, e)
 		}
@@ -162,29 +159,18 @@ func (f *demoFiles) close() {
 }
 
 // serveDemoMetrics serves the replicas' handlers on --metrics-addr; stop
-// closes the server and waits for it.
+// shuts the server down and waits for it.
 func serveDemoMetrics(d *demoFlags, stdout, stderr io.Writer) (stop func(), err error) {
 	mux := &demo.Mux{}
-	ln, err := net.Listen("tcp", d.metrics)
+	bound, stop, err := serveMetrics(d.metrics, mux, func(err error) { fmt.Fprintf(stderr, "baton demo: metrics server: %v\n", err) })
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(stderr, "baton demo: metrics server: %v\n", err)
-		}
-	}()
 	if !d.o.Live {
-		fmt.Fprintf(stdout, "serving the replicas' metrics on http://%s/\n", ln.Addr())
+		fmt.Fprintf(stdout, "serving the replicas' metrics on http://%s/\n", bound)
 	}
 	d.o.Metrics = mux
-	return func() {
-		_ = srv.Close()
-		<-done
-	}, nil
+	return stop, nil
 }
 
 // runDemo runs the demo and reports it: the summary, the timeline, and the

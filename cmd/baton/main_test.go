@@ -40,7 +40,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"run", "-h"}, exitOK, "-lease-namespace"},
 		{[]string{"demo", "extra"}, exitUsage, "unexpected arguments: extra"},
 		{[]string{"demo", "--replicas=1"}, exitUsage, "baton demo: --replicas 1 is out of range"},
-		{[]string{"demo", "--renew-deadline=2s"}, exitUsage, "baton demo: --lease-duration 1s must be greater than --renew-deadline 2s"},
+		{[]string{"demo", "--renew-deadline=2s"}, exitUsage, "baton demo: --lease-duration: lease duration 1s must be greater than renew deadline 2s"},
 		{[]string{"demo", "--live=sometimes"}, exitUsage, `--live "sometimes"`},
 		{[]string{"demo", "--log-level=loud"}, exitUsage, `--log-level "loud"`},
 		{[]string{"demo", "--no-such-flag"}, exitUsage, "flag provided but not defined"},

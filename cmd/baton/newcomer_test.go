@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -27,18 +28,18 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"demo", "--replicas=0"}, "baton demo: --replicas 0 is out of range"},
 		{[]string{"demo", "--replicas=33"}, "baton demo: --replicas 33 is out of range"},
 		{[]string{"demo", "--failovers=-1"}, "baton demo: --failovers -1 is negative"},
-		{[]string{"demo", "--lease-duration=24h"}, "baton demo: --lease-duration 24h0m0s is above 1m0s"},
-		{[]string{"demo", "--lease-duration=0"}, "baton demo: --lease-duration 0s must be positive"},
+		{[]string{"demo", "--lease-duration=2m"}, "baton demo: --lease-duration 2m0s is above 1m0s"},
+		{[]string{"demo", "--lease-duration=0"}, "baton demo: --lease-duration: lease duration 0s is below the minimum 1s"},
 		{[]string{"demo", "--dwell=-1s"}, "baton demo: --dwell -1s is negative"},
-		{[]string{"demo", "--retry-period=650ms"}, "baton demo: --renew-deadline 700ms must be greater than 1.2 × --retry-period 650ms"},
+		{[]string{"demo", "--retry-period=650ms"}, "baton demo: --renew-deadline: renew deadline 700ms must be greater than 1.2 × retry period 650ms"},
 		{[]string{"demo", "--metrics-addr=nocolon"}, `baton demo: --metrics-addr "nocolon"`},
-		{[]string{"run", "--identity=a", "--lease-duration=0"}, "baton run: --lease-duration 0s must be positive"},
-		{[]string{"run", "--identity=a", "--lease-duration=2h"}, "baton run: --lease-duration 2h0m0s is out of range"},
-		{[]string{"run", "--identity=a", "--lease-duration=15500ms"}, "baton run: --lease-duration 15.5s is not whole seconds"},
-		{[]string{"run", "--identity=a", "--retry-period=50ms"}, "baton run: --retry-period 50ms is below 100ms"},
-		{[]string{"demo", "--lease-duration=1500ms"}, "baton demo: --lease-duration 1.5s is not whole seconds"},
-		{[]string{"demo", "--retry-period=50ms"}, "baton demo: --retry-period 50ms is below 100ms"},
-		{[]string{"run", "--identity=a", "--renew-deadline=20s"}, "baton run: --lease-duration 15s must be greater than --renew-deadline 20s"},
+		{[]string{"run", "--identity=a", "--lease-duration=0"}, "baton run: --lease-duration: lease duration 0s is below the minimum 1s"},
+		{[]string{"run", "--identity=a", "--lease-duration=2h"}, "baton run: --lease-duration: lease duration 2h0m0s is above the maximum 1h0m0s"},
+		{[]string{"run", "--identity=a", "--lease-duration=15500ms"}, "baton run: --lease-duration: lease duration 15.5s is not whole seconds"},
+		{[]string{"run", "--identity=a", "--retry-period=50ms"}, "baton run: --retry-period: retry period 50ms is below the minimum 100ms"},
+		{[]string{"demo", "--lease-duration=1500ms"}, "baton demo: --lease-duration: lease duration 1.5s is not whole seconds"},
+		{[]string{"demo", "--retry-period=50ms"}, "baton demo: --retry-period: retry period 50ms is below the minimum 100ms"},
+		{[]string{"run", "--identity=a", "--renew-deadline=20s"}, "baton run: --lease-duration: lease duration 15s must be greater than renew deadline 20s"},
 		{[]string{"run", "--identity=a", "--pod-selector=app in (("}, `baton run: --pod-selector "app in (("`},
 		{[]string{"run", "--identity=a", "--namespace=Bad_NS"}, `baton run: --namespace "Bad_NS"`},
 		{[]string{"run", "--identity=a", "--lease-namespace=Bad_NS"}, `baton run: --lease-namespace "Bad_NS"`},
@@ -184,5 +185,43 @@ func TestVersion(t *testing.T) {
 	code, stdout, _ := runCmd(t, "version")
 	if code != exitOK || !strings.HasPrefix(stdout, "baton ") {
 		t.Errorf("baton version: exit %d, %q", code, stdout)
+	}
+}
+
+// TestTimingErrorsNameTheFlag: the election's own duration check runs on the
+// timing flags of both commands, and each problem it finds is reported on
+// its own line under the flag that set the duration.
+func TestTimingErrorsNameTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		lease, renew, retry string
+		flags               []string // the flag each error line names, in order
+	}{
+		{"0s", "700ms", "200ms", []string{"--lease-duration"}},
+		{"1s", "0s", "200ms", []string{"--renew-deadline"}},
+		{"1s", "700ms", "0s", []string{"--retry-period"}},
+		{"0s", "0s", "0s", []string{"--lease-duration", "--retry-period", "--renew-deadline"}},
+		{"1500ms", "700ms", "200ms", []string{"--lease-duration"}},
+		{"1s", "1s", "200ms", []string{"--lease-duration"}},
+		{"2s", "1s", "900ms", []string{"--renew-deadline"}},
+		{"1s", "700ms", "99ms", []string{"--retry-period"}},
+		{"1s", "2s", "2s", []string{"--lease-duration", "--renew-deadline"}},
+	} {
+		timings := []string{"--lease-duration=" + tc.lease, "--renew-deadline=" + tc.renew, "--retry-period=" + tc.retry}
+		for _, args := range [][]string{append([]string{"run", "--identity=a"}, timings...), append([]string{"demo"}, timings...)} {
+			code, _, stderr := runCmd(t, args...)
+			var got []string
+			for line := range strings.Lines(stderr) {
+				rest, ok := strings.CutPrefix(line, "baton "+args[0]+": ")
+				flag, _, named := strings.Cut(rest, ": ")
+				if !ok || !named {
+					t.Errorf("baton %s: line %q names no flag", strings.Join(args, " "), line)
+					continue
+				}
+				got = append(got, flag)
+			}
+			if code != exitUsage || !slices.Equal(got, tc.flags) {
+				t.Errorf("baton %s: exit %d, flags named %q, want exit %d and %q\n%s", strings.Join(args, " "), code, got, exitUsage, tc.flags, stderr)
+			}
+		}
 	}
 }

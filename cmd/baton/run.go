@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -97,35 +96,28 @@ func (r *runFlags) check() []error {
 	return errs
 }
 
-// checkTimings checks the election's timing flags: positive, and ordered
-// as the election needs them.
+// timingFlagOf names the flag of each election duration, by its
+// k8sle.ConfigError.Field (the demo's options use the same names).
+var timingFlagOf = map[string]string{
+	"LeaseDuration": "--lease-duration",
+	"RenewDeadline": "--renew-deadline",
+	"RetryPeriod":   "--retry-period",
+}
+
+// checkTimings checks the election's timing flags with the election's own
+// check; each error names its flag.
 func checkTimings(lease, renew, retry time.Duration) []error {
+	err := k8sle.CheckDurations(lease, renew, retry)
+	if err == nil {
+		return nil
+	}
 	var errs []error
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--lease-duration", lease}, {"--renew-deadline", renew}, {"--retry-period", retry}} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s %v must be positive", d.flag, d.v))
+	for _, e := range unjoin(err) {
+		var ce *k8sle.ConfigError
+		if errors.As(e, &ce) {
+			e = fmt.Errorf("%s: %s", cmp.Or(timingFlagOf[ce.Field], ce.Field), ce.Reason)
 		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	switch {
-	case lease < k8sle.MinLeaseDuration || lease > k8sle.MaxLeaseDuration:
-		errs = append(errs, fmt.Errorf("--lease-duration %v is out of range: want %v to %v", lease, k8sle.MinLeaseDuration, k8sle.MaxLeaseDuration))
-	case lease%time.Second != 0:
-		errs = append(errs, fmt.Errorf("--lease-duration %v is not whole seconds (the lease stores seconds)", lease))
-	}
-	if retry < k8sle.MinRetryPeriod {
-		errs = append(errs, fmt.Errorf("--retry-period %v is below %v", retry, k8sle.MinRetryPeriod))
-	}
-	if lease <= renew {
-		errs = append(errs, fmt.Errorf("--lease-duration %v must be greater than --renew-deadline %v", lease, renew))
-	}
-	if renew <= retry*6/5 {
-		errs = append(errs, fmt.Errorf("--renew-deadline %v must be greater than 1.2 × --retry-period %v", renew, retry))
+		errs = append(errs, e)
 	}
 	return errs
 }
@@ -189,25 +181,12 @@ func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, error) {
 // serveRunMetrics serves the replica's /metrics, /healthz and /readyz on
 // addr; stop shuts the server down and waits for it.
 func serveRunMetrics(addr string, r *app.Replica, logger *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+	bound, stop, err := serveMetrics(addr, r.Handler(), func(err error) { logger.Error("metrics server failed", "error", err) })
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics server failed", "error", err)
-		}
-	}()
-	logger.Info("serving metrics", "addr", ln.Addr().String())
-	return func() {
-		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-		<-done
-	}, nil
+	logger.Info("serving metrics", "addr", bound.String())
+	return stop, nil
 }
 
 // restConfig reads the kubeconfig file, or the in-cluster configuration

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/internal/demo"
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -246,8 +247,8 @@ func TestOptionsOutOfRange(t *testing.T) {
 		{func(o *demo.Options) { o.RetryPeriod = 0 }, "RetryPeriod", ""},
 		{func(o *demo.Options) { o.Dwell = -time.Second }, "Dwell", ""},
 		{func(o *demo.Options) { o.RefreshInterval = 0 }, "RefreshInterval", ""},
-		{func(o *demo.Options) { o.RenewDeadline = 2 * time.Second }, "LeaseDuration", "RenewDeadline"},
-		{func(o *demo.Options) { o.RetryPeriod = 650 * time.Millisecond }, "RenewDeadline", "RetryPeriod"},
+		{func(o *demo.Options) { o.RenewDeadline = 2 * time.Second }, "LeaseDuration", ""},
+		{func(o *demo.Options) { o.RetryPeriod = 650 * time.Millisecond }, "RenewDeadline", ""},
 	} {
 		o := options(tc.set)
 		_, err := demo.Run(context.Background(), o)
@@ -272,9 +273,47 @@ func TestOptionsOutOfRange(t *testing.T) {
 // TestOptionErrorsAllNamed: several problems give one error each.
 func TestOptionErrorsAllNamed(t *testing.T) {
 	err := options(func(o *demo.Options) { o.Replicas, o.RenewDeadline, o.RetryPeriod = 1, 2*time.Second, 2*time.Second }).Check()
-	for _, field := range []string{"Replicas 1", "LeaseDuration 1s must be greater than RenewDeadline 2s", "RenewDeadline 2s must be greater than 1.2 × RetryPeriod 2s"} {
+	for _, field := range []string{"Replicas 1", "LeaseDuration: lease duration 1s must be greater than renew deadline 2s", "RenewDeadline: renew deadline 2s must be greater than 1.2 × retry period 2s"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not say %q: %v", field, err)
+		}
+	}
+}
+
+// TestElectionDurationErrors: the election's own check judges the three
+// durations; each problem it finds is an *OptionError naming the option,
+// carrying the election's *k8sle.ConfigError; the demo's own lease limit is
+// reported only when the election accepts the lease.
+func TestElectionDurationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		lease, renew, retry time.Duration
+		fields              []string // Field of each *OptionError, in order
+		election            int      // how many of them carry the election's error
+	}{
+		{0, 700 * time.Millisecond, 200 * time.Millisecond, []string{"LeaseDuration"}, 1},
+		{time.Second, -time.Second, 200 * time.Millisecond, []string{"RenewDeadline"}, 1},
+		{time.Second, 700 * time.Millisecond, 99 * time.Millisecond, []string{"RetryPeriod"}, 1},
+		{1500 * time.Millisecond, 700 * time.Millisecond, 200 * time.Millisecond, []string{"LeaseDuration"}, 1},
+		{time.Second, 2 * time.Second, 2 * time.Second, []string{"LeaseDuration", "RenewDeadline"}, 2},
+		{2 * time.Minute, 700 * time.Millisecond, 200 * time.Millisecond, []string{"LeaseDuration"}, 0},
+		{2 * time.Hour, 700 * time.Millisecond, 200 * time.Millisecond, []string{"LeaseDuration"}, 1},
+	} {
+		err := options(func(o *demo.Options) { o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = tc.lease, tc.renew, tc.retry }).Check()
+		var fields []string
+		election := 0
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			oe := e.(*demo.OptionError)
+			fields = append(fields, oe.Field)
+			var ce *k8sle.ConfigError
+			if errors.As(oe, &ce) {
+				election++
+				if ce.Field != oe.Field || oe.Election != ce {
+					t.Errorf("%v: the election's error names %q", oe, ce.Field)
+				}
+			}
+		}
+		if !slices.Equal(fields, tc.fields) || election != tc.election {
+			t.Errorf("%v/%v/%v: fields %q (%d from the election), want %q (%d)\n%v", tc.lease, tc.renew, tc.retry, fields, election, tc.fields, tc.election, err)
 		}
 	}
 }
@@ -404,13 +443,13 @@ func TestInterruptedAtRandomMoments(t *testing.T) {
 
 func ExampleOptions_Check() {
 	o := demo.DefaultOptions()
-	o.Replicas, o.LeaseDuration = 1, 24*time.Hour
+	o.Replicas, o.LeaseDuration = 1, 2*time.Minute
 	for _, err := range o.Check().(interface{ Unwrap() []error }).Unwrap() {
 		fmt.Println(err)
 	}
 	// Output:
 	// demo: Replicas 1 is out of range: want 2 to 32 (a failover needs a second replica)
-	// demo: LeaseDuration 24h0m0s is above 1m0s: each kill or pause waits the lease out
+	// demo: LeaseDuration 2m0s is above 1m0s: each kill or pause waits the lease out
 }
 
 func ExampleOptions_Estimate() {

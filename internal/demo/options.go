@@ -79,6 +79,11 @@ type OptionError struct {
 	// OtherValue its value.
 	Other      string
 	OtherValue any
+	// Election, when set, is the election's own error about one of its
+	// durations (LeaseDuration, RenewDeadline, RetryPeriod: Options names
+	// them as the election's Config does). Problem is then its reason,
+	// which states the value; Value and Other are unset.
+	Election *k8sle.ConfigError
 }
 
 func (e *OptionError) Error() string {
@@ -88,6 +93,9 @@ func (e *OptionError) Error() string {
 // Describe says what is wrong with the options named by name, which maps a
 // field to what the user knows it as (a command maps it to its flag).
 func (e *OptionError) Describe(name func(field string) string) string {
+	if e.Election != nil {
+		return name(e.Field) + ": " + e.Problem
+	}
 	s := fmt.Sprintf("%s %v %s", name(e.Field), e.Value, e.Problem)
 	if e.Other != "" {
 		s += fmt.Sprintf(" %s %v", name(e.Other), e.OtherValue)
@@ -95,7 +103,13 @@ func (e *OptionError) Describe(name func(field string) string) string {
 	return s
 }
 
-func (e *OptionError) Unwrap() error { return ErrInvalidOptions }
+// Unwrap returns ErrInvalidOptions, and the election's error if there is one.
+func (e *OptionError) Unwrap() []error {
+	if e.Election != nil {
+		return []error{ErrInvalidOptions, e.Election}
+	}
+	return []error{ErrInvalidOptions}
+}
 
 // Options configure Run. Start from DefaultOptions: Run takes every value
 // as given and refuses those out of range (see check); the zero value of a
@@ -157,35 +171,25 @@ func (o Options) Check() error {
 	if o.Failovers < 0 {
 		bad("Failovers", o.Failovers, "is negative")
 	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{{"LeaseDuration", o.LeaseDuration}, {"RenewDeadline", o.RenewDeadline}, {"RetryPeriod", o.RetryPeriod}, {"RefreshInterval", o.RefreshInterval}} {
-		if d.v <= 0 {
-			bad(d.field, d.v, "must be positive")
+	if o.RefreshInterval <= 0 {
+		bad("RefreshInterval", o.RefreshInterval, "must be positive")
+	}
+	leaseNamed := false
+	if err := k8sle.CheckDurations(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			ce := e.(*k8sle.ConfigError)
+			errs = append(errs, &OptionError{Field: ce.Field, Problem: ce.Reason, Election: ce})
+			leaseNamed = leaseNamed || ce.Field == "LeaseDuration"
 		}
 	}
-	switch {
-	case o.LeaseDuration > MaxLeaseDuration:
+	if o.LeaseDuration > MaxLeaseDuration && !leaseNamed {
 		bad("LeaseDuration", o.LeaseDuration, fmt.Sprintf("is above %v: each kill or pause waits the lease out", MaxLeaseDuration))
-	case o.LeaseDuration > 0 && o.LeaseDuration%time.Second != 0:
-		bad("LeaseDuration", o.LeaseDuration, "is not whole seconds (the lease stores seconds)")
-	}
-	if o.RetryPeriod > 0 && o.RetryPeriod < k8sle.MinRetryPeriod {
-		bad("RetryPeriod", o.RetryPeriod, fmt.Sprintf("is below %v", k8sle.MinRetryPeriod))
 	}
 	if o.Dwell < 0 {
 		bad("Dwell", o.Dwell, "is negative")
 	}
 	if o.StepTimeout < 0 {
 		bad("StepTimeout", o.StepTimeout, "is negative")
-	}
-	// The election checks its own timings; report them here, by name, too.
-	if o.LeaseDuration > 0 && o.RenewDeadline > 0 && o.LeaseDuration <= o.RenewDeadline {
-		errs = append(errs, &OptionError{Field: "LeaseDuration", Value: o.LeaseDuration, Problem: "must be greater than", Other: "RenewDeadline", OtherValue: o.RenewDeadline})
-	}
-	if o.RenewDeadline > 0 && o.RetryPeriod > 0 && o.RenewDeadline <= o.RetryPeriod*6/5 {
-		errs = append(errs, &OptionError{Field: "RenewDeadline", Value: o.RenewDeadline, Problem: "must be greater than 1.2 ×", Other: "RetryPeriod", OtherValue: o.RetryPeriod})
 	}
 	return errors.Join(errs...)
 }

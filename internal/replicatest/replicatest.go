@@ -29,7 +29,7 @@ type Partition struct{ cut atomic.Bool }
 func (p *Partition) Wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
+		return RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if p.cut.Load() {
 				return nil, ErrPartitioned
 			}
@@ -43,9 +43,12 @@ func (p *Partition) Wrap(cfg *rest.Config) *rest.Config {
 func (p *Partition) Cut()  { p.cut.Store(true) }
 func (p *Partition) Heal() { p.cut.Store(false) }
 
-type roundTripper func(*http.Request) (*http.Response, error)
+// RoundTripFunc is a function that is an http.RoundTripper, for wrapping a client's
+// transport (rest.Config.Wrap).
+type RoundTripFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+// RoundTrip calls f.
+func (f RoundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // WaitFor polls cond every 5ms until it holds, or fails t after timeout. The tests use
 // it only for state the replicas change on their own against a real API server.

@@ -128,7 +128,7 @@ func newBase(env *testenv.Env) *base {
 	c := &base{done: make(chan struct{})}
 	c.cfg = env.Config()
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
+		return replicatest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			c.count.Add(1)
 			return rt.RoundTrip(req)
 		})
@@ -136,10 +136,6 @@ func newBase(env *testenv.Env) *base {
 	c.lease = c.part.Wrap(c.cfg)
 	return c
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func (c *base) start(*testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,7 +190,7 @@ func (c *base) electedAfter(t time.Time) (time.Time, bool) {
 // elected.
 func (c *base) reconcileAfter(b *testing.B, from, elected time.Time) (time.Duration, bool) {
 	var d time.Duration
-	waitFor(b, 30*time.Second, "the first reconcile", func() bool {
+	replicatest.WaitFor(b, 30*time.Second, "the first reconcile", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, r := range c.reconciled {
@@ -367,15 +363,4 @@ func (c *bare) leading() bool { return c.el.IsLeader() }
 
 func (c *bare) reconcileAfter(*testing.B, time.Time, time.Time) (time.Duration, bool) {
 	return 0, false
-}
-
-func waitFor(b *testing.B, timeout time.Duration, what string, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -99,10 +99,12 @@ func (e *Embedded) Options(identity string) Options {
 		LeaseStore:   e.Leases,
 		ConfigSource: e.Config.Source(),
 		Discovery: func(bus *busevents.EventBus, logger *slog.Logger) (*discovery.Discovery, error) {
-			pods, version, _ := e.Pods.snapshot()
-			d, err := discovery.NewSimulated(bus, pods, discovery.Options{Logger: logger})
+			// Empty at first, then the set at its shared version (checked once,
+			// there), so that the first publish carries that version.
+			d, err := discovery.NewSimulated(bus, nil, discovery.Options{Logger: logger})
 			if err == nil {
-				err = d.SetPodsAt(pods, version) // the shared version, from the first publish on
+				pods, version, _ := e.Pods.snapshot()
+				err = d.SetPodsAt(pods, version)
 			}
 			return d, err
 		},

@@ -73,14 +73,34 @@
 // a pause past its renew deadline sees ctx.Err() != nil at once, before any
 // event was handled.
 //
+// # Why a term ended
+//
+// The term's context is cancelled with a cause that a component reads with
+// context.Cause(ctx), and tests with errors.Is:
+//
+//   - ErrLeadershipLost: this replica no longer leads in the term: a
+//     LostLeadershipEvent for it (the cause carries the event's reason), a
+//     newer term, or the end of the elector's term context given by
+//     Options.TermContext, whose own cause it wraps (for the elector of
+//     pkg/k8s/leaderelection: ErrLeaseLost, ErrRenewDeadlineMissed, ...);
+//   - ErrSteppedDown: the Manager asked Options.StepDown to end the term
+//     (see below); it wraps the reason, ErrMissingComponent. It wins over
+//     the cause of the source's end that the step-down brings about;
+//   - ErrManagerStopped: Run's context ended (ErrBusStopped when the bus
+//     stopped under Run). The all-replica components' context ends with
+//     the same cause.
+//
+// The first cause set is kept: a context that ended for one reason does not
+// change its cause when the Manager learns of another.
+//
 // The next term starts the same instances again, in place. Per-term state
 // of the Manager (who subscribed, who holds what) is new for each term; the
 // components reset their own at the top of Start.
 //
 // # Failures and overstays
 //
-// Only a return after the context ended, with nil or a context error, is a
-// clean stop. Any other return, and a panic (recovered, logged with its
+// Only a return after the context ended, with nil, a context error or the
+// context's cause (context.Cause), is a clean stop. Any other return, and a panic (recovered, logged with its
 // stack), marks the component failed: it is logged with slog at error level,
 // counted in Status and published as ComponentFailedEvent.
 //

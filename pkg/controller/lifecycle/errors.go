@@ -31,6 +31,19 @@ var (
 	// ErrMissingComponent is wrapped by the reason given to
 	// Options.StepDown: the term misses a leader-only component.
 	ErrMissingComponent = errors.New("lifecycle: leader-only component missing from the term")
+	// ErrLeadershipLost is the cause (context.Cause) of a term context that
+	// ended because this replica no longer leads in that term: a
+	// LostLeadershipEvent for it, a newer term, or the end of its source
+	// (Options.TermContext), whose own cause it wraps.
+	ErrLeadershipLost = errors.New("lifecycle: leadership lost")
+	// ErrSteppedDown is the cause of a term context that ended because the
+	// Manager asked Options.StepDown to end the term; it wraps the reason
+	// (ErrMissingComponent).
+	ErrSteppedDown = errors.New("lifecycle: stepped down")
+	// ErrManagerStopped is the cause of the term context, and of the
+	// all-replica components' contexts, when Run's context ended (when the
+	// bus stopped under Run, the cause is ErrBusStopped).
+	ErrManagerStopped = errors.New("lifecycle: manager stopped")
 	// ErrComponentFailed is wrapped by Status.Healthy for each component
 	// that makes the replica unhealthy.
 	ErrComponentFailed = errors.New("lifecycle: component failed")

@@ -376,8 +376,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	// Components get contexts that keep ctx's values but are cancelled only
 	// by the Manager, so that it can stop the leader-only side first.
 	base := context.WithoutCancel(ctx)
-	procCtx, procCancel := context.WithCancel(base)
-	defer procCancel()
+	procCtx, procCancel := context.WithCancelCause(base)
+	defer procCancel(nil)
 
 	gate := m.startAllReplica(procCtx)
 	err := m.loop(ctx, base, procCtx, gate)
@@ -420,15 +420,15 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 
 // shutdown ends the term, then stops the all-replica components. It runs
 // on Run's goroutine.
-func (m *Manager) shutdown(err error, procCancel context.CancelFunc) {
-	reason := "manager stopping"
+func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
+	reason, cause := "manager stopping", ErrManagerStopped
 	if err != nil {
-		reason = "event bus stopped"
+		reason, cause = "event bus stopped", err
 	}
 	if t := m.term; t != nil {
-		m.endTerm(t, reason)
+		m.endTerm(t, reason, cause)
 	}
-	procCancel()
+	procCancel(cause)
 	m.mu.Lock()
 	var waiting []*unit
 	for _, u := range m.allReplica {
@@ -466,7 +466,8 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			return
 		}
 		if cur != nil {
-			m.endTerm(cur, fmt.Sprintf("superseded by term %d", e.Term))
+			reason := fmt.Sprintf("superseded by term %d", e.Term)
+			m.endTerm(cur, reason, fmt.Errorf("%w: %s", ErrLeadershipLost, reason))
 		}
 		m.startTerm(base, e)
 	case *leadership.LostLeadershipEvent:
@@ -478,11 +479,12 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			m.logger.Debug("ignoring LostLeadershipEvent for an earlier term", "term", e.Term, "current_term", cur.term)
 			return
 		}
-		reason := "lost leadership"
+		reason, cause := "lost leadership", ErrLeadershipLost
 		if e.Reason != "" {
 			reason += ": " + e.Reason
+			cause = fmt.Errorf("%w: %s", ErrLeadershipLost, e.Reason)
 		}
-		m.endTerm(cur, reason)
+		m.endTerm(cur, reason, cause)
 	}
 }
 
@@ -540,12 +542,13 @@ func (m *Manager) callStart(l launch) (err error) {
 }
 
 // cleanStop reports whether a Start that returned err under ctx stopped
-// cleanly: ctx ended, and err is nil or a context error.
+// cleanly: ctx ended, and err is nil, a context error or ctx's cause.
 func cleanStop(ctx context.Context, err error) bool {
 	if ctx.Err() == nil {
 		return false
 	}
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Cause(ctx))
 }
 
 // exited records the end of a run, then reports it.

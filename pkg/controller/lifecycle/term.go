@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
@@ -14,13 +15,16 @@ import (
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel and members
-// (the slice) are set before the term is published in Manager.term; the rest
-// is guarded by Manager.mu.
+// (the slice) are set before the term is published in Manager.term; stepDown
+// is atomic; the rest is guarded by Manager.mu.
 type termState struct {
 	term     uint64
 	acquired time.Time
 	ctx      context.Context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
+	// stepDown is the cause of the term's end while the Manager asks
+	// Options.StepDown to end it, and after it agreed (nil otherwise).
+	stepDown atomic.Pointer[error]
 	// runParent is ctx marked leader-only for the bus: the parent of the
 	// members' run contexts.
 	runParent context.Context
@@ -73,20 +77,22 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	if acquired.IsZero() {
 		acquired = now
 	}
-	ctx, cancel := context.WithCancel(termctx.NewContext(base, e.Term))
+	t := &termState{term: e.Term, acquired: acquired}
+	ctx, cancel := context.WithCancelCause(termctx.NewContext(base, e.Term))
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
-			stop := context.AfterFunc(src, cancel)
+			lc := &linkedContext{Context: ctx, src: src, t: t, cancel: cancel}
+			stop := context.AfterFunc(src, lc.end)
 			inner := cancel
-			ctx = &linkedContext{Context: ctx, src: src, cancel: inner}
-			cancel = func() { stop(); inner() }
+			ctx = lc
+			cancel = func(cause error) { stop(); inner(cause) }
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
 	}
 	// Every subscription a leader-only component makes under its context
 	// is leader-only, whether or not its author remembered to say so.
-	t := &termState{term: e.Term, acquired: acquired, ctx: ctx, cancel: cancel, runParent: busevents.WithLeaderOnly(ctx)}
+	t.ctx, t.cancel, t.runParent = ctx, cancel, busevents.WithLeaderOnly(ctx)
 
 	m.mu.Lock()
 	n := len(m.leaderOnly)
@@ -138,9 +144,10 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 	return starts, blocked
 }
 
-// endTerm cancels t's context and waits for its components. It runs on
-// Run's goroutine.
-func (m *Manager) endTerm(t *termState, reason string) {
+// endTerm cancels t's context with cause (unless it ended already, or the
+// Manager stepped down: see endCause) and waits for its components. It runs
+// on Run's goroutine.
+func (m *Manager) endTerm(t *termState, reason string, cause error) {
 	m.mu.Lock()
 	m.term = nil
 	var waiting []*unit
@@ -151,7 +158,7 @@ func (m *Manager) endTerm(t *termState, reason string) {
 		}
 	}
 	m.mu.Unlock()
-	t.cancel()
+	t.cancel(t.endCause(cause))
 	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
 		m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
 	}
@@ -350,23 +357,39 @@ func (m *Manager) holds(tok *runToken, eventType string) {
 	}
 }
 
+// endCause returns the cause of t's end: the step-down's while the Manager
+// asks to step down or once it did, else cause.
+func (t *termState) endCause(cause error) error {
+	if p := t.stepDown.Load(); p != nil {
+		return *p
+	}
+	return cause
+}
+
 // linkedContext is a term context that also reports the term over as soon as
 // its source (the elector's term context) does, even before the goroutine
 // that propagates the end of the source (context.AfterFunc in startTerm) has
 // run, or when the source's end shows in its Err before its Done closes.
 // Err and Done check the source first and, when it has ended, cancel the
 // embedded context at once, so Err is non-nil only once Done is closed (the
-// context.Context contract) and contexts derived from it end with it.
+// context.Context contract) and contexts derived from it end with it. The
+// cause is ErrLeadershipLost wrapping the source's cause (see end).
 type linkedContext struct {
 	context.Context
 	src    context.Context
-	cancel context.CancelFunc // the embedded context's
+	t      *termState
+	cancel context.CancelCauseFunc // the embedded context's
+}
+
+// end cancels the embedded context because the source ended.
+func (c *linkedContext) end() {
+	c.cancel(c.t.endCause(fmt.Errorf("%w: %w", ErrLeadershipLost, context.Cause(c.src))))
 }
 
 // sync cancels the embedded context if the source has ended.
 func (c *linkedContext) sync() {
 	if c.Context.Err() == nil && c.src.Err() != nil {
-		c.cancel()
+		c.end()
 	}
 }
 
@@ -481,7 +504,10 @@ func (m *Manager) reportMissing(t *termState, miss missing) {
 		return
 	}
 	m.logger.Error("stepping down so that another replica leads", "term", t.term, "reason", reason)
+	cause := fmt.Errorf("%w: %w", ErrSteppedDown, reason)
+	t.stepDown.Store(&cause) // StepDown may end the term's source before it returns
 	if !m.opts.StepDown(t.term, reason) {
+		t.stepDown.Store(nil)
 		m.logger.Warn("step-down refused: the term is already over, or this replica leads alone", "term", t.term)
 	}
 }

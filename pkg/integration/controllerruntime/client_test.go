@@ -15,13 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 )
 
-// fakeTerm returns a context of term whose end is cancel: what a Runtime hands a
-// leader-only run, without the elector.
-func fakeTerm(term uint64) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx}), cancel
+// fakeTerm returns a context of term whose end is end: what a Runtime hands a
+// leader-only run, without the elector. It ends as the runtime's term context does
+// when leadership is lost, with lifecycle.ErrLeadershipLost for its cause.
+func fakeTerm(term uint64) (ctx context.Context, end func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx}), func() { cancel(lifecycle.ErrLeadershipLost) }
 }
 
 func newClient(t *testing.T) client.Client {
@@ -113,7 +115,7 @@ func TestFencedClientRefusals(t *testing.T) {
 		"delete":      func() error { return f.Delete(cur, got.DeepCopy()) },
 		"deleteallof": func() error { return f.DeleteAllOf(cur, &corev1.ConfigMap{}, client.InNamespace(ns)) },
 	} {
-		if err := write(); !errors.Is(err, ErrTermEnded) || !errors.Is(err, context.Canceled) {
+		if err := write(); !errors.Is(err, ErrTermEnded) || !errors.Is(err, lifecycle.ErrLeadershipLost) {
 			t.Errorf("%s in an ended term: %v, want ErrTermEnded wrapping the cause", name, err)
 		}
 	}

@@ -68,9 +68,6 @@ func (r *Runtime) AddController(c Controller) error {
 		opts.Logger = r.logger
 	}
 	r.mu.Lock()
-	for _, w := range c.Watches {
-		r.watched = append(r.watched, w.Object)
-	}
 	comp := &controllerComponent{r: r, spec: c, opts: opts}
 	r.controllers = append(r.controllers, comp)
 	r.mu.Unlock()

@@ -42,10 +42,10 @@
 //     and Start returns once the workers finished. No instance outlives its term, so no
 //     controller is ever started twice.
 //   - The sources are source.Kind on the manager's shared cache, which runs for the
-//     life of the process on every replica. Before it campaigns, a replica syncs the
-//     informers of every registered Watch (then /readyz passes), and it builds the
-//     next term's instance ahead of time and starts its sources with
-//     controller-runtime's Warmup: its queue fills from the synced informers while the
+//     life of the process on every replica. Before it campaigns, a replica builds the
+//     next term's instance of each controller and starts its sources with
+//     controller-runtime's Warmup, which syncs the informers of every registered Watch
+//     (then /readyz passes): the queue fills from the synced informers while the
 //     replica follows. At election only the workers start, so the first reconcile
 //     follows within a millisecond, with no list and without the 100ms poll a new
 //     source's handler sync costs. The next instance is warmed again when a term ends.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
@@ -41,10 +40,9 @@ type Runtime struct {
 	// base is the context Start was given; set before the term runtime runs.
 	base atomic.Pointer[context.Context]
 
-	// mu guards names, watched and controllers.
+	// mu guards names and controllers.
 	mu          sync.Mutex
 	names       map[string]bool
-	watched     []client.Object // the objects of every controller's watches, warmed on Start
 	controllers []*controllerComponent
 }
 
@@ -108,8 +106,9 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 // itself when the leader-only work runs.
 func (r *Runtime) NeedLeaderElection() bool { return false }
 
-// Start is called by the manager: it syncs the informers of every leader-only
-// controller's watches on the shared cache (so that a new leader starts warm), then
+// Start is called by the manager: it builds and warms the first instance of every
+// leader-only controller, whose warm-up syncs the informers of its watches on the
+// shared cache (so that a new leader starts warm), then
 // campaigns, leads and campaigns again until ctx ends. It returns nil after ctx ended,
 // or the error of a failed lease release; a second call returns ErrStarted.
 func (r *Runtime) Start(ctx context.Context) error {
@@ -118,16 +117,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.base.Store(&ctx)
 	r.mu.Lock()
-	watched, controllers := r.watched, r.controllers
+	controllers := r.controllers
 	r.mu.Unlock()
-	for _, obj := range watched {
-		if _, err := r.mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("controllerruntime: warming the informer of %T: %w", obj, err)
-		}
-	}
 	for _, c := range controllers {
 		if err := c.warm(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -137,7 +128,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		}
 	}
 	r.warm.Store(true)
-	r.logger.Info("informers warm; campaigning", "identity", r.identity, "informers", len(watched))
+	r.logger.Info("informers warm; campaigning", "identity", r.identity, "controllers", len(controllers))
 	r.bus.Start()
 	defer r.bus.Stop()
 	return r.life.Run(ctx)

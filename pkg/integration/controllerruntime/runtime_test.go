@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/internal/replicatest"
 	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
@@ -90,11 +91,13 @@ func (n *node) stop(t *testing.T) {
 	}
 }
 
-// recorder is a Reconciler that records the term of every call.
+// recorder is a Reconciler that records the term of every call, and the context
+// of the last.
 type recorder struct {
 	mu    sync.Mutex
 	terms []uint64
 	other int // calls without a term
+	last  context.Context
 }
 
 func (r *recorder) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
@@ -105,6 +108,7 @@ func (r *recorder) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 		r.other++
 	}
 	r.terms = append(r.terms, term)
+	r.last = ctx
 	return reconcile.Result{}, nil
 }
 
@@ -137,8 +141,16 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 		t.Fatalf("readyz after the first reconcile: %v", err)
 	}
 
+	rec.mu.Lock()
+	reconcile1 := rec.last
+	rec.mu.Unlock()
+
 	n.partition.Cut()
 	replicatest.WaitFor(t, 30*time.Second, "the term to end", func() bool { return !n.rt.IsLeader() })
+	// A write from the first term's reconcile now fails saying why its term ended.
+	if err := TermEnded(reconcile1); !errors.Is(err, ErrTermEnded) || !errors.Is(err, lifecycle.ErrLeadershipLost) {
+		t.Errorf("TermEnded of the first term's reconcile: %v, want ErrTermEnded wrapping lifecycle.ErrLeadershipLost", err)
+	}
 	// Between terms the next term's controller is built, its sources running.
 	comp := n.rt.controllers[0]
 	replicatest.WaitFor(t, 30*time.Second, "the next term's controller to be warm", func() bool {

@@ -45,8 +45,9 @@ func TermFromContext(ctx context.Context) (term uint64, ok bool) {
 	return termctx.FromContext(ctx)
 }
 
-// TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded (with
-// the cause) once it ended, checked by the elector's own clock at the call, and
+// TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded and
+// the cause (context.Cause: lifecycle.ErrLeadershipLost, ErrSteppedDown or
+// ErrManagerStopped) once it ended, checked by the elector's own clock at the call, and
 // ErrNoTerm for a context of no term. The fenced client checks it before every write.
 func TermEnded(ctx context.Context) error {
 	_, err := termOf(ctx)

@@ -145,10 +145,8 @@ func (c Config) withDefaults() Config {
 // argument ("clientset" or "store") and present tells whether it is non-nil. It returns
 // all problems joined, each a *ConfigError naming its field.
 func (c Config) validate(source string, present bool) error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
-	}
+	var errs configErrors
+	bad := errs.add
 	if c.Identity == "" {
 		bad("Identity", "identity is empty")
 	}
@@ -165,8 +163,17 @@ func (c Config) validate(source string, present bool) error {
 	if !present {
 		bad(source, "%s is nil", source)
 	}
-	c.withDefaults().validateDurations(bad)
+	d := c.withDefaults()
+	checkDurations(d.LeaseDuration, d.RenewDeadline, d.RetryPeriod, bad)
 	return errors.Join(errs...)
+}
+
+// configErrors collects the *ConfigError values of a check.
+type configErrors []error
+
+// add appends a *ConfigError for field; it is the bad callback of the checks.
+func (e *configErrors) add(field, format string, args ...any) {
+	*e = append(*e, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
 // validateSingle reports every election field set although SingleReplica runs none.
@@ -186,8 +193,20 @@ func (c Config) validateSingle(source string, present bool, bad func(field, form
 	set(source, present)
 }
 
-// validateDurations checks the durations of a config with defaults applied.
-func (c Config) validateDurations(bad func(field, format string, args ...any)) {
+// CheckDurations checks an election's durations as New and NewWithStore do once the
+// defaults replaced zero durations: here a zero or negative duration is an error, not a
+// default. It returns nil, or one *ConfigError per problem, joined (errors.Join); each
+// Field is "LeaseDuration", "RenewDeadline" or "RetryPeriod", so that a caller taking the
+// durations under other names (flags, options) can map the field to its own name.
+func CheckDurations(leaseDuration, renewDeadline, retryPeriod time.Duration) error {
+	var errs configErrors
+	checkDurations(leaseDuration, renewDeadline, retryPeriod, errs.add)
+	return errors.Join(errs...)
+}
+
+// checkDurations reports each problem of the durations to bad (see CheckDurations).
+func checkDurations(leaseDuration, renewDeadline, retryPeriod time.Duration, bad func(field, format string, args ...any)) {
+	c := Config{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
 	ok := true
 	switch ld := c.LeaseDuration; {
 	case ld < MinLeaseDuration:

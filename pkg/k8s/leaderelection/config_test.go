@@ -169,3 +169,16 @@ func unjoin(err error) []error {
 	}
 	return []error{err}
 }
+
+// TestCheckDurations: the exported check takes the durations as given (zero is no
+// default) and names the Config field of each problem, as New does.
+func TestCheckDurations(t *testing.T) {
+	err := CheckDurations(0, 0, 0)
+	checkConfigError(t, err, []string{"LeaseDuration", "RetryPeriod", "RenewDeadline"},
+		[]string{"lease duration 0s is below the minimum 1s", "renew deadline 0s is not positive"})
+	err = CheckDurations(DefaultLeaseDuration, DefaultRenewDeadline, 9*time.Second)
+	checkConfigError(t, err, []string{"RenewDeadline"}, []string{"renew deadline 10s must be greater than 1.2 × retry period 9s"})
+	if err := CheckDurations(DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod); err != nil {
+		t.Errorf("CheckDurations(defaults) = %v, want nil", err)
+	}
+}
