@@ -85,8 +85,9 @@
 // (expiry waits, the renew deadline, backoff, call and watch timeouts) fire after
 // d/rate of true time. Two clocks then differ in rate by up to (1+ε)/(1−ε) =
 // LeaseDuration/RenewDeadline, the bound itself, so the suite tests the documented
-// tolerance to its edge; the checker compares terms on the true time. 3000 histories
-// (seeds 1 to 3000) show no violation.
+// tolerance to its edge; the checker compares terms on the true time. Seeds 1 to 3000
+// show no violation; seeds 3001 to 15000 one, seed 11263, which is not about clocks
+// (see the checker below).
 //
 // BATON_CHAOS_SKEW_RATE=r forces every window's rate to r, to show that the fault is
 // real; TestChaosSkewBeyondTolerance does so at r = 1.6 (a fast follower next to a
@@ -130,7 +131,13 @@
 //     never saw the lease re-creates one that was deleted while its holder was cut off
 //     (it cannot tell that from a first start). It is tolerated only when the new term
 //     is above the old one, so that the fenced register refuses the old term's writes
-//     once the new term wrote; the summary reports how many and the longest;
+//     once the new term wrote; the summary reports how many and the longest. Open:
+//     seed 11263 (outside CI's seeds; with or without skew) fails it: after an etcd
+//     restore moved the versions back and the Lease was then deleted, a restarted
+//     candidate re-created it at once while the old holder still led, under a term
+//     (8) below the old one (13), so fencing did not cover the 12.6ms overlap. Both
+//     parts are documented limits of the elector (the cold-start window; terms do not
+//     span a restore for a candidate that did not see the later versions);
 //   - term order: each term is above every term that started before it (terms are
 //     fencing tokens);
 //   - the fenced register's history, with porcupine, against a model in which a write
