@@ -242,6 +242,11 @@ func (f *faultStore) call(ctx context.Context, name string, write bool, op func(
 	d := f.roll(name)
 	f.pausePoint()
 	p := f.plan(d)
+	// The request's latency comes first, also for a call that then fails: calls that a
+	// resume releases together end at distinct instants.
+	if !sleep(ctx, p.netReq) {
+		return ctx.Err()
+	}
 	switch {
 	case p.partitioned && p.hang:
 		<-ctx.Done()
@@ -259,9 +264,6 @@ func (f *faultStore) call(ctx context.Context, name string, write bool, op func(
 		if !sleep(ctx, p.reqDelay) {
 			return ctx.Err()
 		}
-	}
-	if !sleep(ctx, p.netReq) {
-		return ctx.Err()
 	}
 	err := op(p.inner)
 	f.pausePoint() // a pause between the server's answer and the caller reading it
@@ -397,28 +399,13 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 			return
 		}
 		f.mu.Lock()
-		lag, paused := f.lag, f.paused
+		lag := f.lag
 		f.mu.Unlock()
 		if lag > 0 {
 			f.count.add(fWatchLagged, 1)
 		}
-		if d := lag + time.Duration(net.Int64N(int64(netLatency))); d > 0 {
-			select {
-			case <-time.After(d):
-			case <-r.kill:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		if paused != nil {
-			select {
-			case <-paused:
-			case <-r.kill:
-				return
-			case <-ctx.Done():
-				return
-			}
+		if !f.hold(ctx, r, lag+time.Duration(net.Int64N(int64(netLatency))), net) {
+			return
 		}
 		if ctx.Err() != nil || r.killed() {
 			return // ended at the instant of delivery: never delivered (a seed replays)
@@ -433,6 +420,37 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// hold waits d, then while the candidate is paused, with a new latency from net after
+// each resume, so that deliveries a resume releases together (and the calls it
+// releases) arrive at distinct instants. It reports false when r or ctx ended.
+func (f *faultStore) hold(ctx context.Context, r *relay, d time.Duration, net *rand.Rand) bool {
+	for {
+		if d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.kill:
+				return false
+			case <-ctx.Done():
+				return false
+			}
+		}
+		f.mu.Lock()
+		paused := f.paused
+		f.mu.Unlock()
+		if paused == nil {
+			return true
+		}
+		select {
+		case <-paused:
+		case <-r.kill:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+		d = time.Duration(net.Int64N(int64(netLatency)))
 	}
 }
 
