@@ -47,13 +47,23 @@ func kinds(r *result) []string {
 // TestCheckerFindsViolations feeds the checker histories with one known fault each and
 // a clean one: it must name exactly the broken properties.
 func TestCheckerFindsViolations(t *testing.T) {
-	term := func(who string, n uint64, from, to float64) *termRec { // a candidate that saw the lease at 0
-		return &termRec{who: who, id: who[:2], term: n, start: sec(from), end: sec(to), firstSaw: sec(0)}
+	term := func(who string, n uint64, from, to float64) *termRec { // a candidate that saw the lease before
+		return &termRec{who: who, id: who[:2], term: n, start: sec(from), end: sec(to), firstSaw: sec(-1)}
 	}
+	cold := func(who string, n uint64, sent, saw, from, to float64) *termRec { // saw the lease at saw
+		return &termRec{who: who, id: who[:2], term: n, sent: sec(sent), start: sec(from), end: sec(to), firstSaw: sec(saw)}
+	}
+	overtaken := []startedTerm{{who: "c1#0", term: 2, known: true, write: writeRec{sent: sec(1), answered: sec(2), delivered: 3}}}
+	answered := []startedTerm{{who: "c1#0", term: 2, known: true, write: writeRec{sent: sec(1), answered: sec(2), delivered: 2}}}
 	write := func(who string, n uint64, at float64, ok bool) regOp {
 		return regOp{who: who, term: n, call: sec(at), ret: sec(at + 0.01), accepted: ok}
 	}
 	settled := term("c0#0", 5, 90, 150)
+	started := map[string][]startedTerm{ // the terms started, with their writes, where it matters
+		"a lower term answered late inside a cold start's term is the fenced window": answered,
+		"a term started on an overtaken write":                                       overtaken,
+		"a lower term answered late inside a term that saw the lease":                answered,
+	}
 	tests := []struct {
 		name  string
 		terms []*termRec
@@ -69,6 +79,16 @@ func TestCheckerFindsViolations(t *testing.T) {
 		{"a later term of the cold-started candidate stays in the window", []*termRec{term("c1#0", 2, 0, 10),
 			{who: "c2#0", id: "c2", term: 3, start: sec(5), end: sec(6)},
 			{who: "c2#0", id: "c2", term: 4, start: sec(6), end: sec(20), firstSaw: sec(5)}, settled}, nil, nil},
+		{"a write sent before the first look is a cold start", []*termRec{term("c1#0", 2, 0, 10),
+			cold("c2#0", 3, 4, 4.5, 5, 20), settled}, nil, nil},
+		{"a write sent after a look is no cold start", []*termRec{term("c1#0", 2, 0, 10),
+			cold("c2#0", 3, 4.5, 4, 5, 20), settled}, nil, []string{vOverlap}},
+		{"a lower term answered late inside a cold start's term is the fenced window", []*termRec{
+			cold("c2#0", 3, 4, 4.5, 5, 20), cold("c1#0", 2, 1, -1, 6, 6), settled}, nil, nil},
+		{"a term started on an overtaken write", []*termRec{
+			cold("c2#0", 3, 4, 4.5, 5, 20), cold("c1#0", 2, 1, -1, 6, 6), settled}, nil, []string{vOvertaken}},
+		{"a lower term answered late inside a term that saw the lease", []*termRec{
+			cold("c2#0", 3, 4, 3, 5, 20), cold("c1#0", 2, 1, -1, 6, 6), settled}, nil, []string{vTermOrder, vOverlap}},
 		{"cold start under a lower term", []*termRec{term("c1#0", 3, 0, 10),
 			{who: "c2#0", id: "c2", term: 2, start: sec(5), end: sec(20)}, settled}, nil, []string{vTermOrder, vOverlap}},
 		{"same identity, two incarnations", []*termRec{term("c1#0", 2, 0, 10), term("c1#1", 3, 5, 20), settled}, nil, []string{vOverlap}},
@@ -85,7 +105,9 @@ func TestCheckerFindsViolations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := kinds(check(synthetic(tt.terms, tt.ops))); !slices.Equal(got, tt.want) {
+			h := synthetic(tt.terms, tt.ops)
+			h.started = started[tt.name]
+			if got := kinds(check(h)); !slices.Equal(got, tt.want) {
 				t.Errorf("violations %v, want %v", got, tt.want)
 			}
 		})

@@ -114,8 +114,16 @@
 // two instants are exact (time does not advance while a goroutine can run), so terms
 // of different candidates are compared on one clock. On the real API server the
 // leader samples its term context every 5ms, and the recorded interval is the part of
-// the belief that is certain (from the first to the last sample that saw it on), so an
-// overlap found there is never a scheduling artefact.
+// the belief that is certain (from OnStartedLeading, which saw the context on, to the
+// last sample that saw it on; a term over before its first sample is the instant it
+// began), so an overlap found there is never a scheduling artefact.
+//
+// The fault store also records, per incarnation, each write whose answer the elector
+// got (when it was sent and answered) and the highest resourceVersion handed to its
+// watch: a relay puts events in a buffered channel, as a client's watch does, so an
+// event handed is one the elector can read from then on, also while it waits for a
+// write. Each term started (also one over before its leader work began) is matched
+// with the write that was given its version.
 //
 // While it believes it leads, each leader writes to a fenced register every half
 // RetryPeriod or so, with its term: the register accepts a write whose term is at
@@ -126,21 +134,27 @@
 //
 // Each history is checked for:
 //
+//   - overtaken writes: no term starts on a write whose answer came after the watch
+//     had been handed a later state of the lease (a higher resourceVersion): the
+//     elector could know the lease had moved past its write;
 //   - two leaders: no two incarnations inside overlapping terms (a term that ends at
 //     the instant another starts does not overlap it). One overlap is counted as a
 //     note instead: the elector's documented cold-start window, where a candidate that
-//     never saw the lease re-creates one that was deleted while its holder was cut off
-//     (it cannot tell that from a first start). It is tolerated only when the new term
-//     is above the old one, so that the fenced register refuses the old term's writes
-//     once the new term wrote; the summary reports how many and the longest. Open:
-//     seed 11263 (outside CI's seeds; with or without skew) fails it: after an etcd
-//     restore moved the versions back and the Lease was then deleted, a restarted
-//     candidate re-created it at once while the old holder still led, under a term
-//     (8) below the old one (13), so fencing did not cover the 12.6ms overlap. Both
-//     parts are documented limits of the elector (the cold-start window; terms do not
-//     span a restore for a candidate that did not see the later versions);
+//     never saw the lease (before it sent the write that acquired it) re-creates one
+//     that was deleted while its holder was cut off or still waiting for the answer to
+//     its acquiring write (it cannot tell that from a first start). It is tolerated
+//     only when the cold start's term is above the old one, so that the fenced register
+//     refuses the old term's writes once the new term wrote, whichever belief began
+//     first (an old holder whose answer came late begins after the cold start); the
+//     summary reports how many and the longest. Open: seed 11263 (outside CI's seeds;
+//     with or without skew) fails it: after an etcd restore moved the versions back
+//     and the Lease was then deleted, a restarted candidate re-created it at once
+//     while the old holder still led, under a term (8) below the old one (13), so
+//     fencing did not cover the 12.6ms overlap. Both parts are documented limits of
+//     the elector (the cold-start window; terms do not span a restore for a candidate
+//     that did not see the later versions);
 //   - term order: each term is above every term that started before it (terms are
-//     fencing tokens);
+//     fencing tokens), but for the cold-start window above;
 //   - the fenced register's history, with porcupine, against a model in which a write
 //     is accepted exactly when its term is above every term written before, or equal to
 //     it from the same incarnation (one term, one writer); writes accepted after their

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,10 +113,25 @@ type faultStore struct {
 	lag         time.Duration // added to each watch delivery
 	relays      map[*relay]struct{}
 	// firstSaw is when the current incarnation first saw the lease or its last holder
-	// (a read, a write, or an event with a holder), zero if never.
+	// (a read, a write's answer, or an event with a holder handed to its watch), zero
+	// if never.
 	firstSaw time.Time
 	seed     uint64
 	watches  uint64 // watches opened, to seed each relay's latency
+	// delivered is the highest resourceVersion handed to a live watch of the current
+	// incarnation (put in the channel the elector reads, whether or not it read it yet).
+	delivered uint64
+	// writes are the current incarnation's writes whose answer it got, by the
+	// resourceVersion they were given.
+	writes map[uint64]writeRec
+}
+
+// writeRec is one write whose answer the elector got: when it was sent and answered,
+// and the highest resourceVersion its watch had been handed by the time of the answer
+// (above the write's own when the lease moved past the write before the answer came).
+type writeRec struct {
+	sent, answered time.Time
+	delivered      uint64
 }
 
 // netLatency bounds the latency of every call (each way) and watch delivery: random
@@ -138,13 +154,48 @@ func newFaultStore(seed uint64, count *counters) *faultStore {
 		},
 		seed:   seed,
 		relays: make(map[*relay]struct{}),
+		writes: make(map[uint64]writeRec),
 	}
 }
 
 // setInner points the store at the store of a new incarnation.
 func (f *faultStore) setInner(s leaderelection.LeaseStore) {
 	f.mu.Lock()
-	f.inner, f.firstSaw = s, time.Time{}
+	f.inner, f.firstSaw, f.delivered = s, time.Time{}, 0
+	f.writes = make(map[uint64]writeRec)
+	f.mu.Unlock()
+}
+
+// answered records the answer to a write of the current incarnation sent at sent.
+func (f *faultStore) answered(out leaderelection.LeaseRecord, sent time.Time) {
+	v, err := strconv.ParseUint(out.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.writes[v] = writeRec{sent: sent, answered: time.Now(), delivered: f.delivered}
+	f.mu.Unlock()
+}
+
+// writeOf returns the write of the current incarnation that was given version v.
+func (f *faultStore) writeOf(v uint64) (writeRec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w, ok := f.writes[v]
+	return w, ok
+}
+
+// handed notes that ev was put in the channel of a watch the elector still holds.
+func (f *faultStore) handed(ev leaderelection.LeaseEvent) {
+	if !ev.Deleted || ev.Record.HolderIdentity != "" {
+		f.saw()
+	}
+	v, err := strconv.ParseUint(ev.Record.ResourceVersion, 10, 64)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.delivered = max(f.delivered, v)
 	f.mu.Unlock()
 }
 
@@ -297,6 +348,7 @@ func (f *faultStore) Get(ctx context.Context) (leaderelection.LeaseRecord, error
 }
 
 func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	sent := time.Now()
 	var out leaderelection.LeaseRecord
 	err := f.call(ctx, "create", true, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Create(ctx, r)
@@ -306,10 +358,12 @@ func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (
 		return leaderelection.LeaseRecord{}, err
 	}
 	f.saw()
+	f.answered(out, sent)
 	return out, nil
 }
 
 func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	sent := time.Now()
 	var out leaderelection.LeaseRecord
 	err := f.call(ctx, "update", true, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Update(ctx, r)
@@ -319,6 +373,7 @@ func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (
 		return leaderelection.LeaseRecord{}, err
 	}
 	f.saw()
+	f.answered(out, sent)
 	return out, nil
 }
 
@@ -327,6 +382,9 @@ func (f *faultStore) String() string {
 	defer f.mu.Unlock()
 	return f.inner.String()
 }
+
+// relayBuffer is how many events a relay holds for the elector to read.
+const relayBuffer = 16
 
 // relay forwards one watch to the candidate, late while the watch lags, held while the
 // candidate is paused; closing kill ends it.
@@ -368,7 +426,9 @@ func (f *faultStore) Watch(ctx context.Context) (<-chan leaderelection.LeaseEven
 	f.watches++
 	net := rand.New(rand.NewPCG(f.seed, 1000+f.watches))
 	f.mu.Unlock()
-	out := make(chan leaderelection.LeaseEvent)
+	// Buffered, as a client's watch is: events arrive while the elector is busy (in a
+	// write), and it can read them all at once afterwards.
+	out := make(chan leaderelection.LeaseEvent, relayBuffer)
 	go func() {
 		defer close(out)
 		defer func() {
@@ -412,8 +472,8 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 		}
 		select {
 		case out <- ev:
-			if !ev.Deleted || ev.Record.HolderIdentity != "" {
-				f.saw()
+			if ctx.Err() == nil { // still the elector's: it may read ev from now on
+				f.handed(ev)
 			}
 		case <-r.kill:
 			return

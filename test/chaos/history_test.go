@@ -23,6 +23,7 @@ type termRec struct {
 	incStart time.Time
 	firstSaw time.Time // when the incarnation first saw the lease or its holder
 	term     uint64
+	sent     time.Time // when the write that started the term was sent, zero if unknown
 	start    time.Time
 	end      time.Time // zero while the term runs
 	cause    error
@@ -33,6 +34,16 @@ type termRec struct {
 }
 
 func (r *termRec) ended() bool { return !r.end.IsZero() }
+
+// startedTerm is a term its elector started (it called OnStartedLeading), also one
+// that ended before its leader work began, with the write whose answer started it
+// (the write given version term; known is false if the fault store saw no such answer).
+type startedTerm struct {
+	who   string
+	term  uint64
+	write writeRec
+	known bool
+}
 
 // logEntry is one line of the fault log.
 type logEntry struct {
@@ -69,11 +80,12 @@ type history struct {
 	skew    skewMode // the candidates' clocks are skewable (in-memory histories only)
 
 	// mu guards the fields below.
-	mu     sync.Mutex
-	terms  []*termRec
-	faults []logEntry
-	probes []probe
-	errs   []string // unexpected errors (Start failing etc.)
+	mu      sync.Mutex
+	terms   []*termRec
+	started []startedTerm
+	faults  []logEntry
+	probes  []probe
+	errs    []string // unexpected errors (Start failing etc.)
 }
 
 func (h *history) rel(t time.Time) string {
@@ -255,10 +267,15 @@ func (c *candidate) lead(ctx context.Context, who string, incStart time.Time) {
 	if !ok {
 		c.h.addErr("%s: term context without a term", who)
 	}
+	w, known := c.store.writeOf(term)
+	c.h.mu.Lock()
+	c.h.started = append(c.h.started, startedTerm{who: who, term: term, write: w, known: known})
+	c.h.mu.Unlock()
 	if ctx.Err() != nil {
 		return // ended before it began: never believed
 	}
-	rec := &termRec{cand: c.idx, id: c.id, who: who, incStart: incStart, firstSaw: c.store.sawAt(), term: term, start: time.Now()}
+	rec := &termRec{cand: c.idx, id: c.id, who: who, incStart: incStart, firstSaw: c.store.sawAt(), term: term,
+		sent: w.sent, start: time.Now()}
 	c.h.mu.Lock()
 	c.h.terms = append(c.h.terms, rec)
 	c.h.mu.Unlock()

@@ -24,6 +24,13 @@
 // and client-go's release clearing a lease a Baton leader holds; the monitor
 // proves that no two leaderships overlapped.
 //
+// # Answers that come late
+//
+// overtaken_test.go holds an acquiring create's answer in the candidate's transport
+// while the Lease is deleted by hand and a cold-starting candidate creates it again:
+// the first candidate must read the watch events that came meanwhile and start no term
+// (a finding of test/chaos on the real API server).
+//
 // # Candidates
 //
 // A candidate is an elector under test: in the test process (Baton's, or

@@ -252,7 +252,11 @@ func (c *campaign) step() {
 		}
 	}
 	if at, ok := c.acquireTime(); ok && !now.Before(at) {
-		c.acquire()
+		// Judge the latest state the watch delivered, not an older one it replaced.
+		c.drainWatch()
+		if at, ok := c.acquireTime(); ok && !now.Before(at) {
+			c.acquire()
+		}
 	}
 }
 
@@ -309,6 +313,22 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	c.observe(ev, c.listSeen, true)
 	if blind && c.exists {
 		c.observedAt, c.unvouched = c.e.clock.Now(), true
+	}
+}
+
+// drainWatch takes in, without waiting, what the watch has delivered and the loop has
+// not read yet: a watch that finished opening, and the events waiting on the channel.
+// It returns once neither has anything ready.
+func (c *campaign) drainWatch() {
+	for {
+		select {
+		case o := <-c.opening:
+			c.opened(o)
+		case ev, ok := <-c.events:
+			c.receive(ev, ok)
+		default:
+			return
+		}
 	}
 }
 

@@ -78,10 +78,19 @@
 // A cold start, a candidate that has never seen the Lease and finds it absent, creates
 // it at once, as client-go does: no store tells a Lease that never existed from one
 // deleted by hand. That leaves one window: deleting the Lease of a running election by
-// hand while its holder is cut off from the API server, and starting a candidate
-// before that holder's RenewDeadline has passed, gives two leaders until it has. Do not
-// delete the Lease of a running election; move leadership with HandOver or
-// preferredHolder.
+// hand while its holder is cut off from the API server (or still waiting for the
+// answer to its acquiring write), and starting a candidate before that holder's
+// RenewDeadline has passed, gives two leaders until it has; the new term is the higher,
+// so writes fenced by term refuse the old one's once the new one wrote. Do not delete
+// the Lease of a running election; move leadership with HandOver or preferredHolder.
+//
+// Writes follow what the watch has delivered, not only what the loop has read: before
+// an acquiring write the elector reads every event waiting on the watch and judges the
+// latest state, and an acquiring write starts a term only if the Lease has not moved
+// past it: before starting it, the elector reads what its watch delivered while the
+// write was under way, and if that shows a later state (the Lease deleted, or written by
+// another candidate), it follows that state instead. A term is never started on an
+// answer the watch has already contradicted.
 //
 // # History going back
 //

@@ -158,6 +158,9 @@ func (s *kubernetesStore) mapError(op string, err error, notFound bool) error {
 	}
 }
 
+// watchBuffer is how many events a Kubernetes watch holds for the elector to read.
+const watchBuffer = 16
+
 // Watch lists the Lease, delivers its state, and then the events of a watch started at
 // the list's resourceVersion, from a goroutine that closes the channel and stops the
 // watch when ctx ends, the server ends the watch, or it reports an error (for example
@@ -182,7 +185,9 @@ func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) 
 	if err != nil {
 		return nil, s.mapError("watch", err, false)
 	}
-	events := make(chan LeaseEvent, 1)
+	// Buffered, so events the server sent while the elector was busy (waiting for a
+	// write's answer) are in the channel when it looks, not a goroutine away.
+	events := make(chan LeaseEvent, watchBuffer)
 	events <- first
 	go func() {
 		defer close(events)

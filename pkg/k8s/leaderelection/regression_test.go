@@ -323,3 +323,141 @@ func TestRestoredRelease(t *testing.T) {
 		cl.waitLeader(nil, 2*DefaultLeaseDuration)
 	})
 }
+
+// TestAcquireOvertakenBeforeReply: the reply to a's acquiring Create is slow; meanwhile
+// the Lease is deleted by hand and b, starting cold, creates it at once and leads. a's
+// watch has shown both before a reads its reply: a must not start a term from a write
+// the store has already moved past (found by test/chaos on the real API server, seed 1).
+func TestAcquireOvertakenBeforeReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		hold := make(chan struct{})
+		a := cl.startWith("a", nil, func(s *testStore) { s.afterCreate = func() { <-hold } })
+		time.Sleep(100 * time.Millisecond)
+		if r, err := cl.mem.Get(context.Background()); err != nil || r.HolderIdentity != "a" {
+			t.Fatalf("lease %+v, %v; want a's Create applied", r, err)
+		}
+		cl.mem.Delete()
+		b := cl.start("b", nil)
+		if l := cl.waitLeader(nil, time.Second); l != b {
+			t.Fatalf("leader %s, want b (a cold start creates the lease at once)", l.id)
+		}
+		bTerm := b.e.Term()
+		close(hold) // a reads its reply now; its watch has shown the delete and b's lease
+		time.Sleep(DefaultRetryPeriod)
+		if terms, _, _, _ := a.snapshot(); len(terms) != 0 {
+			t.Errorf("a started terms %v from a write the store had moved past (b leads term %d)", terms, bTerm)
+		}
+		if !b.e.IsLeader() || b.e.Term() != bTerm {
+			t.Errorf("b: IsLeader %v term %d, want term %d kept", b.e.IsLeader(), b.e.Term(), bTerm)
+		}
+		if got := a.e.GetLeader(); got != "b" {
+			t.Errorf("a sees leader %q, want b", got)
+		}
+	})
+}
+
+// TestAcquirePreferredHolderBeforeReply: while the reply to a's acquiring Create is
+// slow, someone names b as the lease's preferredHolder (a's write otherwise intact).
+// a's term starts, as the lease still holds its write, and is handed to b at once: what
+// the watch showed before the reply is judged like any later event.
+func TestAcquirePreferredHolderBeforeReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		hold := make(chan struct{})
+		a := cl.startWith("a", nil, func(s *testStore) { s.afterCreate = func() { <-hold } })
+		time.Sleep(100 * time.Millisecond)
+		r, err := cl.mem.Get(context.Background())
+		if err != nil || r.HolderIdentity != "a" {
+			t.Fatalf("lease %+v, %v; want a's Create applied", r, err)
+		}
+		b := cl.start("b", nil) // waits a LeaseDuration for a
+		time.Sleep(100 * time.Millisecond)
+		r.PreferredHolder = "b"
+		cl.mem.Set(r)
+		released := time.Now()
+		close(hold)
+		nl := cl.waitLeader(a, time.Second)
+		if nl != b {
+			t.Fatalf("leader %s, want b", nl.id)
+		}
+		if terms, _, _, _ := a.snapshot(); len(terms) != 1 {
+			t.Errorf("a: terms %v, want the one of its write", terms)
+		}
+		if took := time.Since(released); took > 10*time.Millisecond {
+			t.Errorf("b took the lease %v after a's reply, want at watch speed", took)
+		}
+	})
+}
+
+// scriptedWatchStore is a MemoryStore whose watches deliver script, as one list and the
+// events that followed it, all waiting at once, before the store's own events after
+// its current state.
+type scriptedWatchStore struct {
+	*MemoryStore
+	script []LeaseEvent
+}
+
+func (s *scriptedWatchStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	in, err := s.MemoryStore.Watch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan LeaseEvent, len(s.script))
+	for _, ev := range s.script {
+		out <- ev
+	}
+	<-in // the current state: the script's last event
+	go func() {
+		defer close(out)
+		for ev := range in {
+			out <- ev
+		}
+	}()
+	return out, nil
+}
+
+// TestAcquireReadsPendingEvents: a candidate's first look shows the lease absent, but
+// its watch already holds the events that followed: b took the lease, then it was
+// deleted. The candidate must judge the latest state before it writes: b may still
+// lead (cut off), so it waits b's lease duration instead of re-creating it at once.
+func TestAcquireReadsPendingEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := NewMemoryStore("lease")
+		now := time.Now()
+		held := mem.Set(LeaseRecord{HolderIdentity: "b", LeaseDuration: DefaultLeaseDuration,
+			AcquireTime: now, RenewTime: now, Marker: holderMarker("b")})
+		mem.Delete()
+		last := held
+		last.ResourceVersion = "2"
+		store := &scriptedWatchStore{MemoryStore: mem, script: []LeaseEvent{
+			{Deleted: true}, {Record: held}, {Record: last, Deleted: true},
+		}}
+		e, err := NewWithStore(testConfig("a"), store, Callbacks{}, testLogger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- e.Start(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		time.Sleep(time.Second)
+		if e.IsLeader() {
+			t.Fatal("a leads at once, over b's lease deleted under it")
+		}
+		if _, err := mem.Get(context.Background()); !errors.Is(err, ErrLeaseNotFound) {
+			t.Fatalf("lease written within a second: %v", err)
+		}
+		time.Sleep(DefaultLeaseDuration)
+		if !e.IsLeader() {
+			t.Fatal("a does not lead after b's lease duration")
+		}
+	})
+}

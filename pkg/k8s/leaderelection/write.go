@@ -88,6 +88,22 @@ func (c *campaign) acquire() {
 	}
 }
 
+// overtaken takes in what the watch delivered while the acquiring write (and any
+// catch-up renew) was under way and reports whether the lease has moved past that
+// write: then the write's term must not start. Its answer can come after the store applied later writes (the lease
+// deleted and created again by a candidate that never saw it), whose events the watch
+// may already hold; a term started on the answer would be led beside that candidate's
+// until those events were read.
+func (c *campaign) overtaken() bool {
+	c.drainWatch()
+	if c.exists && c.ours(c.record) {
+		return false
+	}
+	c.e.logger.Warn("acquiring write overtaken before its answer: not leading",
+		"holder", c.record.HolderIdentity, "deleted", !c.exists, "version", c.record.ResourceVersion)
+	return true
+}
+
 // acquired starts the term of the acquiring write out, sent at sentAt. Its
 // resourceVersion is the term; if that is not above the floor (the previous term, and
 // the versions seen before the history went back), it first renews until it is, within
@@ -108,8 +124,12 @@ func (c *campaign) acquired(out LeaseRecord, sentAt time.Time) {
 		c.acquireAt = c.e.clock.Now().Add(c.acquireRetry.Next())
 		return
 	}
+	if c.overtaken() {
+		return
+	}
 	c.startTerm(term, sentAt)
 	c.term.markRenewed(renewed)
+	c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
 }
 
 // catchUp renews the lease just acquired until its resourceVersion is above the floor;
