@@ -173,7 +173,8 @@ type term struct {
 	invalid *events.ConfigInvalidEvent
 	holds   map[string]bool
 	fenced  bool
-	last    *Record // last record written or found unchanged
+	last    Record // last record written or found unchanged, if wrote
+	wrote   bool
 }
 
 // Start runs one term: it subscribes (leader-only) to configuration and pod
@@ -359,7 +360,7 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 		c.fail(err)
 		return false // the same inputs would fail again; wait for new ones
 	}
-	if !ok || (t.last != nil && sameRecord(*t.last, rec)) {
+	if !ok || (t.wrote && sameRecord(t.last, rec)) {
 		return false
 	}
 	res, err := Write(ctx, c.store, rec)
@@ -395,8 +396,8 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 		c.fail(err)
 		return true
 	}
-	t.last = &rec
-	pub, _ := Decode(res.Object)
+	t.last, t.wrote = rec, true
+	pub, _ := decodeOwned(res.Object) // res.Object is Write's own copy
 	report.Published, report.Unchanged = pub, res.Unchanged
 	c.mu.Lock()
 	if res.Unchanged {
@@ -406,9 +407,11 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 	}
 	c.state.Last = pub
 	c.mu.Unlock()
-	c.logger.Info("published configuration", "term", t.number, "object", c.store.String(),
-		"config_version", pub.ConfigVersion, "pod_generation", pub.PodGeneration, "status", pub.Status,
-		"reasons", pub.Reasons, "unchanged", res.Unchanged, "conflicts", res.Conflicts)
+	if c.logger.Enabled(ctx, slog.LevelInfo) { // the attributes cost allocations
+		c.logger.Info("published configuration", "term", t.number, "object", c.store.String(),
+			"config_version", pub.ConfigVersion, "pod_generation", pub.PodGeneration, "status", pub.Status,
+			"reasons", pub.Reasons, "unchanged", res.Unchanged, "conflicts", res.Conflicts)
+	}
 	return false
 }
 

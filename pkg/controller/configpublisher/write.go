@@ -153,7 +153,9 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 	for range attempts {
 		cur, err := s.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
-			res.Object, err = s.Create(ctx, apply(store.Object{}, rec))
+			var obj store.Object
+			apply(&obj, rec)
+			res.Object, err = s.Create(ctx, obj)
 			if errors.Is(err, store.ErrConflict) {
 				res.Conflicts++
 				continue
@@ -174,12 +176,13 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 		if err := checkGeneration(s, cur, rec); err != nil {
 			return res, err
 		}
-		next := apply(cur, rec)
-		if equal(cur, next) {
+		// cur is this call's copy (the store hands out copies): apply
+		// changes it in place rather than cloning it once more.
+		if !apply(&cur, rec) {
 			res.Object, res.Unchanged = cur, true
 			return res, nil
 		}
-		res.Object, err = s.Update(ctx, next)
+		res.Object, err = s.Update(ctx, cur)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 			res.Conflicts++
 			continue
@@ -219,42 +222,55 @@ func termOf(o store.Object) (uint64, error) {
 	return t, nil
 }
 
-// apply returns cur changed as rec says.
-func apply(cur store.Object, rec Record) store.Object {
-	next := cur.Clone()
-	if next.Labels == nil {
-		next.Labels = map[string]string{}
+// apply changes o as rec says, in place, and reports whether anything
+// changed. o must be the caller's own copy. Its Data, when rec has content
+// that differs, becomes rec.Content.Data itself, not a copy: o may only go
+// to a Store, which copies what it is given, or be dropped.
+func apply(o *store.Object, rec Record) (changed bool) {
+	if o.Labels == nil {
+		o.Labels = map[string]string{}
 	}
-	if next.Annotations == nil {
-		next.Annotations = map[string]string{}
+	if o.Annotations == nil {
+		o.Annotations = map[string]string{}
 	}
-	next.Labels[LabelManagedBy] = ManagedBy
-	a := next.Annotations
-	a[AnnotationTerm] = strconv.FormatUint(rec.Term, 10)
+	set := func(m map[string]string, k, v string) {
+		if old, ok := m[k]; !ok || old != v {
+			m[k] = v
+			changed = true
+		}
+	}
+	del := func(m map[string]string, k string) {
+		if _, ok := m[k]; ok {
+			delete(m, k)
+			changed = true
+		}
+	}
+	set(o.Labels, LabelManagedBy, ManagedBy)
+	a := o.Annotations
+	set(a, AnnotationTerm, strconv.FormatUint(rec.Term, 10))
 	if rec.Identity != "" {
-		a[AnnotationPublishedBy] = rec.Identity
+		set(a, AnnotationPublishedBy, rec.Identity)
 	} else {
-		delete(a, AnnotationPublishedBy)
+		del(a, AnnotationPublishedBy)
 	}
-	if rec.Content != nil {
-		next.Data = maps.Clone(rec.Content.Data)
-		a[AnnotationConfigVersion] = rec.Content.ConfigVersion
-		a[AnnotationPodGeneration] = strconv.FormatUint(rec.Content.PodGeneration, 10)
+	if c := rec.Content; c != nil {
+		if !maps.Equal(o.Data, c.Data) {
+			o.Data = c.Data
+			changed = true
+		}
+		set(a, AnnotationConfigVersion, c.ConfigVersion)
+		set(a, AnnotationPodGeneration, strconv.FormatUint(c.PodGeneration, 10))
 	}
-	a[AnnotationStatus] = string(rec.Status)
+	set(a, AnnotationStatus, string(rec.Status))
 	if rec.Status == StatusInvalid {
 		reasons, _ := json.Marshal(rec.Reasons) // []string always marshals
-		a[AnnotationReasons] = string(reasons)
-		a[AnnotationInvalidVersion] = rec.InvalidVersion
+		set(a, AnnotationReasons, string(reasons))
+		set(a, AnnotationInvalidVersion, rec.InvalidVersion)
 	} else {
-		delete(a, AnnotationReasons)
-		delete(a, AnnotationInvalidVersion)
+		del(a, AnnotationReasons)
+		del(a, AnnotationInvalidVersion)
 	}
-	return next
-}
-
-func equal(a, b store.Object) bool {
-	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && maps.Equal(a.Data, b.Data)
+	return changed
 }
 
 // Published is the published object, decoded.
@@ -274,12 +290,19 @@ type Published struct {
 // Decode reads the published object's annotations. It returns an error
 // wrapping ErrBadObject when one that is present cannot be parsed.
 func Decode(o store.Object) (Published, error) {
+	o.Data = maps.Clone(o.Data)
+	return decodeOwned(o)
+}
+
+// decodeOwned is Decode for an object the caller owns and gives up: the
+// result shares o.Data.
+func decodeOwned(o store.Object) (Published, error) {
 	p := Published{
 		PublishedBy:     o.Annotations[AnnotationPublishedBy],
 		ConfigVersion:   o.Annotations[AnnotationConfigVersion],
 		Status:          Status(o.Annotations[AnnotationStatus]),
 		InvalidVersion:  o.Annotations[AnnotationInvalidVersion],
-		Data:            maps.Clone(o.Data),
+		Data:            o.Data,
 		ResourceVersion: o.ResourceVersion,
 	}
 	var err error

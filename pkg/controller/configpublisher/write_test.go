@@ -302,3 +302,98 @@ func TestWriteFencesOlderGenerations(t *testing.T) {
 		t.Errorf("published %+v", p)
 	}
 }
+
+// TestWriteDetectsEveryChange checks Write's change detection, field by
+// field: from a written record, a record that differs in any one thing the
+// object records is written (and reads back as written), the same record
+// again is not, and a Baton label or annotation another writer changed is
+// restored.
+func TestWriteDetectsEveryChange(t *testing.T) {
+	base := func() configpublisher.Record {
+		r := valid(5, "abc", 3)
+		r.Identity = "replica-1"
+		return r
+	}
+	invalid := func(r configpublisher.Record) configpublisher.Record {
+		r.Status, r.Reasons, r.InvalidVersion = configpublisher.StatusInvalid, []string{"bad"}, "xyz"
+		return r
+	}
+	cases := []struct {
+		name   string
+		first  configpublisher.Record
+		change func(*configpublisher.Record)
+		tamper func(*store.Object) // another writer's change between the two writes
+		want   bool                // a write is made
+	}{
+		{name: "same", first: base(), change: func(*configpublisher.Record) {}},
+		{name: "term", first: base(), change: func(r *configpublisher.Record) { r.Term = 6 }, want: true},
+		{name: "identity changed", first: base(), change: func(r *configpublisher.Record) { r.Identity = "replica-2" }, want: true},
+		{name: "identity cleared", first: base(), change: func(r *configpublisher.Record) { r.Identity = "" }, want: true},
+		{name: "data", first: base(), change: func(r *configpublisher.Record) {
+			r.Content = &configpublisher.Payload{Data: map[string]string{"config.yaml": "other"}, ConfigVersion: "abc", PodGeneration: 3}
+		}, want: true},
+		{name: "data key added", first: base(), change: func(r *configpublisher.Record) {
+			r.Content = &configpublisher.Payload{Data: map[string]string{"config.yaml": "v: abc", "x": ""}, ConfigVersion: "abc", PodGeneration: 3}
+		}, want: true},
+		{name: "same data, new map", first: base(), change: func(r *configpublisher.Record) {
+			r.Content = &configpublisher.Payload{Data: map[string]string{"config.yaml": "v: abc"}, ConfigVersion: "abc", PodGeneration: 3}
+		}},
+		{name: "config version", first: base(), change: func(r *configpublisher.Record) { r.Content.ConfigVersion = "abd" }, want: true},
+		{name: "pod generation", first: base(), change: func(r *configpublisher.Record) { r.Content.PodGeneration = 4 }, want: true},
+		{name: "status-only write keeps content", first: base(), change: func(r *configpublisher.Record) { r.Content = nil }},
+		{name: "invalid", first: base(), change: func(r *configpublisher.Record) { *r = invalid(*r) }, want: true},
+		{name: "reasons", first: invalid(base()), change: func(r *configpublisher.Record) { r.Reasons = []string{"worse"} }, want: true},
+		{name: "invalid version", first: invalid(base()), change: func(r *configpublisher.Record) { r.InvalidVersion = "xyw" }, want: true},
+		{name: "valid again", first: invalid(base()), change: func(r *configpublisher.Record) { *r = base() }, want: true},
+		{name: "label tampered", first: base(), change: func(*configpublisher.Record) {},
+			tamper: func(o *store.Object) { delete(o.Labels, configpublisher.LabelManagedBy) }, want: true},
+		{name: "status tampered", first: base(), change: func(*configpublisher.Record) {},
+			tamper: func(o *store.Object) { o.Annotations[configpublisher.AnnotationStatus] = "x" }, want: true},
+		{name: "foreign annotation", first: base(), change: func(*configpublisher.Record) {},
+			tamper: func(o *store.Object) { o.Annotations["other"] = "x" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMemory(t)
+			if _, err := configpublisher.Write(t.Context(), s, tc.first); err != nil {
+				t.Fatal(err)
+			}
+			if tc.tamper != nil {
+				o, err := s.Get(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.tamper(&o)
+				s.Set(o)
+			}
+			rec := tc.first
+			if rec.Content != nil {
+				c := *rec.Content
+				rec.Content = &c
+			}
+			tc.change(&rec)
+			before := s.Writes()
+			res, err := configpublisher.Write(t.Context(), s, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wrote := s.Writes() != before; wrote != tc.want || res.Unchanged == tc.want {
+				t.Fatalf("wrote %v (Unchanged %v), want a write: %v", wrote, res.Unchanged, tc.want)
+			}
+			p := decode(t, s)
+			want := rec
+			if want.Content == nil {
+				want.Content = tc.first.Content
+			}
+			if p.Term != want.Term || p.PublishedBy != want.Identity || p.Status != want.Status ||
+				!slices.Equal(p.Reasons, want.Reasons) || p.InvalidVersion != want.InvalidVersion ||
+				p.ConfigVersion != want.Content.ConfigVersion || p.PodGeneration != want.Content.PodGeneration ||
+				len(p.Data) != len(want.Content.Data) || p.Data["config.yaml"] != want.Content.Data["config.yaml"] {
+				t.Errorf("published %+v, want %+v", p, want)
+			}
+			if o, _ := s.Get(t.Context()); o.Labels[configpublisher.LabelManagedBy] != configpublisher.ManagedBy {
+				t.Errorf("labels %v", o.Labels)
+			}
+		})
+	}
+}

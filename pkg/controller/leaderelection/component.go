@@ -204,7 +204,10 @@ func (c *Component) startedLeading(ctx context.Context) {
 	c.mu.Lock()
 	c.current = l
 	c.mu.Unlock()
-	c.logger.Debug("publishing BecameLeaderEvent", "identity", c.config.Identity, "term", term)
+	// LogAttrs: no allocation for the attributes, none at all when the
+	// level is off (the log lines below are once per term).
+	c.logger.LogAttrs(ctx, slog.LevelDebug, "publishing BecameLeaderEvent",
+		slog.String("identity", c.config.Identity), slog.Uint64("term", term))
 	c.bus.Publish(leadership.NewBecameLeaderEvent(c.config.Identity, term))
 	c.began <- l // never blocks: see began
 	if f := c.callbacks.OnStartedLeading; f != nil {
@@ -224,7 +227,8 @@ func (c *Component) stoppedLeading() {
 	}
 	c.mu.Unlock()
 	reason := c.reason(l.ctx)
-	c.logger.Info("lost leadership", "identity", c.config.Identity, "term", l.term, "reason", reason)
+	c.logger.LogAttrs(context.Background(), slog.LevelInfo, "lost leadership",
+		slog.String("identity", c.config.Identity), slog.Uint64("term", l.term), slog.String("reason", reason))
 	c.bus.Publish(leadership.NewLostLeadershipEvent(c.config.Identity, l.term, reason))
 	if f := c.callbacks.OnStoppedLeading; f != nil {
 		f()
@@ -257,7 +261,8 @@ func (c *Component) reason(ctx context.Context) string {
 
 func (c *Component) newLeader(identity string) {
 	self := identity == c.config.Identity
-	c.logger.Info("new leader observed", "leader", identity, "self", self)
+	c.logger.LogAttrs(context.Background(), slog.LevelInfo, "new leader observed",
+		slog.String("leader", identity), slog.Bool("self", self))
 	c.bus.Publish(leadership.NewNewLeaderObservedEvent(identity, self))
 	if f := c.callbacks.OnNewLeader; f != nil {
 		f(identity)

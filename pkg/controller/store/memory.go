@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 )
@@ -11,7 +12,8 @@ import (
 // counter that never goes back, also across Delete. The zero value is not
 // usable; create one with NewMemory.
 type Memory struct {
-	name string
+	name  string
+	label string // "memory/<name>", made once for String
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -25,11 +27,11 @@ func NewMemory(name string) (*Memory, error) {
 	if name == "" {
 		return nil, fmt.Errorf("store: memory object name is empty")
 	}
-	return &Memory{name: name}, nil
+	return &Memory{name: name, label: "memory/" + name}, nil
 }
 
 // String returns "memory/<name>".
-func (m *Memory) String() string { return "memory/" + m.name }
+func (m *Memory) String() string { return m.label }
 
 // Get implements Store.
 func (m *Memory) Get(ctx context.Context) (Object, error) {
@@ -100,12 +102,34 @@ func (m *Memory) Writes() uint64 {
 	return m.writes
 }
 
+// storeLocked stores a copy of o as the next version and returns another
+// copy. The stored copy's maps are never changed in place (every write
+// replaces the object), so a map equal to the previous version's is shared
+// with it rather than copied again: a write that changes only annotations
+// copies only them.
 func (m *Memory) storeLocked(o Object) Object {
 	m.version++
 	m.writes++
-	s := o.Clone()
-	s.Name = m.name
-	s.ResourceVersion = strconv.FormatUint(m.version, 10)
+	var prev Object
+	if m.obj != nil {
+		prev = *m.obj
+	}
+	s := Object{
+		Name:            m.name,
+		Labels:          reuse(prev.Labels, o.Labels),
+		Annotations:     reuse(prev.Annotations, o.Annotations),
+		Data:            reuse(prev.Data, o.Data),
+		ResourceVersion: strconv.FormatUint(m.version, 10),
+	}
 	m.obj = &s
 	return s.Clone()
+}
+
+// reuse returns stored if it holds what next holds (both non-nil), and a
+// copy of next otherwise.
+func reuse(stored, next map[string]string) map[string]string {
+	if stored != nil && next != nil && maps.Equal(stored, next) {
+		return stored
+	}
+	return maps.Clone(next)
 }

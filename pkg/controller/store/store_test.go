@@ -320,3 +320,80 @@ func TestConfigMapUpdateKeepsWhatObjectDoesNotCarry(t *testing.T) {
 		t.Fatalf("Update with a stale resourceVersion: %v, want ErrConflict", err)
 	}
 }
+
+// TestMemorySharesOnlyUnchangedMaps checks the write path that shares a map
+// equal to the stored version's instead of copying it: what callers hold
+// (the object given, the object returned, an earlier Get) never aliases
+// the stored object, across writes that keep some maps and change others,
+// and a write does share the unchanged maps (it allocates less).
+func TestMemorySharesOnlyUnchangedMaps(t *testing.T) {
+	ctx := context.Background()
+	m, err := store.NewMemory("share")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := m.Create(ctx, store.Object{
+		Labels:      map[string]string{"app": "baton"},
+		Annotations: map[string]string{"n": "0"},
+		Data:        map[string]string{"k": "v0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 6; i++ {
+		old, err := m.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := old.Clone()
+		next.Annotations["n"] = strconv.Itoa(i)
+		if i%3 == 0 { // every third write changes the data too
+			next.Data["k"] = "v" + strconv.Itoa(i)
+		}
+		in := next.Clone()
+		got, err := m.Update(ctx, next)
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		// Change everything the caller holds; the store must not see it.
+		for _, o := range []store.Object{next, got, old, cur} {
+			o.Labels["app"], o.Annotations["n"], o.Data["k"] = "x", "x", "x"
+		}
+		stored, err := m.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.Labels["app"] != "baton" || stored.Annotations["n"] != in.Annotations["n"] || stored.Data["k"] != in.Data["k"] {
+			t.Fatalf("write %d: stored %+v, want the maps of %+v", i, stored, in)
+		}
+		cur = stored
+	}
+
+	// An annotation-only write copies one map in; one that changes every
+	// map copies three: the first allocates less.
+	write := func(change func(*store.Object)) float64 {
+		return testing.AllocsPerRun(50, func() {
+			o, err := m.Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			change(&o)
+			if _, err := m.Update(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	n := 0
+	annotationsOnly := write(func(o *store.Object) {
+		n++
+		o.Annotations["n"] = strconv.Itoa(n % 2)
+	})
+	all := write(func(o *store.Object) {
+		n++
+		v := strconv.Itoa(n % 2)
+		o.Labels["app"], o.Annotations["n"], o.Data["k"] = v, v, v
+	})
+	if annotationsOnly >= all {
+		t.Errorf("an annotation-only write costs %.0f allocations, one changing every map %.0f: unchanged maps are copied", annotationsOnly, all)
+	}
+}
