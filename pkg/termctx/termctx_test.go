@@ -43,3 +43,39 @@ func ExampleFromContext() {
 	// 15 true
 	// false
 }
+
+// TestStampedContext checks that a stamped context is its parent in every
+// other respect (values, cancellation, cause, deadline) and costs one
+// allocation to make and none to read.
+func TestStampedContext(t *testing.T) {
+	type other struct{}
+	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), other{}, "v"))
+	ctx := termctx.NewContext(parent, 1000)
+	if ctx.Value(other{}) != "v" {
+		t.Error("a stamped context hides its parent's values")
+	}
+	if _, ok := ctx.Deadline(); ok {
+		t.Error("a stamped context has a deadline its parent has not")
+	}
+	child, stop := context.WithCancel(ctx)
+	defer stop()
+	cause := fmt.Errorf("over")
+	cancel(cause)
+	select {
+	case <-child.Done():
+	default:
+		t.Fatal("a context derived from a stamped one did not end with the parent")
+	}
+	if ctx.Err() != context.Canceled || context.Cause(child) != cause {
+		t.Errorf("Err %v, child's cause %v", ctx.Err(), context.Cause(child))
+	}
+	if n := testing.AllocsPerRun(100, func() { sink = termctx.NewContext(parent, 1000) }); n != 1 {
+		t.Errorf("NewContext costs %.0f allocations, want 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = termctx.FromContext(child) }); n != 0 {
+		t.Errorf("FromContext costs %.0f allocations, want 0", n)
+	}
+}
+
+// sink keeps what an allocation test makes on the heap.
+var sink context.Context

@@ -383,8 +383,22 @@ type linkedContext struct {
 
 // end cancels the embedded context because the source ended.
 func (c *linkedContext) end() {
-	c.cancel(c.t.endCause(fmt.Errorf("%w: %w", ErrLeadershipLost, context.Cause(c.src))))
+	c.cancel(c.t.endCause(&sourceEnded{cause: context.Cause(c.src)}))
 }
+
+// sourceEnded is ErrLeadershipLost with the cause of the source context's
+// end, as fmt.Errorf("%w: %w") would make it, in one allocation rather
+// than four: it is made once per term.
+type sourceEnded struct{ cause error }
+
+func (e *sourceEnded) Error() string {
+	if e.cause == nil {
+		return ErrLeadershipLost.Error()
+	}
+	return ErrLeadershipLost.Error() + ": " + e.cause.Error()
+}
+
+func (e *sourceEnded) Unwrap() []error { return []error{ErrLeadershipLost, e.cause} }
 
 // sync cancels the embedded context if the source has ended.
 func (c *linkedContext) sync() {
