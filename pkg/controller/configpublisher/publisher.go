@@ -171,10 +171,12 @@ type term struct {
 	// invalid is the refusal in force: the newest ConfigInvalidEvent, unless
 	// a valid configuration arrived after it; nil when none is.
 	invalid *events.ConfigInvalidEvent
-	holds   map[string]bool
-	fenced  bool
-	last    Record // last record written or found unchanged, if wrote
-	wrote   bool
+	// heldConfig and heldPods: lifecycle.HoldsState was reported for the
+	// configuration, the pods.
+	heldConfig, heldPods bool
+	fenced               bool
+	last                 Record // last record written or found unchanged, if wrote
+	wrote                bool
 }
 
 // Start runs one term: it subscribes (leader-only) to configuration and pod
@@ -193,7 +195,7 @@ func (c *Component) Start(ctx context.Context) error {
 	defer c.running.Store(false)
 
 	// Per-term state starts afresh.
-	t := &term{number: number, holds: map[string]bool{}}
+	t := &term{number: number}
 	c.mu.Lock()
 	c.state = State{
 		Running: true, Term: number,
@@ -292,8 +294,12 @@ func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
 	default:
 		return
 	}
-	if typ := e.EventType(); (typ == events.EventTypeConfigValidated || typ == events.EventTypeHAProxyPodsDiscovered) && !t.holds[typ] {
-		t.holds[typ] = true
+	switch typ := e.EventType(); {
+	case typ == events.EventTypeConfigValidated && !t.heldConfig:
+		t.heldConfig = true
+		lifecycle.HoldsState(ctx, typ)
+	case typ == events.EventTypeHAProxyPodsDiscovered && !t.heldPods:
+		t.heldPods = true
 		lifecycle.HoldsState(ctx, typ)
 	}
 	inv := t.invalid

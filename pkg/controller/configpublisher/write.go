@@ -315,9 +315,11 @@ func decodeOwned(o store.Object) (Published, error) {
 		}
 	}
 	if v, ok := o.Annotations[AnnotationReasons]; ok {
-		if err := json.Unmarshal([]byte(v), &p.Reasons); err != nil {
+		var reasons []string // not &p.Reasons: p would escape to the heap
+		if err := json.Unmarshal([]byte(v), &reasons); err != nil {
 			return p, fmt.Errorf("%w: annotation %s: %w", ErrBadObject, AnnotationReasons, err)
 		}
+		p.Reasons = reasons
 	}
 	return p, nil
 }

@@ -166,7 +166,6 @@ type run struct {
 	term     uint64
 	cfg      *events.ConfigValidatedEvent
 	pods     *events.HAProxyPodsDiscoveredEvent
-	holds    map[string]bool
 	limit    limiter
 	deployed struct {
 		version    string
@@ -178,6 +177,9 @@ type run struct {
 	timer    *time.Timer
 	timerC   <-chan time.Time
 	lost     bool // LostLeadershipEvent seen: deploy nothing more
+	// heldConfig and heldPods: lifecycle.HoldsState was reported for the
+	// configuration, the pods.
+	heldConfig, heldPods bool
 }
 
 // Start runs one term: it subscribes (leader-only), signals
@@ -197,7 +199,7 @@ func (c *Component) Start(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 
-	r := &run{term: term, holds: map[string]bool{}, limit: limiter{interval: c.min}}
+	r := &run{term: term, limit: limiter{interval: c.min}}
 	c.mu.Lock()
 	c.state = State{Running: true, Term: term, Deployments: c.state.Deployments, Failures: c.state.Failures, Cleared: c.state.Cleared}
 	c.mu.Unlock()
@@ -247,8 +249,12 @@ func (c *Component) apply(ctx context.Context, r *run, e busevents.Event) {
 	default:
 		return
 	}
-	if typ := e.EventType(); !r.holds[typ] {
-		r.holds[typ] = true
+	switch typ := e.EventType(); {
+	case typ == events.EventTypeConfigValidated && !r.heldConfig:
+		r.heldConfig = true
+		lifecycle.HoldsState(ctx, typ)
+	case typ == events.EventTypeHAProxyPodsDiscovered && !r.heldPods:
+		r.heldPods = true
 		lifecycle.HoldsState(ctx, typ)
 	}
 	if r.lost || r.cfg == nil || r.pods == nil {
@@ -312,8 +318,11 @@ func (c *Component) schedule(ctx context.Context, r *run) {
 	c.mu.Unlock()
 	c.publishState(r)
 	c.bus.Publish(events.NewDeploymentScheduledEvent(d.Term, d.Sequence, d.ConfigVersion, d.PodGeneration, d.Pods, d.ReadyPods, d.Coalesced))
-	c.logger.Info("deployment scheduled", "term", d.Term, "sequence", d.Sequence, "config_version", d.ConfigVersion,
-		"pod_generation", d.PodGeneration, "pods", d.Pods, "ready", d.ReadyPods, "coalesced", d.Coalesced)
+	// LogAttrs: no allocation for the attributes, none at all when the
+	// level is off (a deployment is made once per term at least).
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "deployment scheduled", slog.Uint64("term", d.Term), slog.Uint64("sequence", d.Sequence),
+		slog.String("config_version", d.ConfigVersion), slog.Uint64("pod_generation", d.PodGeneration),
+		slog.Int("pods", d.Pods), slog.Int("ready", d.ReadyPods), slog.Int("coalesced", d.Coalesced))
 }
 
 func (c *Component) arm(r *run, wait time.Duration) {
