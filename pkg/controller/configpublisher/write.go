@@ -223,9 +223,9 @@ func termOf(o store.Object) (uint64, error) {
 }
 
 // apply changes o as rec says, in place, and reports whether anything
-// changed. o must be the caller's own copy. Its Data, when rec has content
-// that differs, becomes rec.Content.Data itself, not a copy: o may only go
-// to a Store, which copies what it is given, or be dropped.
+// changed. o must be the caller's own copy. When rec's content differs from
+// o's, o gets a copy of it: o never shares a map with rec (the store may
+// hand o back as the written object, see store.Store).
 func apply(o *store.Object, rec Record) (changed bool) {
 	if o.Labels == nil {
 		o.Labels = map[string]string{}
@@ -255,7 +255,7 @@ func apply(o *store.Object, rec Record) (changed bool) {
 	}
 	if c := rec.Content; c != nil {
 		if !maps.Equal(o.Data, c.Data) {
-			o.Data = c.Data
+			o.Data = maps.Clone(c.Data)
 			changed = true
 		}
 		set(a, AnnotationConfigVersion, c.ConfigVersion)

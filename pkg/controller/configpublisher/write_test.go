@@ -397,3 +397,25 @@ func TestWriteDetectsEveryChange(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteResultIsTheCallers checks that what Write returns shares no map
+// with the record it was given nor with the stored object, for a create,
+// an update and an unchanged write.
+func TestWriteResultIsTheCallers(t *testing.T) {
+	s := newMemory(t)
+	for i, rec := range []configpublisher.Record{valid(1, "a", 1), valid(2, "b", 2), valid(2, "b", 2)} {
+		res, err := configpublisher.Write(t.Context(), s, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rec.Content.Data["config.yaml"]
+		res.Object.Data["config.yaml"] = "changed by the caller"
+		res.Object.Annotations[configpublisher.AnnotationTerm] = "99"
+		if rec.Content.Data["config.yaml"] != want {
+			t.Fatalf("write %d: the result shares its data with the record", i)
+		}
+		if p := decode(t, s); p.Data["config.yaml"] != want || p.Term != rec.Term {
+			t.Fatalf("write %d: the result aliases the stored object: %+v", i, p)
+		}
+	}
+}

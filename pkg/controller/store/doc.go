@@ -27,8 +27,11 @@
 //
 // # Concurrency properties
 //
-// Both implementations are safe for concurrent use. Objects passed in and
-// returned are copies: callers may modify them freely.
+// Both implementations are safe for concurrent use. Nothing passed in or
+// returned aliases what a store keeps: callers may modify it freely. A
+// write may return the very object it was given, with Name and
+// ResourceVersion set (Memory does, to copy nothing for the caller), so the
+// result of Create, Update or Set may share its maps with the argument.
 //
 // The package hands out no channels.
 package store

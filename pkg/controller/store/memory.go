@@ -102,11 +102,13 @@ func (m *Memory) Writes() uint64 {
 	return m.writes
 }
 
-// storeLocked stores a copy of o as the next version and returns another
-// copy. The stored copy's maps are never changed in place (every write
-// replaces the object), so a map equal to the previous version's is shared
-// with it rather than copied again: a write that changes only annotations
-// copies only them.
+// storeLocked stores a copy of o as the next version and returns o itself
+// with the stored name and resourceVersion: the caller's object, so
+// nothing is copied for it, and nothing it holds aliases the stored copy.
+// The stored copy's maps are never changed in place (every write replaces
+// the object), so a map equal to the previous version's is shared with it
+// rather than copied again: a write that changes only annotations copies
+// only them.
 func (m *Memory) storeLocked(o Object) Object {
 	m.version++
 	m.writes++
@@ -122,7 +124,8 @@ func (m *Memory) storeLocked(o Object) Object {
 		ResourceVersion: strconv.FormatUint(m.version, 10),
 	}
 	m.obj = &s
-	return s.Clone()
+	o.Name, o.ResourceVersion = s.Name, s.ResourceVersion
+	return o
 }
 
 // reuse returns stored if it holds what next holds (both non-nil), and a

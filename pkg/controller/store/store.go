@@ -43,7 +43,9 @@ func (o Object) Clone() Object {
 type Store interface {
 	// Get returns the object, or an error wrapping ErrNotFound.
 	Get(ctx context.Context) (Object, error)
-	// Create stores o as a new object; ErrConflict when it exists.
+	// Create stores o as a new object; ErrConflict when it exists. The
+	// result, like Update's, may share its maps with o (see the package
+	// documentation), never with the stored object.
 	Create(ctx context.Context, o Object) (Object, error)
 	// Update replaces the object if o.ResourceVersion is the stored one;
 	// ErrConflict when it is not, ErrNotFound when the object is gone,
