@@ -13,14 +13,18 @@ import (
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// termState is one leadership term. term, acquired, ctx, cancel and members
-// (the slice) are set before the term is published in Manager.term; stepDown
-// is atomic; the rest is guarded by Manager.mu.
+// termState is one leadership term. term, acquired, ctx, cancel, unlink
+// and members (the slice) are set before the term is published in
+// Manager.term; stepDown is atomic; the rest is guarded by Manager.mu.
 type termState struct {
 	term     uint64
 	acquired time.Time
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
+	// unlink, set when the term is linked to the source of its context
+	// (Options.TermContext), stops the link; endTerm calls it before
+	// cancel.
+	unlink func() bool
 	// stepDown is the cause of the term's end while the Manager asks
 	// Options.StepDown to end it, and after it agreed (nil otherwise).
 	stepDown atomic.Pointer[error]
@@ -78,10 +82,8 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
 			lc := &linkedContext{Context: ctx, src: src, t: t, cancel: cancel}
-			stop := context.AfterFunc(src, lc.end)
-			inner := cancel
+			t.unlink = context.AfterFunc(src, lc.end)
 			ctx = lc
-			cancel = func(cause error) { stop(); inner(cause) }
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
@@ -155,6 +157,9 @@ func (m *Manager) endTerm(t *termState, reason string, cause error) {
 		}
 	}
 	m.mu.Unlock()
+	if t.unlink != nil {
+		t.unlink()
+	}
 	t.cancel(t.endCause(cause))
 	for _, mem := range t.members {
 		m.pauseKept(mem.u, t.term)
