@@ -367,3 +367,59 @@ func maps2(m map[string]int) map[string]int {
 	}
 	return c
 }
+
+// TestKeptManyTypes: a kept subscription to more types than a subscription
+// holds routes for inline (some routes are allocated one by one) gets every
+// type in each period, and nothing while paused, plain and LatestValue.
+func TestKeptManyTypes(t *testing.T) {
+	types := make([]string, 9)
+	for i := range types {
+		types[i] = "type-" + strconv.Itoa(i)
+	}
+	for _, latest := range []bool{false, true} {
+		t.Run(fmt.Sprintf("latest=%v", latest), func(t *testing.T) {
+			b := eventstest.NewBus(t, 0)
+			b.Start()
+			opts := []busevents.SubscribeOption{busevents.Types(types[0], types[1:]...)}
+			if latest {
+				opts = append(opts, busevents.LatestValue())
+			}
+			k, err := busevents.Keep[busevents.Event](b, "many", len(types)+1, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			for period := range 4 {
+				if !k.Resume() {
+					t.Fatal("Resume reported false")
+				}
+				for _, typ := range types {
+					b.Publish(&eventstest.Event{Type: typ})
+				}
+				b.Publish(&eventstest.Event{Type: "other"})
+				var got []string
+				for range types {
+					select {
+					case e := <-k.C():
+						got = append(got, e.EventType())
+					case <-time.After(10 * time.Second):
+						t.Fatalf("period %d: got only %v", period, got)
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, types) {
+					t.Fatalf("period %d: got %v, want %v", period, got, types)
+				}
+				k.Pause()
+				for _, typ := range types {
+					b.Publish(&eventstest.Event{Type: typ})
+				}
+				select {
+				case e := <-k.C():
+					t.Fatalf("period %d: a paused subscription got %s", period, e.EventType())
+				default:
+				}
+			}
+		})
+	}
+}

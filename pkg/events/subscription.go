@@ -37,8 +37,10 @@ type subscription struct {
 }
 
 // inlineRoutes is the number of routes a subscription holds without
-// allocating them one by one.
-const inlineRoutes = 4
+// allocating them one by one: six covers the subscriptions of the
+// reference components (the config publisher's has five types), so a kept
+// subscription's Resume allocates no route.
+const inlineRoutes = 6
 
 // route is one subscription's state for one event type. Its counters are
 // guarded by the mutex of the topic it belongs to.
