@@ -91,6 +91,9 @@ type campaign struct {
 	renewAt    time.Time
 	renewRetry backoff
 	work       chan struct{}
+	// held is the term of an acquiring write answered late, which waits (see hold.go);
+	// nil when none. The lease is renewed every RetryPeriod meanwhile (renewAt).
+	held *heldTerm
 
 	// handover is the pending hand-over (to nobody after Resign): its release is
 	// written once the ended term's OnStartedLeading returned. nil when none.
@@ -166,6 +169,10 @@ func (c *campaign) step() {
 			return
 		}
 	}
+	if c.held != nil {
+		c.stepHeld(now)
+		return
+	}
 	if c.handover != nil {
 		if c.work == nil {
 			c.finishHandOver()
@@ -208,6 +215,11 @@ func (c *campaign) nextWake() (time.Time, bool) {
 	}
 	if c.term != nil {
 		consider(c.renewAt)
+		return at, ok
+	}
+	if c.held != nil {
+		consider(c.renewAt)
+		consider(c.held.until)
 		return at, ok
 	}
 	if c.stale {

@@ -45,6 +45,9 @@ type testStore struct {
 	releaseDone time.Time // completion time of the last successful Update releasing it
 	// beforeUpdate, if set, runs (once) just before an Update reaches the inner store.
 	beforeUpdate func()
+	// beforeCreate, if set, runs (once) just before a Create reaches the inner store (a
+	// request held on the way, e.g. by a paused process).
+	beforeCreate func()
 	// afterCreate, if set, runs (once) after a Create the inner store applied, before
 	// its reply returns (a slow reply).
 	afterCreate func()
@@ -167,6 +170,13 @@ func (s *testStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 	sent := time.Now()
 	if err := s.enter(ctx, "Create"); err != nil {
 		return LeaseRecord{}, err
+	}
+	s.mu.Lock()
+	before := s.beforeCreate
+	s.beforeCreate = nil
+	s.mu.Unlock()
+	if before != nil {
+		before()
 	}
 	out, err := s.inner.Create(ctx, r)
 	if err == nil {

@@ -40,6 +40,9 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if c.term != nil {
 		c.checkTerm()
 	}
+	if c.held != nil && !(c.exists && c.ours(c.record)) {
+		c.dropHeld("lease no longer ours")
+	}
 }
 
 // observeAbsent takes in the absence of the lease; last is the state before the delete
@@ -267,7 +270,7 @@ func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 // (state unknown or stale, the last term's leader work still running, a hand-over
 // pending).
 func (c *campaign) acquireTime() (time.Time, bool) {
-	if c.term != nil || !c.known || c.stale || c.work != nil || c.handover != nil {
+	if c.term != nil || c.held != nil || !c.known || c.stale || c.work != nil || c.handover != nil {
 		return time.Time{}, false
 	}
 	return later(later(c.takeAt(), c.holdUntil), c.acquireAt), true
