@@ -54,6 +54,10 @@ type testStore struct {
 	// silent makes new watches deliver their first event only, then nothing, without
 	// closing (a stalled connection).
 	silent bool
+	// buffered makes new watches relay every event into a buffer of watchBuffer, as a
+	// Kubernetes client's watch does, instead of the MemoryStore's buffer of one, which
+	// skips to the latest state.
+	buffered bool
 	// loseReplies is how many of the next successful Updates answer with
 	// errInjected although the store applied them (a reply lost on the way back).
 	loseReplies int
@@ -239,8 +243,18 @@ func (s *testStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	silent := s.silent
+	silent, buffered := s.silent, s.buffered
 	s.mu.Unlock()
+	if buffered {
+		out := make(chan LeaseEvent, watchBuffer)
+		go func() {
+			defer close(out)
+			for ev := range events {
+				out <- ev
+			}
+		}()
+		return out, nil
+	}
 	if !silent {
 		return events, nil
 	}

@@ -12,25 +12,41 @@ type heldTerm struct {
 	until time.Time
 }
 
-// hold takes the lease acquired by a Create sent at sentAt and answered at answeredAt,
-// more than a RetryPeriod later, without leading yet. A Create succeeds on any absent
-// lease, so it may have landed after states this elector never saw: the lease created
-// by another candidate, which led, and deleted by hand. That holder's term ends at most
-// a RenewDeadline (by its clock) after its last renew, which came before the delete,
-// before our write landed, before the answer. The term starts a LeaseDuration after the
-// answer (LeaseDuration − RenewDeadline being the margin for clock rates, as for any
-// follower's wait), while renews every RetryPeriod keep the lease ours; a failed renew or
-// another state of the lease gives the term up (dropHeld). holdUntil keeps any later
-// acquisition of ours behind the same instant.
-func (c *campaign) hold(term uint64, sentAt, answeredAt time.Time) {
+// createUnseen judges an acquiring Create out, sent at sentAt and answered at
+// answeredAt, after overtaken read what the watch delivered meanwhile. A Create succeeds
+// on any absent lease, so it may have landed after states this elector never saw: the
+// lease created by another candidate, which led, and deleted by hand. It returns why
+// that may be so, "" if nothing says it: the watch showed a state of the lease between
+// the one the Create was sent on and the Create's own, or the answer came more than a
+// RetryPeriod after the send (a paused process, a held request), too long for the
+// watch to vouch for the store's states in between.
+func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) string {
+	if v, ok := parseVersion(out.ResourceVersion); ok && c.unseen != 0 && c.unseen < v {
+		return "the watch showed a state of the lease before the write"
+	}
+	if answeredAt.Sub(sentAt) > c.e.config.RetryPeriod {
+		return "answered after " + answeredAt.Sub(sentAt).String()
+	}
+	return ""
+}
+
+// hold takes the lease acquired by a Create answered at answeredAt that may have
+// landed after states this elector never saw (createUnseen says why), without leading
+// yet. A holder of such a state leads at most a RenewDeadline (by its clock) after its
+// last renew, which came before the delete, before our write landed, before the answer.
+// The term starts a LeaseDuration after the answer (LeaseDuration − RenewDeadline being
+// the margin for clock rates, as in any follower's wait), while renews every RetryPeriod
+// keep the lease ours; a failed renew or another state of the lease gives the term up
+// (dropHeld). holdUntil keeps any later acquisition of ours behind the same instant.
+func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 	c.e.slowAcquires.Add(1)
 	until := answeredAt.Add(c.e.config.LeaseDuration)
 	c.held = &heldTerm{term: term, until: until}
 	c.holdUntil = later(c.holdUntil, until)
-	c.renewAt = answeredAt // renew at once: the Create's own renewTime is old
+	c.renewAt = answeredAt // renew at once: the Create's own renewTime may be old
 	c.renewRetry.Reset()
-	c.e.logger.Warn("acquiring write answered late: holding the lease a LeaseDuration before leading",
-		"round_trip", answeredAt.Sub(sentAt), "term", term, "wait", c.e.config.LeaseDuration)
+	c.e.logger.Warn("acquiring Create may have landed after unseen holders: holding the lease a LeaseDuration before leading",
+		"reason", why, "term", term, "wait", c.e.config.LeaseDuration)
 }
 
 // stepHeld does what is due while a term is held: start it at its time, renew.

@@ -12,6 +12,9 @@ import (
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
+		if v > c.sentSeen && !zeroSpec(ev.Record) && (c.unseen == 0 || v < c.unseen) {
+			c.unseen = v // a state of the lease (not an absence as listed) since the send
+		}
 		switch {
 		case v < c.seen && v >= current:
 			return

@@ -59,6 +59,7 @@ func (c *campaign) acquire() {
 	var err error
 	create := !c.exists
 	if create {
+		c.sentSeen, c.unseen = c.seen, 0
 		c.addSend(r, sentAt)
 		out, err = c.e.store.Create(ctx, r)
 	} else {
@@ -77,8 +78,7 @@ func (c *campaign) acquire() {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
-		slow := create && answeredAt.Sub(sentAt) > cfg.RetryPeriod
-		c.acquired(out, sentAt, answeredAt, slow)
+		c.acquired(out, sentAt, answeredAt, create)
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -107,12 +107,13 @@ func (c *campaign) overtaken() bool {
 	return true
 }
 
-// acquired starts the term of the acquiring write out, sent at sentAt and answered at
-// answeredAt. Its resourceVersion is the term; if that is not above the floor (the
-// previous term, and the versions seen before the history went back), it first renews
-// until it is, within half the RenewDeadline, and otherwise releases. A slow write (a
-// Create answered late, see hold) holds the lease before its term starts.
-func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, slow bool) {
+// acquired starts the term of the acquiring write out (a Create if create), sent at
+// sentAt and answered at answeredAt. Its resourceVersion is the term; if that is not
+// above the floor (the previous term, and the versions seen before the history went
+// back), it first renews until it is, within half the RenewDeadline, and otherwise
+// releases. A Create that may have landed after states this elector never saw holds
+// the lease before its term starts (see hold).
+func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
 	if err == nil && term <= c.floor {
@@ -131,9 +132,11 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, slow 
 	if c.overtaken() {
 		return
 	}
-	if slow {
-		c.hold(term, sentAt, answeredAt)
-		return
+	if create {
+		if why := c.createUnseen(out, sentAt, answeredAt); why != "" {
+			c.hold(term, answeredAt, why)
+			return
+		}
 	}
 	c.startTerm(term, sentAt)
 	c.term.markRenewed(renewed)
