@@ -44,6 +44,14 @@
 // Whether a subscription is leader-only is decided by how its component is
 // registered with the lifecycle Manager, not by the subscribe call.
 //
+// Keep makes a subscription that is paused and resumed rather than ended
+// and made again (Kept): for a subscriber that subscribes at the start of
+// every period of work, such as a leader-only component once per term
+// (lifecycle.Subscribe uses it), a period then costs no allocation.
+// Resume empties the channel (and a LatestValue subscription's queue) and
+// routes it as a new subscription, so nothing from while it was paused, or
+// from an earlier period, is read.
+//
 // Defined outcomes: before Start, Publish and Republish hold the event
 // (up to the capacity given to NewEventBus) and return 0; Start delivers
 // the held events in order, and those published or republished while it

@@ -34,6 +34,10 @@ var subscribed = []string{
 	events.EventTypeValidationFailed,
 }
 
+// subscribeOpts are the options of the subscription, every type
+// LatestValue; made once, they cost a term nothing.
+var subscribeOpts = []busevents.SubscribeOption{busevents.Types(subscribed[0], subscribed[1:]...), busevents.LatestValue()}
+
 // Options configure a Component.
 type Options struct {
 	// Store keeps the published object. Required.
@@ -202,10 +206,10 @@ func (c *Component) Start(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 
-	// Leader-only by registration: ctx comes from the Manager's term.
-	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, Name, subscriptionBuffer,
-		busevents.Types(subscribed[0], subscribed[1:]...), busevents.LatestValue())
-	defer busevents.Unsubscribe(c.bus, ch)
+	// Leader-only by registration: ctx comes from the Manager's term, which
+	// keeps the subscription across terms (lifecycle.Subscribe).
+	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, Name, subscriptionBuffer, subscribeOpts...)
+	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
 	lifecycle.Subscribed(ctx)
 
 	var retry *time.Timer

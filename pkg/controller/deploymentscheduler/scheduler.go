@@ -29,6 +29,10 @@ var subscribed = []string{
 	events.EventTypeLostLeadership,
 }
 
+// subscribeOpts are the options of the subscription, the state types
+// LatestValue; made once, they cost a term nothing.
+var subscribeOpts = []busevents.SubscribeOption{busevents.Types(subscribed[0], subscribed[1:]...), busevents.LatestValue(subscribed[:2]...)}
+
 // Errors of the package.
 var (
 	// ErrNoTerm is returned by Start when its context carries no term: the
@@ -198,10 +202,10 @@ func (c *Component) Start(ctx context.Context) error {
 	c.state = State{Running: true, Term: term, Deployments: c.state.Deployments, Failures: c.state.Failures, Cleared: c.state.Cleared}
 	c.mu.Unlock()
 
-	// Leader-only by registration: ctx comes from the Manager's term.
-	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, Name, 16,
-		busevents.Types(subscribed[0], subscribed[1:]...), busevents.LatestValue(subscribed[:2]...))
-	defer busevents.Unsubscribe(c.bus, ch)
+	// Leader-only by registration: ctx comes from the Manager's term, which
+	// keeps the subscription across terms (lifecycle.Subscribe).
+	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, Name, 16, subscribeOpts...)
+	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
 	lifecycle.Subscribed(ctx)
 	defer func() {
 		c.clear(r, "term ended")

@@ -22,6 +22,10 @@ type benchComponent struct {
 	bus   *busevents.EventBus
 	pods  bool // also needs pods
 	dummy int
+	// perTerm makes the subscriptions with busevents.Subscribe, anew in
+	// every term, rather than with lifecycle.Subscribe, kept across terms.
+	perTerm           bool
+	cfgName, podsName string
 }
 
 func (c *benchComponent) Name() string { return c.name }
@@ -35,11 +39,7 @@ func (c *benchComponent) RequiredState() []string {
 
 func (c *benchComponent) Start(ctx context.Context) error {
 	c.dummy = 0 // per-term reset
-	cfg := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.name+"-config", 8, busevents.LeaderOnly())
-	var pods <-chan *events.HAProxyPodsDiscoveredEvent
-	if c.pods {
-		pods = busevents.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.name+"-pods", 8, busevents.LeaderOnly())
-	}
+	cfg, pods := c.subscribe(ctx)
 	lifecycle.Subscribed(ctx)
 	for {
 		select {
@@ -61,6 +61,23 @@ func (c *benchComponent) Start(ctx context.Context) error {
 			lifecycle.HoldsState(ctx, events.EventTypeHAProxyPodsDiscovered)
 		}
 	}
+}
+
+func (c *benchComponent) subscribe(ctx context.Context) (<-chan *events.ConfigValidatedEvent, <-chan *events.HAProxyPodsDiscoveredEvent) {
+	if c.cfgName == "" {
+		c.cfgName, c.podsName = c.name+"-config", c.name+"-pods"
+	}
+	var pods <-chan *events.HAProxyPodsDiscoveredEvent
+	if c.perTerm {
+		if c.pods {
+			pods = busevents.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.podsName, 8)
+		}
+		return busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.cfgName, 8), pods
+	}
+	if c.pods {
+		pods = lifecycle.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.podsName, 8)
+	}
+	return lifecycle.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.cfgName, 8), pods
 }
 
 // BenchmarkTermReady measures, in the embedded mode (in-process bus, no
@@ -92,74 +109,98 @@ func BenchmarkTermReady(b *testing.B) {
 		}
 		reportLatency(b, lat)
 	})
-	b.Run("components=3,replayers=2", func(b *testing.B) {
-		b.ReportAllocs()
-		bus := busevents.NewEventBusWithLogger(0, discard())
-		ready := make(chan lifecycle.TermReport, 1)
-		stopped := make(chan lifecycle.TermStopReport, 1)
-		m, err := lifecycle.NewManager(bus, lifecycle.Options{
-			Logger:        discard(),
-			OnTermReady:   func(r lifecycle.TermReport) { ready <- r },
-			OnTermStopped: func(r lifecycle.TermStopReport) { stopped <- r },
+	for _, perTerm := range []bool{false, true} {
+		name := "components=3,replayers=2"
+		if perTerm {
+			name += ",subscribe=per-term"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			rig := newTermRig(b, perTerm)
+			lat := make([]time.Duration, 0, b.N)
+			mallocs := mallocCount()
+			for b.Loop() {
+				lat = append(lat, rig.term())
+			}
+			b.StopTimer()
+			mallocs = mallocCount() - mallocs
+			if rig.triggers != len(lat) {
+				b.Fatalf("reconcile hook ran %d times for %d terms", rig.triggers, len(lat))
+			}
+			reportLatency(b, lat)
+			b.ReportMetric(float64(mallocs)/float64(len(lat)), "allocs/term")
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
-		podR := leadership.NewStateReplayer[*events.HAProxyPodsDiscoveredEvent](bus)
-		triggers := 0
-		for _, err := range []error{
-			m.AddLeaderOnly(&benchComponent{name: "publisher", bus: bus}),
-			m.AddLeaderOnly(&benchComponent{name: "scheduler", bus: bus, pods: true}),
-			m.AddLeaderOnly(&benchComponent{name: "coordinator", bus: bus, pods: true}),
-			m.AddReplayer("config", cfgR),
-			m.AddReplayer("pods", podR),
-			m.AddTermHook("reconcile", func(uint64) { triggers++ }),
-		} {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		bus.Start()
-		cfg := events.NewConfigValidatedEvent(&config.Config{}, "v1", "bench")
-		bus.Publish(cfg)
-		cfgR.Cache(cfg)
-		pods := events.NewHAProxyPodsDiscoveredEvent([]config.Pod{{Name: "p1"}, {Name: "p2"}}, 1)
-		bus.Publish(pods)
-		podR.Cache(pods)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- m.Run(ctx) }()
-		defer func() {
-			cancel()
-			<-done
-			<-m.Done()
-			bus.Stop()
-		}()
+	}
+}
 
-		lat := make([]time.Duration, 0, b.N)
-		mallocs := mallocCount()
-		for i := 0; b.Loop(); i++ {
-			term := uint64(i + 1)
-			bus.Publish(events.NewBecameLeaderEvent("me", term))
-			r := <-ready
-			if r.Term != term {
-				b.Fatalf("ready for term %d, want %d", r.Term, term)
-			}
-			lat = append(lat, r.Latency)
-			bus.Publish(events.NewLostLeadershipEvent("me", term, "bench"))
-			if s := <-stopped; len(s.Overstayed) != 0 {
-				b.Fatalf("overstayed: %v", s.Overstayed)
-			}
-		}
-		b.StopTimer()
-		mallocs = mallocCount() - mallocs
-		if triggers != len(lat) {
-			b.Fatalf("reconcile hook ran %d times for %d terms", triggers, len(lat))
-		}
-		reportLatency(b, lat)
-		b.ReportMetric(float64(mallocs)/float64(len(lat)), "allocs/term")
+// termRig is a Manager with three leader-only components (benchComponent)
+// fed by two StateReplayers and a reconcile trigger hook, running on a
+// started bus, one full term per call of term.
+type termRig struct {
+	tb       testing.TB
+	bus      *busevents.EventBus
+	ready    chan lifecycle.TermReport
+	stopped  chan lifecycle.TermStopReport
+	last     uint64 // the last term made
+	triggers int
+}
+
+// newTermRig starts the rig; it stops when tb ends.
+func newTermRig(tb testing.TB, perTerm bool) *termRig {
+	bus := busevents.NewEventBusWithLogger(0, discard())
+	r := &termRig{tb: tb, bus: bus, ready: make(chan lifecycle.TermReport, 1), stopped: make(chan lifecycle.TermStopReport, 1)}
+	m, err := lifecycle.NewManager(bus, lifecycle.Options{
+		Logger:        discard(),
+		OnTermReady:   func(rep lifecycle.TermReport) { r.ready <- rep },
+		OnTermStopped: func(rep lifecycle.TermStopReport) { r.stopped <- rep },
 	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
+	podR := leadership.NewStateReplayer[*events.HAProxyPodsDiscoveredEvent](bus)
+	for _, err := range []error{
+		m.AddLeaderOnly(&benchComponent{name: "publisher", bus: bus, perTerm: perTerm}),
+		m.AddLeaderOnly(&benchComponent{name: "scheduler", bus: bus, pods: true, perTerm: perTerm}),
+		m.AddLeaderOnly(&benchComponent{name: "coordinator", bus: bus, pods: true, perTerm: perTerm}),
+		m.AddReplayer("config", cfgR),
+		m.AddReplayer("pods", podR),
+		m.AddTermHook("reconcile", func(uint64) { r.triggers++ }),
+	} {
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	bus.Start()
+	cfgR.Publish(events.NewConfigValidatedEvent(&config.Config{}, "v1", "bench"))
+	podR.Publish(events.NewHAProxyPodsDiscoveredEvent([]config.Pod{{Name: "p1"}, {Name: "p2"}}, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+		<-m.Done()
+		bus.Stop()
+	})
+	return r
+}
+
+// term makes one full term (lead, ready, lose, stopped) and returns its
+// term-ready latency.
+func (r *termRig) term() time.Duration {
+	r.last++
+	term := r.last
+	r.bus.Publish(events.NewBecameLeaderEvent("me", term))
+	rep := <-r.ready
+	if rep.Term != term {
+		r.tb.Fatalf("ready for term %d, want %d", rep.Term, term)
+	}
+	r.bus.Publish(events.NewLostLeadershipEvent("me", term, "bench"))
+	if s := <-r.stopped; len(s.Overstayed) != 0 {
+		r.tb.Fatalf("overstayed: %v", s.Overstayed)
+	}
+	return rep.Latency
 }
 
 // mallocCount returns the number of heap allocations made so far by the

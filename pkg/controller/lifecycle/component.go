@@ -15,8 +15,9 @@ import (
 // instance, and must therefore reset its per-term state at its top. Its
 // context carries busevents.WithLeaderOnly, so every subscription it makes
 // with busevents.Subscribe[T](ctx, ...) is leader-only and ends with the
-// term, with no option to remember. It subscribes so, then calls
-// Subscribed(ctx),
+// term, with no option to remember; with this package's Subscribe, the
+// same call keeps the subscription across terms. It subscribes so, then
+// calls Subscribed(ctx),
 // and calls HoldsState(ctx, type) once it has processed state of each type
 // it declared in RequiredState.
 type Component interface {

@@ -97,6 +97,25 @@
 // of the Manager (who subscribed, who holds what) is new for each term; the
 // components reset their own at the top of Start.
 //
+// # Subscriptions kept across terms
+//
+// A leader-only component subscribes at the top of every Start. With
+// busevents.Subscribe[T] under the run's context, each term makes a new
+// channel and subscription that end with the term. With Subscribe (this
+// package's), the Manager keeps the subscription across terms instead
+// (busevents.Kept): the first term makes it, each later term's call
+// resumes it and returns the same channel, and a term costs no allocation
+// for it. The component reads what a fresh subscription would give it:
+// the subscription is routed only from the call until its term ends (the
+// Manager pauses it then, and when the run returns), and the next call
+// empties the channel before routing it again, so nothing published between
+// terms and nothing left unread from an earlier term is read, and the
+// term's replays reach it as they reach a new subscriber. It is
+// leader-only by construction: it is routed only in a term of this
+// replica's. Run closes every kept channel when it returns; the component
+// does not Unsubscribe it. A subscription to every type is not kept:
+// Subscribe makes it per term, as busevents.Subscribe does.
+//
 // # Failures and overstays
 //
 // Only a return after the context ended, with nil, a context error or the

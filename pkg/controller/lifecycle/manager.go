@@ -165,6 +165,10 @@ type Manager struct {
 	counters   counters
 	// campaignWaiting is true while campaigners wait for the Syncers.
 	campaignWaiting bool
+	// launches is startPendingLocked's result, reused: only Run's
+	// goroutine starts components, and it is done with the slice before it
+	// asks for another.
+	launches []launch
 }
 
 type counters struct {
@@ -187,6 +191,10 @@ type unit struct {
 	lastErr                                        error
 	starts, failures, overstays, subscribeTimeouts uint64
 	panics                                         uint64
+	// kept maps a name to the subscription Subscribe keeps for it across
+	// terms; keptList lists them, append-only.
+	kept     map[string]keeper
+	keptList []keeper
 }
 
 // hook is work run once per term.
@@ -380,7 +388,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer procCancel(nil)
 
 	gate := m.startAllReplica(procCtx)
-	err := m.loop(ctx, base, procCtx, gate)
+	// Terms derive from base marked leader-only for the bus, once: every
+	// subscription a leader-only component makes under its context is
+	// leader-only, whether or not its author remembered to say so.
+	err := m.loop(ctx, busevents.WithLeaderOnly(base), procCtx, gate)
 	gate.stop()
 	m.shutdown(err, procCancel)
 	return err
@@ -428,6 +439,7 @@ func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
 	if t := m.term; t != nil {
 		m.endTerm(t, reason, cause)
 	}
+	m.closeKept()
 	procCancel(cause)
 	m.mu.Lock()
 	var waiting []*unit
@@ -482,11 +494,19 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 		reason, cause := "lost leadership", ErrLeadershipLost
 		if e.Reason != "" {
 			reason += ": " + e.Reason
-			cause = fmt.Errorf("%w: %s", ErrLeadershipLost, e.Reason)
+			cause = &leadershipLost{reason: e.Reason}
 		}
 		m.endTerm(cur, reason, cause)
 	}
 }
+
+// leadershipLost is ErrLeadershipLost with the reason of the
+// LostLeadershipEvent, as fmt.Errorf("%w: %s") would make it, in one
+// allocation rather than three: it is made once per term.
+type leadershipLost struct{ reason string }
+
+func (e *leadershipLost) Error() string { return ErrLeadershipLost.Error() + ": " + e.reason }
+func (e *leadershipLost) Unwrap() error { return ErrLeadershipLost }
 
 // launch is a component run prepared under mu and started after it.
 type launch struct {
@@ -498,13 +518,13 @@ type launch struct {
 // prepareLocked marks u as running in term t (nil for all-replica) and
 // returns what launchAll starts. m.mu must be held.
 // A leader-only member's run context lives in the member and its parent is
-// the term's runParent (marked leader-only for the bus); an all-replica
+// the term's context (marked leader-only for the bus); an all-replica
 // unit's is allocated here, once per process.
 func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
 	var rc *runCtx
 	if mem != nil {
 		rc = &mem.run
-		parent = t.runParent
+		parent = t.ctx
 	} else {
 		rc = new(runCtx)
 	}
@@ -584,12 +604,13 @@ func (m *Manager) exited(l launch, err error) {
 		close(m.done)
 	}
 	m.mu.Unlock()
-	m.wake()
-
 	var term uint64
 	if tok.t != nil {
 		term = tok.t.term
+		m.pauseKept(u, term)
 	}
+	m.wake()
+
 	switch {
 	case !clean:
 		m.logger.Error("component failed", "component", u.name, "leader_only", u.leaderOnly, "term", term, "error", err)

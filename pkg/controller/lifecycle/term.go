@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
-	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -25,9 +24,6 @@ type termState struct {
 	// stepDown is the cause of the term's end while the Manager asks
 	// Options.StepDown to end it, and after it agreed (nil otherwise).
 	stepDown atomic.Pointer[error]
-	// runParent is ctx marked leader-only for the bus: the parent of the
-	// members' run contexts.
-	runParent context.Context
 	// members has one entry per leader-only unit, in the same order as
 	// Manager.leaderOnly.
 	members []*member
@@ -90,9 +86,9 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
 	}
-	// Every subscription a leader-only component makes under its context
-	// is leader-only, whether or not its author remembered to say so.
-	t.ctx, t.cancel, t.runParent = ctx, cancel, busevents.WithLeaderOnly(ctx)
+	// base is marked leader-only (Run), and so is every context of the
+	// term: see busevents.WithLeaderOnly.
+	t.ctx, t.cancel = ctx, cancel
 
 	m.mu.Lock()
 	n := len(m.leaderOnly)
@@ -137,9 +133,10 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 		mem.started = true
 		mem.deadline = now.Add(m.opts.SubscribeTimeout)
 		if starts == nil {
-			starts = make([]launch, 0, len(t.members))
+			starts = m.launches[:0]
 		}
 		starts = append(starts, m.prepareLocked(mem.u, t.ctx, t, mem))
+		m.launches = starts
 	}
 	return starts, blocked
 }
@@ -159,6 +156,9 @@ func (m *Manager) endTerm(t *termState, reason string, cause error) {
 	}
 	m.mu.Unlock()
 	t.cancel(t.endCause(cause))
+	for _, mem := range t.members {
+		m.pauseKept(mem.u, t.term)
+	}
 	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
 		m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
 	}

@@ -39,6 +39,14 @@ type CoordinatorOptions struct {
 	// Either return may be nil (not handed out yet): the received input is
 	// used then.
 	Latest func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent)
+	// NoRenderCache makes every trigger run the pipeline. By default the
+	// Coordinator keeps the outcome of its last run that returned no error,
+	// keyed by its input (see renderKey), and a run on the same input, such
+	// as the render a new term starts with when nothing changed since the
+	// last one, publishes that outcome, stamped with the current term,
+	// without rendering again. Set it when the Pipeline's steps depend on
+	// anything but their Input.
+	NoRenderCache bool
 }
 
 // LastRun describes the most recent pipeline run of a term.
@@ -47,8 +55,11 @@ type LastRun struct {
 	PodGeneration uint64
 	Valid         bool
 	Errors        int           // findings, or 1 for a pipeline error
-	Duration      time.Duration // render plus validate
+	Duration      time.Duration // render plus validate; zero when Cached
 	At            time.Time
+	// Cached is true when the outcome was the render cache's: the same
+	// input was rendered and validated before (CoordinatorOptions).
+	Cached bool
 }
 
 // CoordinatorStatus is a snapshot of a Coordinator's current (or last)
@@ -90,7 +101,12 @@ type Coordinator struct {
 	buffer   int
 	logger   *slog.Logger
 	latest   func() (*events.ConfigValidatedEvent, *events.HAProxyPodsDiscoveredEvent)
+	noCache  bool
+	subOpts  []busevents.SubscribeOption // of the subscription, made once
 	running  atomic.Bool
+	// cache is the render cache: the last run that returned no error.
+	// Only the Start in progress touches it (running orders the Starts).
+	cache renderCache
 
 	// mu guards status.
 	mu     sync.Mutex
@@ -115,7 +131,9 @@ func NewCoordinator(bus *busevents.EventBus, opts CoordinatorOptions) (*Coordina
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Coordinator{bus: bus, pipeline: opts.Pipeline, buffer: opts.Buffer, logger: opts.Logger, latest: opts.Latest}, nil
+	return &Coordinator{bus: bus, pipeline: opts.Pipeline, buffer: opts.Buffer, logger: opts.Logger,
+		latest: opts.Latest, noCache: opts.NoRenderCache,
+		subOpts: []busevents.SubscribeOption{busevents.Types(inputTypes[0], inputTypes[1:]...), busevents.LatestValue()}}, nil
 }
 
 // Name returns "reconciler-coordinator".
@@ -152,7 +170,9 @@ type term struct {
 	waitLog bool   // "waits for its inputs" logged for the pending trigger
 	// running is non-nil while a pipeline run is in flight: the run's
 	// goroutine sends its outcome on it (capacity 1) and exits.
-	running  chan outcome
+	running chan outcome
+	// runKey is the render cache key of the run in flight.
+	runKey   renderKey
 	counters CoordinatorStatus
 	last     *LastRun
 }
@@ -164,6 +184,7 @@ type outcome struct {
 	res      pipeline.Result
 	err      error
 	panicked *panicked // non-nil when a pipeline step panicked
+	cached   bool      // res is the render cache's
 }
 
 // panicked is a panic recovered from a pipeline step.
@@ -219,9 +240,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// coalesces queued triggers into the newest, so no trigger is lost and
 	// none overtakes the state published before it. It is leader-only by
 	// registration: ctx comes from the Manager's term.
-	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer,
-		busevents.Types(inputTypes[0], inputTypes[1:]...), busevents.LatestValue())
-	defer busevents.Unsubscribe(c.bus, ch)
+	// lifecycle.Subscribe keeps the subscription across terms under the
+	// Manager, so that a term costs no new one.
+	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer, c.subOpts...)
+	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
 	lifecycle.Subscribed(ctx)
 	defer t.wait()
 
@@ -329,12 +351,20 @@ func (t *term) due() bool {
 
 // start runs the pipeline on the inputs held, in a goroutine that reports
 // on t.running.
+// An input the render cache holds is not run again: its outcome is
+// finished at once, on Start's goroutine.
 func (t *term) start() {
 	t.takeLatest()
 	in := pipeline.Input{Config: t.cfg.Config, ConfigVersion: t.cfg.Version, Pods: t.pods.Pods, PodGeneration: t.pods.Generation}
 	reason := t.reason
 	t.pending = false
 	t.counters.Runs++
+	key := renderKeyOf(t.cfg, t.pods)
+	if res, ok := t.c.cache.get(key); ok && !t.c.noCache {
+		t.finish(outcome{in: in, reason: reason, res: res, cached: true})
+		return
+	}
+	t.runKey = key
 	done := make(chan outcome, 1)
 	t.running = done
 	p, ctx := t.c.pipeline, t.ctx
@@ -385,36 +415,58 @@ func (t *term) wait() {
 	}
 }
 
-// finish publishes a run's outcome, unless the term ended meanwhile.
+// finish publishes a run's outcome, unless the term ended meanwhile. A
+// run that returned no error is kept in the render cache first.
 func (t *term) finish(o outcome) {
 	c, res, in := t.c, o.res, o.in
+	if o.err == nil && !o.cached {
+		c.cache.put(t.runKey, res)
+	}
 	if t.ctx.Err() != nil {
 		c.logger.Info("term ended during a reconciliation; its outcome is not published", "term", t.number)
 		return
 	}
 	last := &LastRun{ConfigVersion: in.ConfigVersion, PodGeneration: in.PodGeneration, Valid: o.err == nil && res.Valid(),
-		Duration: res.RenderDuration + res.ValidateDuration, At: time.Now()}
-	t.last = last
-	log := c.logger.With("term", t.number, "reason", o.reason, "config_version", in.ConfigVersion, "pod_generation", in.PodGeneration)
+		Duration: res.RenderDuration + res.ValidateDuration, At: time.Now(), Cached: o.cached}
 	switch {
 	case o.err != nil:
 		last.Errors = 1
-		t.counters.Failed++
-		t.publishStatus()
-		log.Error("reconciliation failed", "error", o.err)
-		c.bus.Publish(events.NewValidationFailedEvent([]error{o.err}, in.ConfigVersion, in.PodGeneration, t.number))
 	case !res.Valid():
 		last.Errors = len(res.Errors)
+	}
+	t.last = last // never changed from here on: publishStatus shares it
+	switch {
+	case o.err != nil:
 		t.counters.Failed++
 		t.publishStatus()
-		log.Warn("rendered configuration is invalid; the last valid one stays", "errors", len(res.Errors), "first", res.Errors[0].Error())
+		if c.logger.Enabled(t.ctx, slog.LevelError) {
+			t.runLogger(o).Error("reconciliation failed", "error", o.err)
+		}
+		c.bus.Publish(events.NewValidationFailedEvent([]error{o.err}, in.ConfigVersion, in.PodGeneration, t.number))
+	case !res.Valid():
+		t.counters.Failed++
+		t.publishStatus()
+		if c.logger.Enabled(t.ctx, slog.LevelWarn) {
+			t.runLogger(o).Warn("rendered configuration is invalid; the last valid one stays", "errors", len(res.Errors),
+				"first", res.Errors[0].Error(), "cached", o.cached)
+		}
 		c.bus.Publish(events.NewValidationFailedEvent(res.Errors, in.ConfigVersion, in.PodGeneration, t.number))
 	default:
 		t.counters.Rendered++
 		t.publishStatus()
-		log.Info("rendered configuration", "bytes", len(res.Output), "render", res.RenderDuration, "validate", res.ValidateDuration)
+		if c.logger.Enabled(t.ctx, slog.LevelInfo) {
+			t.runLogger(o).Info("rendered configuration", "bytes", len(res.Output), "render", res.RenderDuration,
+				"validate", res.ValidateDuration, "cached", o.cached)
+		}
 		c.bus.Publish(events.NewTemplateRenderedEvent(res.Output, in.ConfigVersion, in.PodGeneration, t.number))
 	}
+}
+
+// runLogger returns the logger of o's lines; it allocates, so it is called
+// only for a line that is logged.
+func (t *term) runLogger(o outcome) *slog.Logger {
+	return t.c.logger.With("term", t.number, "reason", o.reason, "config_version", o.in.ConfigVersion,
+		"pod_generation", o.in.PodGeneration)
 }
 
 // publishStatus copies the term's state into the Coordinator's status.
@@ -429,10 +481,7 @@ func (t *term) publishStatus() {
 		s.PodGeneration = t.pods.Generation
 	}
 	s.Waiting = t.pending && (t.cfg == nil || t.pods == nil)
-	if t.last != nil {
-		last := *t.last
-		s.Last = &last
-	}
+	s.Last = t.last // never changed once set; Status copies it
 	t.c.mu.Lock()
 	t.c.status = s
 	t.c.mu.Unlock()

@@ -48,6 +48,19 @@
 // input missing waits for it. It reports lifecycle.HoldsState for the
 // configuration and the pods, which it lists in RequiredState.
 //
+// # Render cache
+//
+// Because a render is a pure function of its input, the Coordinator keeps
+// the outcome of its last run that returned no error (valid or with
+// findings), keyed by the configuration version and pod generation and by
+// the configuration and pod set themselves (by identity), across terms. A
+// run on the same input publishes that outcome again, stamped with the
+// current term, without running the pipeline: a new leader whose inputs did
+// not change since its last term renders nothing. Either input changing
+// makes a new key; an error is never cached. LastRun.Cached tells such an
+// outcome apart; CoordinatorOptions.NoRenderCache turns the cache off for a
+// Pipeline whose steps depend on more than their Input.
+//
 // # Concurrency properties
 //
 // Reconciler.Start and Coordinator.Start each run one event loop on the
@@ -69,9 +82,12 @@
 // which guards only the snapshots returned by Stats and Status. TriggerNow
 // runs on its caller's goroutine and never blocks.
 //
-// Channels: the components hand out none. Their subscriptions are closed by
-// the bus, on Unsubscribe when Start returns or when the bus stops (Start
-// then returns ErrSubscriptionClosed).
+// Channels: the components hand out none. The Reconciler's subscription is
+// closed by the bus when it stops. The Coordinator subscribes with
+// lifecycle.Subscribe: under the Manager the subscription is kept across
+// terms, paused when Start returns and closed when the Manager's Run
+// returns; outside it, it ends when Start returns. Either way the bus
+// closes it when it stops (Start then returns ErrSubscriptionClosed).
 //
 // # Logging
 //

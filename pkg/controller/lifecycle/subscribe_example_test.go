@@ -1,0 +1,71 @@
+package lifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/baton-dev/baton/pkg/controller/config"
+	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	busevents "github.com/baton-dev/baton/pkg/events"
+)
+
+// keptComponent is a leader-only component whose subscription lives across terms.
+type keptComponent struct {
+	bus   *busevents.EventBus
+	chans map[<-chan *events.ConfigValidatedEvent]bool
+}
+
+func (k *keptComponent) Name() string            { return "keeper" }
+func (k *keptComponent) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
+
+func (k *keptComponent) Start(ctx context.Context) error {
+	term, _ := lifecycle.TermFromContext(ctx)
+	ch := lifecycle.Subscribe[*events.ConfigValidatedEvent](ctx, k.bus, "keeper", 4)
+	defer lifecycle.Unsubscribe(ctx, k.bus, ch) // pauses it: the next term resumes it
+	k.chans[ch] = true
+	lifecycle.Subscribed(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev := <-ch:
+			fmt.Printf("term %d: config %s (channels so far: %d)\n", term, ev.Version, len(k.chans))
+			lifecycle.HoldsState(ctx, ev.EventType())
+		}
+	}
+}
+
+func ExampleSubscribe() {
+	bus := busevents.NewEventBus(0)
+	ready := make(chan lifecycle.TermReport, 1)
+	stopped := make(chan lifecycle.TermStopReport, 1)
+	m, _ := lifecycle.NewManager(bus, lifecycle.Options{
+		Logger:        slog.New(slog.DiscardHandler),
+		OnTermReady:   func(r lifecycle.TermReport) { ready <- r },
+		OnTermStopped: func(r lifecycle.TermStopReport) { stopped <- r },
+	})
+	cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(slog.New(slog.DiscardHandler))
+	_ = m.AddLeaderOnly(&keptComponent{bus: bus, chans: map[<-chan *events.ConfigValidatedEvent]bool{}})
+	_ = m.AddReplayer("config", cfgR)
+	bus.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+
+	cfgR.Publish(events.NewConfigValidatedEvent(&config.Config{}, "v1", "example"))
+	for term := uint64(1); term <= 2; term++ {
+		bus.Publish(events.NewBecameLeaderEvent("replica-0", term))
+		<-ready
+		bus.Publish(events.NewLostLeadershipEvent("replica-0", term, "example"))
+		<-stopped
+	}
+	cancel()
+	<-done
+	bus.Stop()
+	// Output:
+	// term 1: config v1 (channels so far: 1)
+	// term 2: config v1 (channels so far: 1)
+}
