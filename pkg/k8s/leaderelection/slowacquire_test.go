@@ -120,3 +120,53 @@ func checkHeld(t *testing.T, cl *cluster, c, d *candidate, answered time.Time) {
 		t.Errorf("Stats().SlowAcquires = %d, want 1", got)
 	}
 }
+
+// TestHeldTermNeedsItsRenews: while c holds the lease of a slow Create, its renews
+// fail: the held term is given up and never starts, also when its time comes. Once the
+// store answers again, c takes its lease back as any follower would (a LeaseDuration
+// after it sees it again, as its watch was down).
+func TestHeldTermNeedsItsRenews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		c, d, _, _ := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false)
+		c.store.setMode(modeFail)
+		time.Sleep(DefaultLeaseDuration + 2*DefaultRetryPeriod)
+		if terms, _, _, _ := c.snapshot(); len(terms) != 0 || c.e.IsLeader() {
+			t.Fatalf("c started terms %v while its renews failed", terms)
+		}
+		c.store.setMode(modePass)
+		healed := time.Now()
+		if l := cl.waitLeader(d, DefaultLeaseDuration+2*DefaultRetryPeriod); l != c {
+			t.Fatalf("leader %s, want c", l.id)
+		}
+		if took := time.Since(healed); took < DefaultLeaseDuration {
+			t.Errorf("c led %v after the store answered again, want a LeaseDuration", took)
+		}
+	})
+}
+
+// TestHeldTermGivenUpOnAnotherHolder: while c holds the lease of a slow Create,
+// someone writes another holder into it: the held term never starts, and c waits that
+// holder out as a follower.
+func TestHeldTermGivenUpOnAnotherHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		c, _, _, answered := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false)
+		time.Sleep(100 * time.Millisecond) // after c's first renew: its watch shows z
+		r, err := cl.mem.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.HolderIdentity, r.Marker = "z", ""
+		cl.mem.Set(r)
+		time.Sleep(time.Until(answered.Add(DefaultLeaseDuration + DefaultRetryPeriod)))
+		if terms, _, _, _ := c.snapshot(); len(terms) != 0 || c.e.IsLeader() {
+			t.Fatalf("c started terms %v after z took the lease", terms)
+		}
+		if got := c.e.GetLeader(); got != "z" {
+			t.Errorf("c sees leader %q, want z", got)
+		}
+	})
+}
