@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,71 +255,160 @@ func BenchmarkPublishGenericSubscriber(b *testing.B) {
 }
 
 // variant is one contender of a comparison: how it publishes one event,
-// and the readers of its subscribers.
+// and the readers of its subscribers, or else how to empty its channels
+// off the clock.
 type variant struct {
 	name    string
 	publish func()
 	r       *readers
+	drain   func()
 	sent    int64
+	turn    time.Duration // the last one
 	elapsed time.Duration
+	cpu     time.Duration
 }
 
 // compare runs the variants in turns of benchBatch events each, every turn
 // timed until its readers received the batch, and reports each variant's
-// time per event and the ratio of the first to the second. Taking turns
-// every few microseconds gives them the same machine: on a shared machine
-// whose load changes from second to second, separate benchmarks would not.
+// time per event and the ratio of the first to the second: over the whole
+// run ("baton/plain"), and the median over the rounds of the ratio of
+// their turns in the round ("baton/plain-median"), which a turn slowed by
+// another process on the machine moves less. Taking turns every few
+// microseconds gives them the same machine: on a shared machine whose load
+// changes from second to second, separate benchmarks would not. It also
+// reports the CPU time the process spent per event in each variant's turns
+// (publisher and readers, "-cpu-ns/event") and their ratio ("-cpu"): time
+// the machine gave to other processes does not count there.
 func compare(b *testing.B, vs ...*variant) {
+	order := slices.Clone(vs)
+	ratios := make([]float64, 0, b.N/benchBatch+1)
 	b.ReportAllocs()
 	b.ResetTimer()
-	order := slices.Clone(vs)
 	for done := 0; done < b.N; done += benchBatch {
 		slices.Reverse(order) // neither always goes first
 		for _, v := range order {
+			cpu := cpuTime()
 			start := time.Now()
 			for range benchBatch {
 				v.publish()
 			}
 			v.sent += benchBatch
-			v.r.waitFor(v.sent)
-			v.elapsed += time.Since(start)
+			if v.r != nil {
+				v.r.waitFor(v.sent)
+			}
+			v.turn = time.Since(start)
+			v.elapsed += v.turn
+			v.cpu += cpuTime() - cpu
+			if v.drain != nil {
+				v.drain()
+			}
 		}
+		ratios = append(ratios, float64(vs[0].turn)/float64(vs[1].turn))
 	}
 	b.StopTimer()
 	for _, v := range vs {
 		b.ReportMetric(float64(v.elapsed.Nanoseconds())/float64(v.sent), v.name+"-ns/event")
+		b.ReportMetric(float64(v.cpu.Nanoseconds())/float64(v.sent), v.name+"-cpu-ns/event")
 	}
 	first, second := vs[0], vs[1]
-	b.ReportMetric(float64(first.elapsed)/float64(second.elapsed), first.name+"/"+second.name)
+	name := first.name + "/" + second.name
+	b.ReportMetric(float64(first.elapsed)/float64(second.elapsed), name)
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], name+"-median")
+	b.ReportMetric(float64(first.cpu)/float64(second.cpu), name+"-cpu")
+}
+
+// cpuTime returns the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkCompareFanOut takes turns between Baton and the plain bus
 // publishing one event type to n draining subscribers each. The allocs/op
-// are Baton's: the plain bus allocates nothing.
+// are Baton's: the plain bus allocates nothing. In the "typed" case
+// Baton's subscribers subscribe with Subscribe[*Event] rather than on chan
+// Event, so that each send asserts the event's Go type first.
 func BenchmarkCompareFanOut(b *testing.B) {
+	for _, n := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			compareFanOut(b, n, func(bus *busevents.EventBus, name string) <-chan busevents.Event {
+				return busevents.Subscribe[busevents.Event](context.Background(), bus, name, benchBuffer, busevents.Types("a"))
+			})
+		})
+	}
+	b.Run("typed-subscribers=50", func(b *testing.B) {
+		compareFanOut(b, 50, func(bus *busevents.EventBus, name string) <-chan *ev {
+			return busevents.Subscribe[*ev](context.Background(), bus, name, benchBuffer, busevents.Types("a"))
+		})
+	})
+}
+
+func compareFanOut[T busevents.Event](b *testing.B, n int, subscribe func(*busevents.EventBus, string) <-chan T) {
+	bus := busevents.NewEventBus(0)
+	p := &plainBus{}
+	var batonChans []<-chan T
+	var plainChans []<-chan busevents.Event
+	for i := range n {
+		batonChans = append(batonChans, subscribe(bus, fmt.Sprint("s", i)))
+		c := make(chan busevents.Event, benchBuffer)
+		p.subs = append(p.subs, c)
+		plainChans = append(plainChans, c)
+	}
+	bus.Start()
+	e := newEv("a", 1)
+	baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, r: drainAll(batonChans...)}
+	plain := &variant{name: "plain", publish: func() { p.publish(e) }, r: drainAll(plainChans...)}
+	compare(b, baton, plain)
+	bus.Stop()
+	for _, c := range p.subs {
+		close(c)
+	}
+	baton.r.wg.Wait()
+	plain.r.wg.Wait()
+}
+
+// BenchmarkComparePublishCost is BenchmarkCompareFanOut with no reader
+// running while the clock runs: each channel has room for the turn's
+// events, and is emptied after the turn, off the clock. No send wakes a
+// reader or contends with one for a channel's lock, so the figures are the
+// cost of the publish path itself (the routing, the accounting, the sends
+// into a buffer), without the scheduling that dominates a fan-out to
+// draining readers.
+func BenchmarkComparePublishCost(b *testing.B) {
 	for _, n := range []int{1, 50} {
 		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
 			bus := busevents.NewEventBus(0)
 			p := &plainBus{}
 			var batonChans, plainChans []<-chan busevents.Event
 			for i := range n {
-				batonChans = append(batonChans, bus.SubscribeTypes(fmt.Sprint("s", i), benchBuffer, []string{"a"}))
+				batonChans = append(batonChans, busevents.Subscribe[busevents.Event](context.Background(), bus, fmt.Sprint("s", i), benchBuffer, busevents.Types("a")))
 				c := make(chan busevents.Event, benchBuffer)
 				p.subs = append(p.subs, c)
 				plainChans = append(plainChans, c)
 			}
 			bus.Start()
 			e := newEv("a", 1)
-			baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, r: drainAll(batonChans...)}
-			plain := &variant{name: "plain", publish: func() { p.publish(e) }, r: drainAll(plainChans...)}
+			baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, drain: func() { empty(batonChans) }}
+			plain := &variant{name: "plain", publish: func() { p.publish(e) }, drain: func() { empty(plainChans) }}
 			compare(b, baton, plain)
-			bus.Stop()
-			for _, c := range p.subs {
-				close(c)
+			if len(batonChans[0]) > 0 || len(plainChans[0]) > 0 {
+				b.Fatal("events left in a channel")
 			}
-			baton.r.wg.Wait()
-			plain.r.wg.Wait()
+			bus.Stop()
 		})
+	}
+}
+
+// empty receives what each channel holds.
+func empty(chans []<-chan busevents.Event) {
+	for _, c := range chans {
+		for len(c) > 0 {
+			<-c
+		}
 	}
 }
 

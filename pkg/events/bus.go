@@ -35,6 +35,14 @@ type EventBus struct {
 	rejectedNil     atomic.Uint64
 	rejectedStopped atomic.Uint64
 
+	// routeLeft, set by this package's tests only, is called with mu held
+	// each time routes have left topic t (on Unsubscribe, at the end of a
+	// subscription's context, on Stop, on Kept.Pause) and before the
+	// counters of their subscriptions are read: a test delivers to t from
+	// it, as a publisher that looked t up just before would, to check that
+	// a route counts nothing published after it left.
+	routeLeft func(t *topic)
+
 	// mu guards the fields below it, and serializes changes to routes.
 	mu sync.Mutex
 	// pending holds the events published (or republished) before Start,
@@ -96,17 +104,36 @@ type topic struct {
 	replayed atomic.Uint64 // Republish calls for this type
 
 	// mu serializes the deliveries of this event type, and guards the
-	// counters of its routes and the fields below. The fields below change
-	// with EventBus.mu held too, so that they may be read under either.
+	// counters of its routes and the fields below. routes, chans, typed
+	// and latest change with EventBus.mu held too, so that they may be
+	// read under either.
 	mu sync.Mutex
-	// routes lists the subscriptions the type goes to. A delivery ranges
-	// over the slice it read under mu; when it lets go of mu in the middle
-	// (to report a drop) it counts itself in iterating, and while any does,
-	// a removal copies the slice instead of editing it in place (appends
+	// routes lists the routes the type goes to. chans and typed hold,
+	// index for index, what a delivery sends to directly: the channel of
+	// each that is a plain subscription on chan Event, and the sink of
+	// each that is a Subscribe[T] channel of another T and not
+	// LatestValue (nil for the others), so that a delivery to those reads
+	// no route. A route leaves routes, chans and typed (under mu) before
+	// its subscription's channel is closed, so a delivery that holds mu
+	// and has not let go of it since it read them can send to every
+	// channel there without checking route.closed. When a delivery lets go
+	// of mu in the middle (to report a drop) it counts itself in
+	// iterating, checks route.closed from then on, and while any does, a
+	// removal copies the slices instead of editing them in place (appends
 	// never touch what an older slice header covers).
 	routes    []*route
+	chans     []chan Event
+	typed     []sink
 	iterating int
 	latest    int // routes on which the type is LatestValue
+	// published counts the deliveries of published (not replayed) events
+	// of the type; a route's delivered count is derived from it (see
+	// route.deliveredLocked), so that a delivery writes nothing per route
+	// while every subscriber takes the event.
+	published uint64
+	// seqFloor is at most the lastSeq of every route in routes: a delivery
+	// stamped at or below it need not update any route's lastSeq.
+	seqFloor uint64
 }
 
 // clone returns a copy of rt to modify, with an empty lookup cache. The
@@ -229,8 +256,10 @@ func (b *EventBus) Stop() {
 		s.closeRoutesLocked()
 	}
 	for _, t := range old.topics {
-		t.mu.Lock() // wait for deliveries in progress
-		t.mu.Unlock()
+		t.clearRoutesLocked() // waits for deliveries in progress
+		if b.routeLeft != nil {
+			b.routeLeft(t)
+		}
 	}
 	for _, s := range b.subs {
 		b.endLocked(s)

@@ -202,6 +202,9 @@ func (k *Kept[T]) Pause() {
 	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.removeRouteLocked(r)
+		if b.routeLeft != nil {
+			b.routeLeft(r.topic)
+		}
 	}
 	e := b.ended[s.name]
 	if e == nil {

@@ -12,7 +12,11 @@ func (b *EventBus) Publish(e Event) int {
 		return 0
 	}
 	if b.state.Load() == stateStarted {
-		return b.deliver(e, b.seq.Load(), false)
+		seq := b.seq.Load() // the publish begins here (see NextSequence)
+		if t := b.routes.Load().lookup(e.EventType()); t != nil {
+			return b.deliverTo(t, e, seq, false)
+		}
+		return b.deliver(e, seq, false)
 	}
 	return b.publishSlow(e, 0, false)
 }
@@ -134,38 +138,42 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 			return 0
 		}
 	}
-	if replay {
-		t.replayed.Add(1)
-	}
+	return b.deliverTo(t, e, seq, replay)
+}
+
+// deliverTo delivers e to the routes of t, its topic.
+//
+// While it holds t.mu without having let go of it, a delivery of a
+// published event sends to each plain subscription directly (on chan
+// Event here, on another type in deliverFrom) and writes nothing per
+// route: such a route is in t.routes, so its channel is open (see
+// topic.routes), its delivered count follows from t.published, and its
+// lastSeq needs a write only when seq is above t.seqFloor. Whatever does
+// not take that path goes through offerLocked, which checks everything.
+func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 	n := 0
 	t.mu.Lock()
-	for _, r := range t.routes { // see topic.routes on letting go of t.mu
-		if r.ch != nil && !replay && !r.closed.Load() {
-			// The common case, inline: a published event for a plain
-			// subscription on chan Event.
-			select {
-			case r.ch <- e:
-				r.delivered++
-				r.lastSeq = max(r.lastSeq, seq)
-				n++
-				continue
-			default:
+	if replay {
+		t.replayed.Add(1)
+		n = b.deliverFrom(t, 0, e, seq, true)
+	} else {
+		t.published++ // counts for every route in t.routes now
+		if seq <= t.seqFloor {
+			// Every route has lastSeq >= seq: send until a channel is
+			// full or the route is not a plain one on chan Event (the
+			// rest, typed ones included, are for deliverFrom).
+			chans := t.chans
+			for ; n < len(chans); n++ {
+				select {
+				case chans[n] <- e: // a nil channel is never ready
+					continue
+				default:
+				}
+				break
 			}
 		}
-		queued, report := r.offerLocked(e, seq, replay)
-		if queued {
-			n++
-		}
-		if report {
-			d := r.lastDrop
-			// Never call out under a lock. Routes are offered one at a
-			// time, each under the lock, so letting go of it here changes
-			// nothing for the others.
-			t.iterating++
-			t.mu.Unlock()
-			b.reportDrop(r.sub, d)
-			t.mu.Lock()
-			t.iterating--
+		if n < len(t.routes) {
+			n += b.deliverFrom(t, n, e, seq, false)
 		}
 	}
 	t.mu.Unlock()
@@ -173,6 +181,86 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 		b.offerResponse(e)
 	}
 	return n
+}
+
+// deliverFrom delivers e to the routes of t from index i on, all before
+// having been given it, and returns how many queued it. t.mu must be held;
+// it may let go of it meanwhile (see reportDropUnlocked).
+func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool) int {
+	n := 0
+	raise := seq > t.seqFloor
+	fast, all := !replay, true // fast: t.mu held throughout, and a Publish
+	routes, chans, typed := t.routes, t.chans, t.typed
+	for ; i < len(routes); i++ {
+		r := routes[i]
+		if fast && sendDirect(chans, typed, i, e) {
+			n++
+			if raise { // else lastSeq >= t.seqFloor >= seq already
+				r.lastSeq = max(r.lastSeq, seq)
+			}
+			continue
+		}
+		queued, report := r.offerLocked(e, seq, replay)
+		switch {
+		case queued:
+			n++
+			if !fast {
+				r.extra++ // a replay, or after the advance below
+			}
+		case fast:
+			r.extra-- // counted in t.published, yet not queued
+			all = false
+		}
+		if report {
+			if fast {
+				// Letting go of t.mu, routes may go (closed) or come
+				// (not in routes): count the rest as not queued now, and
+				// each one that queues once it is offered.
+				for _, rest := range routes[i+1:] {
+					rest.extra--
+				}
+				fast = false
+			}
+			b.reportDropUnlocked(t, r)
+		}
+	}
+	if fast && all && raise {
+		t.seqFloor = seq // every route in t.routes has lastSeq >= seq
+	}
+	return n
+}
+
+// sendDirect makes the direct send of e to route i of a topic whose chans
+// and typed are given (see topic.routes), if it takes one, and reports
+// whether e was queued.
+func sendDirect(chans []chan Event, typed []sink, i int, e Event) bool {
+	if c := chans[i]; c != nil {
+		select {
+		case c <- e:
+			return true
+		default:
+			return false
+		}
+	}
+	if s := typed[i]; s != nil {
+		res, _ := s.send(e, -1)
+		return res == sendOK
+	}
+	return false
+}
+
+// reportDropUnlocked reports the drop r.lastDrop with t.mu, which must be
+// held, let go of meanwhile. Never call out under a lock: routes are
+// offered one at a time, each under the lock, so letting go of it here
+// changes nothing for the others; deliver counts itself in t.iterating
+// meanwhile (see topic.routes).
+func (b *EventBus) reportDropUnlocked(t *topic, r *route) {
+	d := r.lastDrop
+	t.iterating++
+	t.mu.Unlock()
+	b.reportDrop(r.sub, d)
+	t.mu.Lock()
+	t.iterating--
 }
 
 // topicFor returns the topic of an event type seen for the first time,

@@ -115,7 +115,7 @@ func (s *subscription) addTo(st *SubscriberStats) {
 	st.LeaderOnly = st.LeaderOnly || s.leaderOnly
 	for _, r := range s.routes {
 		r.topic.mu.Lock()
-		delivered, dropped := r.delivered, r.dropped
+		delivered, dropped := r.deliveredLocked(), r.dropped
 		r.topic.mu.Unlock()
 		if delivered > 0 {
 			st.Delivered[r.topic.name] += delivered

@@ -364,20 +364,25 @@ func (t *topic) routesTo(s *subscription) bool {
 }
 
 // addRouteLocked makes t route to r. EventBus.mu must be held; it takes
-// t.mu. An append never changes the part of the array that a delivery in
+// t.mu. An append never changes the part of the arrays that a delivery in
 // progress ranges over.
 func (t *topic) addRouteLocked(r *route) {
 	t.mu.Lock()
+	r.base = t.published
 	t.routes = append(t.routes, r)
+	t.chans = append(t.chans, r.ch)
+	t.typed = append(t.typed, r.typed)
+	t.seqFloor = 0 // r.lastSeq is 0
 	if r.key >= 0 {
 		t.latest++
 	}
 	t.mu.Unlock()
 }
 
-// removeRouteLocked makes t stop routing to r. EventBus.mu must be held; it
-// takes t.mu, so that once it returns no delivery of t is offering to r
-// unless it checks r.closed first (see EventBus.remove).
+// removeRouteLocked makes t stop routing to r, which must be closed.
+// EventBus.mu must be held; it takes t.mu, so that once it returns no
+// delivery of t is offering to r, and any that let go of t.mu meanwhile
+// sees r closed before offering to it (see topic.routes).
 func (t *topic) removeRouteLocked(r *route) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -385,16 +390,32 @@ func (t *topic) removeRouteLocked(r *route) {
 	if i < 0 {
 		return
 	}
+	r.leaveLocked()
 	if r.key >= 0 {
 		t.latest--
 	}
 	if t.iterating == 0 {
 		t.routes = slices.Delete(t.routes, i, i+1)
+		t.chans = slices.Delete(t.chans, i, i+1)
+		t.typed = slices.Delete(t.typed, i, i+1)
 		return
 	}
-	// A delivery that let go of t.mu still ranges over the current array.
-	n := make([]*route, 0, len(t.routes)-1)
-	t.routes = append(append(n, t.routes[:i]...), t.routes[i+1:]...)
+	// A delivery that let go of t.mu still ranges over the current arrays.
+	t.routes = slices.Concat(t.routes[:i], t.routes[i+1:])
+	t.chans = slices.Concat(t.chans[:i], t.chans[i+1:])
+	t.typed = slices.Concat(t.typed[:i], t.typed[i+1:])
+}
+
+// clearRoutesLocked makes t route to nobody, on Stop, once every route has
+// been closed. EventBus.mu must be held; it takes t.mu, and so waits for
+// the delivery in progress, if any.
+func (t *topic) clearRoutesLocked() {
+	t.mu.Lock()
+	for _, r := range t.routes {
+		r.leaveLocked()
+	}
+	t.routes, t.chans, t.typed, t.latest = nil, nil, nil, 0
+	t.mu.Unlock()
 }
 
 func (b *EventBus) remove(key any) {
@@ -415,12 +436,16 @@ func (b *EventBus) remove(key any) {
 		}
 		b.routes.Store(rt)
 	}
-	// Publishers may still be about to offer to s: they check its routes'
-	// closed flags under their topic's lock, so once each of those locks
-	// has been taken after the flags were set, none is left.
+	// Publishers may still be about to offer to s: a delivery sends only
+	// to the routes its topic lists while it holds the topic's lock,
+	// and checks the closed flags once it has let go of it, so once each
+	// route has left its topic after the flags were set, none is left.
 	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.removeRouteLocked(r)
+		if b.routeLeft != nil {
+			b.routeLeft(r.topic)
+		}
 	}
 	b.endLocked(s)
 }

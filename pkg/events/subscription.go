@@ -43,18 +43,45 @@ const inlineRoutes = 4
 // route is one subscription's state for one event type. Its counters are
 // guarded by the mutex of the topic it belongs to.
 type route struct {
-	// closed is set, under EventBus.mu, when the subscription ends; a
-	// publisher checks it under the topic lock before each send.
+	// closed is set, under EventBus.mu, when the subscription ends, before
+	// the route leaves its topic's routes. offerLocked checks it, so that a
+	// delivery that let go of the topic lock offers nothing to a route
+	// removed meanwhile (see topic.routes).
 	closed atomic.Bool
 	ch     chan Event // sub.ch, here so that the fast path reads one struct
+	typed  sink       // sub.sink if it takes direct sends (see topic.routes)
 	sub    *subscription
 	topic  *topic
 	key    int32 // LatestValue key of the type in sub, or -1
 
-	lastSeq   uint64 // newest sequence number queued
-	delivered uint64
-	dropped   uint64 // refused by a full buffer
-	lastDrop  Drop   // the drop offerLocked asked to report
+	// lastSeq is the newest sequence number queued, but for deliveries
+	// stamped at or below topic.seqFloor, which is at most lastSeq.
+	lastSeq uint64
+	// base is topic.published when the route was added, and extra what
+	// the events queued differ by from those published since (modulo
+	// 2^64: deliveries of published events not queued count -1, replays
+	// queued +1); see deliveredLocked. Once the route has left its topic,
+	// gone is set and delivered holds the final count.
+	base, extra uint64
+	delivered   uint64
+	gone        bool
+	dropped     uint64 // refused by a full buffer
+	lastDrop    Drop   // the drop offerLocked asked to report
+}
+
+// deliveredLocked returns how many events r queued. Its topic's lock must
+// be held.
+func (r *route) deliveredLocked() uint64 {
+	if r.gone {
+		return r.delivered
+	}
+	return r.topic.published - r.base + r.extra
+}
+
+// leaveLocked freezes the counters of r as it leaves its topic, whose lock
+// must be held.
+func (r *route) leaveLocked() {
+	r.delivered, r.gone = r.deliveredLocked(), true
 }
 
 // initSubscription readies s, made by newSubscribeConfig and resolved, to
@@ -85,11 +112,15 @@ func (s *subscription) newRouteLocked(t *topic) *route {
 		r = new(route)
 	}
 	r.ch, r.sub, r.topic, r.key = s.ch, s, t, int32(slices.Index(s.latest, t.name))
+	if s.ch == nil && s.latest == nil {
+		r.typed = s.sink // a typedSink
+	}
 	s.routes = append(s.routes, r)
 	return r
 }
 
-// offerLocked hands e to r's subscriber, under r's topic lock. For a replay
+// offerLocked hands e to r's subscriber, under r's topic lock, and keeps
+// lastSeq; the caller counts it delivered (see deliver). For a replay
 // it first checks that the subscriber has been given nothing of that type
 // stamped at or after seq. It reports whether e was queued, and whether a
 // critical subscriber lost an event, described then in r.lastDrop, to be
@@ -102,7 +133,6 @@ func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued, report bo
 	res, ev := s.sink.send(e, r.key)
 	switch res {
 	case sendOK:
-		r.delivered++
 		r.lastSeq = max(r.lastSeq, seq)
 		if ev.victim != "" && !ev.superseded && s.onDrop != nil {
 			r.lastDrop = Drop{Subscriber: s.name, EventType: ev.victim, Total: ev.total}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -22,7 +23,57 @@ const (
 	envHistories = "BATON_CHAOS_HISTORIES"
 	envFirst     = "BATON_CHAOS_FIRST"
 	envRepeat    = "BATON_CHAOS_REPEAT"
+	// envSkew=0 turns the clock skew windows of the in-memory histories off; unset or
+	// 1 leaves them on (rates within the elector's tolerance, see doc.go).
+	envSkew = "BATON_CHAOS_SKEW"
+	// envSkewRate sets the rate of every skew window (a demonstration knob: a rate
+	// beyond the tolerance must give two leaders; CI leaves it unset).
+	envSkewRate = "BATON_CHAOS_SKEW_RATE"
 )
+
+// skewMode is how the in-memory histories skew the candidates' clocks.
+type skewMode struct {
+	on bool
+	// rate, when above 0, is the rate of every skew window; 0 draws each window's
+	// rate within the elector's tolerance (leaderelection.Config.ClockTolerance).
+	rate float64
+}
+
+// env is the part of the replay command that sets m (empty for the default).
+func (m skewMode) env() string {
+	switch {
+	case !m.on:
+		return envSkew + "=0 "
+	case m.rate > 0:
+		return fmt.Sprintf("%s=%g ", envSkewRate, m.rate)
+	}
+	return ""
+}
+
+// skewFromEnv reads BATON_CHAOS_SKEW and BATON_CHAOS_SKEW_RATE.
+func skewFromEnv() (skewMode, error) {
+	m := skewMode{on: true}
+	switch s := os.Getenv(envSkew); s {
+	case "", "1":
+	case "0":
+		m.on = false
+	default:
+		return m, fmt.Errorf("%s=%q: want 0 (off) or 1 (on, the default)", envSkew, s)
+	}
+	s := os.Getenv(envSkewRate)
+	if s == "" {
+		return m, nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return m, fmt.Errorf("%s=%q: not a positive rate", envSkewRate, s)
+	}
+	if !m.on {
+		return m, fmt.Errorf("%s=%q with %s=0: a rate needs skew on", envSkewRate, s, envSkew)
+	}
+	m.rate = v
+	return m, nil
+}
 
 // defaultHistories is how many seeded histories TestChaos runs in CI.
 const defaultHistories = 500
@@ -152,6 +203,10 @@ func (s *summary) String() string {
 // TestChaos runs seeded random fault histories of 3 to 5 electors on the in-memory
 // store, each in a synctest bubble, and checks every history (see doc.go).
 func TestChaos(t *testing.T) {
+	skew, err := skewFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	sum := newSummary()
 	t.Run("history", func(t *testing.T) {
@@ -162,7 +217,7 @@ func TestChaos(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				h := runMemory(t, seed)
+				h := runMemory(t, seed, skew)
 				res := check(h)
 				sum.add(h, res)
 				if len(res.violations) > 0 {
@@ -176,12 +231,15 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
 }
 
-// runMemory runs the history of seed on a fresh in-memory server in a synctest bubble.
-func runMemory(t *testing.T, seed int64) *history {
+// runMemory runs the history of seed, with clock skew as skew says, on a fresh
+// in-memory server in a synctest bubble.
+func runMemory(t *testing.T, seed int64, skew skewMode) *history {
 	var h *history
 	synctest.Test(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0xba70))
-		sched := newSchedule(rng, memoryOpts)
+		opts := memoryOpts
+		opts.skew = skew
+		sched := newSchedule(rng, opts)
 		srv := newMemServer("chaos")
 		h = runHistory(seed, sched, world{
 			srv: srv, mem: srv, lease: "chaos", test: "TestChaos",

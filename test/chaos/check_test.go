@@ -398,7 +398,9 @@ func checkSettled(h *history, terms []termRec, ops []regOp, probes []probe, faul
 			h.rel(first.at), first.leaders, first.terms, h.rel(last.at), last.leaders, last.terms)
 	}
 	for _, t := range terms {
-		if t.start.After(first.at) && !t.start.After(last.at) { // after last.at all stop, and a release may be taken
+		// From last.at on all stop, and a release may be taken: at that very instant
+		// too, after the probe saw the settled leader (a bubble's instant holds both).
+		if t.start.After(first.at) && t.start.Before(last.at) {
 			res.fail(vUnstable, "%s term %d started at %s, after the leadership settled", t.who, t.term, h.rel(t.start))
 		}
 		if t.who == leader && t.term == first.terms[leader] {
@@ -450,7 +452,11 @@ func report(h *history, res *result) string {
 	for _, n := range res.notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
-	fmt.Fprintf(&b, "replay: BATON_CHAOS_SEED=%d go test -race -run '%s$' -v ./test/chaos\n", h.seed, h.test)
+	env := ""
+	if h.exact { // in-memory: the skew knobs apply
+		env = h.skew.env()
+	}
+	fmt.Fprintf(&b, "replay: %sBATON_CHAOS_SEED=%d go test -race -run '%s$' -v ./test/chaos\n", env, h.seed, h.test)
 	fmt.Fprintf(&b, "config: %d candidates, lease %v renew %v retry %v; faults over at %s, one leader due by %s\n",
 		h.n, h.cfg.LeaseDuration, h.cfg.RenewDeadline, h.cfg.RetryPeriod, h.rel(h.healAt), h.rel(h.checkAt))
 	b.WriteString("schedule:\n")

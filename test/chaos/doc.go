@@ -6,13 +6,18 @@
 // # Running
 //
 // hack/test.sh runs it with everything else: TestChaos runs 500 histories on the
-// in-memory store, each in a testing/synctest bubble (a few seconds of wall time for
-// hours of fake time), and TestChaosAPIServer runs 3 histories against a real
-// kube-apiserver and etcd (internal/testenv). Alone:
+// in-memory store, each in a testing/synctest bubble (seconds of wall time for hours
+// of fake time), with clock skew; TestChaosReplay runs 10 seeds twice each and compares
+// the histories; TestChaosSkewBeyondTolerance is the negative control of skew (200
+// histories at a rate beyond the tolerance must show two leaders); and
+// TestChaosAPIServer runs 3 histories against a real kube-apiserver and etcd
+// (internal/testenv). Alone:
 //
 //	go test -race -run 'TestChaos$' -v ./test/chaos
 //	BATON_CHAOS_HISTORIES=20000 go test -race -run 'TestChaos$' -v ./test/chaos   # soak
 //	BATON_CHAOS_FIRST=100000 BATON_CHAOS_HISTORIES=5000 ...                      # other seeds
+//	BATON_CHAOS_SKEW=0 go test -race -run 'TestChaos$' -v ./test/chaos           # no skew
+//	BATON_CHAOS_SKEW_RATE=1.6 go test -race -run 'TestChaos$' -v ./test/chaos    # beyond
 //	BATON_CHAOS_API_HISTORIES=10 go test -race -run TestChaosAPIServer ./test/chaos
 //
 // With -v each test logs a summary: histories, terms, fenced writes, faults injected
@@ -27,14 +32,20 @@
 //
 //	BATON_CHAOS_SEED=N go test -race -run 'TestChaos$' -v ./test/chaos
 //
-// The seed fixes the schedule (candidates, timings, faults, their times in fake time)
-// and the random source of each candidate's per-call faults, one per operation. It
-// does not fix the elector's retry jitter (math/rand/v2's global source, which the
-// elector does not let callers replace) or the order of goroutines that run at the same
-// fake instant, so a replay may take another path. A replay therefore runs the seed
-// BATON_CHAOS_REPEAT times (default 20) and reports each run. Schedule-driven
-// failures (a deleted or restored lease) replay every time; those that hang on one
-// lost reply among many replay in a few of the runs.
+// An in-memory history replays exactly: the same faults at the same instants of fake
+// time, the same terms and fenced writes to the nanosecond (TestChaosReplay checks 10
+// seeds; seeds 1 to 400, run in 2400 pairs, gave equal histories and equal elector
+// logs, line for line).
+// The seed fixes the schedule, each candidate's per-call faults (drawn per operation
+// when the call starts, before a pause can hold it), and each incarnation's retry
+// jitter (leaderelection.Config.JitterSource). Every call and watch delivery takes a
+// seeded latency below 1ms (again after a pause releases it), so that what the
+// candidates do never happens at one instant of fake time, where goroutine
+// scheduling would pick the order; the elector
+// takes inputs that are ready together in a fixed order; a watch the server or the
+// fault store ends at the instant of an event never delivers it. A replay runs the
+// seed BATON_CHAOS_REPEAT times (default 20), which all show the same history. The
+// real API server histories run on the real clock and do not replay exactly.
 //
 // # Faults
 //
@@ -64,10 +75,38 @@
 // restarts run on the in-memory server only (a real restart takes seconds, which the
 // CI budget of this package does not have).
 //
-// Not injected: clock skew. The elector reads time.Now directly and has no injectable
-// clock, and in a synctest bubble all goroutines share one clock, so a candidate's
-// clock cannot be made to run at another rate. A pause covers the effect that matters
-// most (a leader acting on a belief that is out of date).
+// Clock skew (in-memory histories; on by default, BATON_CHAOS_SKEW=0 turns it off):
+// each candidate's elector runs on a clock of its own (leaderelection.Config.Clock)
+// built on the bubble's time, which is the true time. A skew window (0 to 2 per
+// history, drawn after the other faults so that a seed keeps the faults it had
+// without skew) makes one candidate's clock (the leader of the moment in half of
+// them) run at a rate from 1−ε to 1+ε for 0.5 to 3 lease durations, ε being the
+// elector's tolerance (leaderelection.Config.ClockTolerance: 0.2 for both timings
+// here): its readings advance rate times as fast as the true time and its timers
+// (expiry waits, the renew deadline, backoff, call and watch timeouts) fire after
+// d/rate of true time. Two clocks then differ in rate by up to (1+ε)/(1−ε) =
+// LeaseDuration/RenewDeadline, the bound itself, so the suite tests the documented
+// tolerance to its edge; the checker compares terms on the true time. Seeds 1 to 3000
+// show no violation; seeds 3001 to 15000 one, seed 11263, which is not about clocks
+// (see the checker below).
+//
+// BATON_CHAOS_SKEW_RATE=r forces every window's rate to r, to show that the fault is
+// real; TestChaosSkewBeyondTolerance does so at r = 1.6 (a fast follower next to a
+// leader at the true rate: beyond LeaseDuration/RenewDeadline = 1.5) and finds two
+// leaders in 6 of seeds 1 to 200 (19, 84, 125, 142, 150, 197).
+//
+// Skew found one elector defect: a leader whose renew's reply was lost, and whose
+// retry then conflicted with that renew, recognised the renew as its own but counted
+// its term from the retry's send time, so its term outlived the follower's expiry
+// wait by the time between the two sends (0.66s in seed 2320 with rates 0.924 and
+// 1.073, before the seeded latencies changed the seeds' paths); see
+// leaderelection.TestRecognisedLostReplyCreditsItsOwnSend.
+//
+// Not injected: a step of a candidate's wall clock. The elector never compares a wall
+// time (the lease's renewTime is informational) and takes durations from the
+// monotonic reading, which a step of the wall clock does not move; a Clock cannot
+// return a time.Time whose wall and monotonic readings disagree, so the suite cannot
+// model one. The real API server histories run on the real clock, without skew.
 //
 // # Recording
 //
@@ -107,7 +146,13 @@
 //     only when the cold start's term is above the old one, so that the fenced register
 //     refuses the old term's writes once the new term wrote, whichever belief began
 //     first (an old holder whose answer came late begins after the cold start); the
-//     summary reports how many and the longest;
+//     summary reports how many and the longest. Open: seed 11263 (outside CI's seeds;
+//     with or without skew) fails it: after an etcd restore moved the versions back
+//     and the Lease was then deleted, a restarted candidate re-created it at once
+//     while the old holder still led, under a term (8) below the old one (13), so
+//     fencing did not cover the 12.6ms overlap. Both parts are documented limits of
+//     the elector (the cold-start window; terms do not span a restore for a candidate
+//     that did not see the later versions);
 //   - term order: each term is above every term that started before it (terms are
 //     fencing tokens), but for the cold-start window above;
 //   - the fenced register's history, with porcupine, against a model in which a write

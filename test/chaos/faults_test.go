@@ -37,12 +37,14 @@ const (
 	fAPIRestart     = "api server restarted"
 	fCandRestart    = "candidate restarted"
 	fFencedStalled  = "fenced write held by a pause"
+	fSkew           = "candidate clock skewed"
 )
 
 // allKinds lists the counter kinds in report order.
 var allKinds = []string{
 	fRequestDropped, fRequestDelayed, fReplyLost, fReplyDelayed, fWatchClosed, fWatchLagged,
 	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fCandRestart, fFencedStalled,
+	fSkew,
 }
 
 // counters counts injected faults by kind. Safe for concurrent use.
@@ -114,6 +116,8 @@ type faultStore struct {
 	// (a read, a write's answer, or an event with a holder handed to its watch), zero
 	// if never.
 	firstSaw time.Time
+	seed     uint64
+	watches  uint64 // watches opened, to seed each relay's latency
 	// delivered is the highest resourceVersion handed to a live watch of the current
 	// incarnation (put in the channel the elector reads, whether or not it read it yet).
 	delivered uint64
@@ -130,6 +134,12 @@ type writeRec struct {
 	delivered      uint64
 }
 
+// netLatency bounds the latency of every call (each way) and watch delivery: random
+// per candidate and call, it orders what would otherwise happen at one instant of
+// fake time (two candidates' writes, an event and a timer), so that the order does not
+// depend on goroutine scheduling and a seed replays exactly.
+const netLatency = time.Millisecond
+
 var _ leaderelection.LeaseStore = (*faultStore)(nil)
 
 func newFaultStore(seed uint64, count *counters) *faultStore {
@@ -138,8 +148,11 @@ func newFaultStore(seed uint64, count *counters) *faultStore {
 		rngs: map[string]*rand.Rand{
 			"get": rand.New(rand.NewPCG(seed, 1)), "create": rand.New(rand.NewPCG(seed, 2)),
 			"update": rand.New(rand.NewPCG(seed, 3)), "watch": rand.New(rand.NewPCG(seed, 4)),
-			"misc": rand.New(rand.NewPCG(seed, 5)),
+			"misc":    rand.New(rand.NewPCG(seed, 5)),
+			"net get": rand.New(rand.NewPCG(seed, 6)), "net create": rand.New(rand.NewPCG(seed, 7)),
+			"net update": rand.New(rand.NewPCG(seed, 8)), "net watch": rand.New(rand.NewPCG(seed, 9)),
 		},
+		seed:   seed,
 		relays: make(map[*relay]struct{}),
 		writes: make(map[uint64]writeRec),
 	}
@@ -207,23 +220,43 @@ type plan struct {
 	partitioned, hang          bool
 	drop, delayReq, lose, slow bool
 	reqDelay, replyDelay       time.Duration
+	netReq, netReply           time.Duration // latency of the request and of the reply
 }
 
-func (f *faultStore) plan(op string) plan {
+// dice are the random draws of one call, in [0, 1): the same number per call whatever
+// the candidate's state, so that the draws of later calls do not depend on it.
+type dice struct{ drop, delayReq, lose, slow, reqDelay, replyDelay, netReq, netReply float64 }
+
+// roll draws the dice of a call of op. Calls draw when they start, before a pause
+// holds them: calls of one op released together by a resume would draw in the order
+// the scheduler runs them.
+func (f *faultStore) roll(op string) dice {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	rng := f.rngs[op]
+	rng, net := f.rngs[op], f.rngs["net "+op]
+	return dice{
+		drop: rng.Float64(), delayReq: rng.Float64(), lose: rng.Float64(), slow: rng.Float64(),
+		reqDelay: rng.Float64(), replyDelay: rng.Float64(), netReq: net.Float64(), netReply: net.Float64(),
+	}
+}
+
+// plan decides the call of d by the candidate's state now.
+func (f *faultStore) plan(d dice) plan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	p := plan{inner: f.inner, partitioned: f.partitioned, hang: f.hang}
+	p.netReq = time.Duration(d.netReq * float64(netLatency))
+	p.netReply = time.Duration(d.netReply * float64(netLatency))
 	if !f.flakyOn || p.partitioned {
 		return p
 	}
 	fl := f.flaky
-	d := func() time.Duration { return time.Duration(rng.Int64N(int64(fl.maxDelay) + 1)) }
-	p.drop = rng.Float64() < fl.dropRequest
-	p.delayReq = rng.Float64() < fl.delayRequest
-	p.lose = rng.Float64() < fl.loseReply
-	p.slow = rng.Float64() < fl.delayReply
-	p.reqDelay, p.replyDelay = d(), d()
+	p.drop = d.drop < fl.dropRequest
+	p.delayReq = d.delayReq < fl.delayRequest
+	p.lose = d.lose < fl.loseReply
+	p.slow = d.slow < fl.delayReply
+	p.reqDelay = time.Duration(d.reqDelay * float64(fl.maxDelay))
+	p.replyDelay = time.Duration(d.replyDelay * float64(fl.maxDelay))
 	return p
 }
 
@@ -257,8 +290,14 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // call runs op under the candidate's faults. write marks ops whose reply may be lost
 // after they were applied.
 func (f *faultStore) call(ctx context.Context, name string, write bool, op func(leaderelection.LeaseStore) error) error {
+	d := f.roll(name)
 	f.pausePoint()
-	p := f.plan(name)
+	p := f.plan(d)
+	// The request's latency comes first, also for a call that then fails: calls that a
+	// resume releases together end at distinct instants.
+	if !sleep(ctx, p.netReq) {
+		return ctx.Err()
+	}
 	switch {
 	case p.partitioned && p.hang:
 		<-ctx.Done()
@@ -279,6 +318,9 @@ func (f *faultStore) call(ctx context.Context, name string, write bool, op func(
 	}
 	err := op(p.inner)
 	f.pausePoint() // a pause between the server's answer and the caller reading it
+	if !sleep(ctx, p.netReply) {
+		return ctx.Err() // for a write that went through, a lost reply
+	}
 	if err == nil && write && p.lose {
 		f.count.add(fReplyLost, 1)
 		sleep(ctx, p.replyDelay)
@@ -353,6 +395,15 @@ type relay struct {
 
 func (r *relay) close() { r.once.Do(func() { close(r.kill) }) }
 
+func (r *relay) killed() bool {
+	select {
+	case <-r.kill:
+		return true
+	default:
+		return false
+	}
+}
+
 func (f *faultStore) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
 	var in <-chan leaderelection.LeaseEvent
 	wctx, cancel := context.WithCancel(ctx)
@@ -372,6 +423,8 @@ func (f *faultStore) Watch(ctx context.Context) (<-chan leaderelection.LeaseEven
 		return nil, errPartitioned
 	}
 	f.relays[r] = struct{}{}
+	f.watches++
+	net := rand.New(rand.NewPCG(f.seed, 1000+f.watches))
 	f.mu.Unlock()
 	// Buffered, as a client's watch is: events arrive while the elector is busy (in a
 	// write), and it can read them all at once afterwards.
@@ -384,12 +437,14 @@ func (f *faultStore) Watch(ctx context.Context) (<-chan leaderelection.LeaseEven
 			delete(f.relays, r)
 			f.mu.Unlock()
 		}()
-		f.forward(wctx, r, in, out)
+		f.forward(wctx, r, in, out, net)
 	}()
 	return out, nil
 }
 
-func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelection.LeaseEvent, out chan<- leaderelection.LeaseEvent) {
+// forward relays in to out: each event after a latency drawn from net (up to
+// netLatency), plus the lag while the watch lags, and after a pause ends.
+func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelection.LeaseEvent, out chan<- leaderelection.LeaseEvent, net *rand.Rand) {
 	for {
 		var ev leaderelection.LeaseEvent
 		select {
@@ -404,26 +459,16 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 			return
 		}
 		f.mu.Lock()
-		lag, paused := f.lag, f.paused
+		lag := f.lag
 		f.mu.Unlock()
 		if lag > 0 {
 			f.count.add(fWatchLagged, 1)
-			select {
-			case <-time.After(lag):
-			case <-r.kill:
-				return
-			case <-ctx.Done():
-				return
-			}
 		}
-		if paused != nil {
-			select {
-			case <-paused:
-			case <-r.kill:
-				return
-			case <-ctx.Done():
-				return
-			}
+		if !f.hold(ctx, r, lag+time.Duration(net.Int64N(int64(netLatency))), net) {
+			return
+		}
+		if ctx.Err() != nil || r.killed() {
+			return // ended at the instant of delivery: never delivered (a seed replays)
 		}
 		select {
 		case out <- ev:
@@ -435,6 +480,37 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// hold waits d, then while the candidate is paused, with a new latency from net after
+// each resume, so that deliveries a resume releases together (and the calls it
+// releases) arrive at distinct instants. It reports false when r or ctx ended.
+func (f *faultStore) hold(ctx context.Context, r *relay, d time.Duration, net *rand.Rand) bool {
+	for {
+		if d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.kill:
+				return false
+			case <-ctx.Done():
+				return false
+			}
+		}
+		f.mu.Lock()
+		paused := f.paused
+		f.mu.Unlock()
+		if paused == nil {
+			return true
+		}
+		select {
+		case <-paused:
+		case <-r.kill:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+		d = time.Duration(net.Int64N(int64(netLatency)))
 	}
 }
 

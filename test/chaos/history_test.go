@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -76,6 +77,7 @@ type history struct {
 	logs    *syncBuffer
 	exact   bool // terms recorded exactly (fake time) rather than sampled
 	sched   []string
+	skew    skewMode // the candidates' clocks are skewable (in-memory histories only)
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -185,6 +187,7 @@ type candidate struct {
 	logger  *slog.Logger
 	sample  time.Duration // 0: record terms exactly (synctest)
 	restart chan time.Duration
+	clock   *skewClock // the elector's clock; skew windows change its rate
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -242,6 +245,11 @@ func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 	cfg := c.h.cfg
 	cfg.Identity = c.id
 	cfg.ReleaseOnCancel = c.release
+	if c.h.skew.on { // in a bubble only: the true time is the bubble's
+		cfg.Clock = c.clock
+	}
+	// The retry jitter, seeded per candidate and incarnation, so that a seed replays.
+	cfg.JitterSource = rand.NewPCG(uint64(c.h.seed)*31+uint64(c.idx), 0x717+uint64(inc))
 	e, err := leaderelection.NewWithStore(cfg, c.store, cb, c.logger.With("inc", who))
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	h := &history{
 		seed: seed, test: w.test, cfg: cfg, n: sched.n, begin: time.Now(), count: newCounters(),
 		srv: w.mem, reg: &register{}, logs: &syncBuffer{}, exact: w.sample == 0,
-		sched: sched.lines(),
+		sched: sched.lines(), skew: sched.skew,
 	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: h.relTime}))
 	r := &runner{h: h, w: w, depth: make(map[string]int)}
@@ -68,7 +68,7 @@ func runHistory(seed int64, sched schedule, w world) *history {
 			h: h, idx: i, id: fmt.Sprintf("c%d", i),
 			store: newFaultStore(uint64(seed)*31+uint64(i), h.count),
 			view:  w.view, release: sched.release[i], logger: logger, sample: w.sample,
-			restart: make(chan time.Duration, 1),
+			restart: make(chan time.Duration, 1), clock: newSkewClock(),
 		}
 		r.cands = append(r.cands, c)
 		wg.Go(func() { c.run(ctx) })
@@ -203,6 +203,17 @@ func (r *runner) begin(f fault, i int) func() {
 			if r.window(f.kind, i, false) {
 				c.store.setLag(0)
 				h.logFault(f.kind, "%s watch lag ends", c.id)
+			}
+		}
+	case fSkew:
+		r.window(f.kind, i, true)
+		h.count.add(fSkew, 1)
+		c.clock.setRate(f.rate)
+		h.logFault(f.kind, "%s clock runs at rate %.3f for %v", c.id, f.rate, f.dur)
+		return func() {
+			if r.window(f.kind, i, false) {
+				c.clock.setRate(1)
+				h.logFault(f.kind, "%s clock back to rate 1", c.id)
 			}
 		}
 	case fCandRestart:

@@ -29,7 +29,8 @@ type fault struct {
 	hang   bool      // partition: calls hang rather than fail fast
 	flaky  flakiness // flaky window
 	lag    time.Duration
-	back   int // restore: how many writes back
+	back   int     // restore: how many writes back
+	rate   float64 // skew: the rate of the candidate's clock
 }
 
 // flakyKind is the window of per-call faults (drop, delay, lost or late replies).
@@ -59,6 +60,8 @@ func (f fault) String() string {
 		return fmt.Sprintf("%v restart %s, down %v", f.at, target, f.dur)
 	case fRestore:
 		return fmt.Sprintf("%v restore the snapshot %d writes back", f.at, f.back)
+	case fSkew:
+		return fmt.Sprintf("%v clock of %s at rate %.3f for %v", f.at, target, f.rate, f.dur)
 	default:
 		return fmt.Sprintf("%v %s", f.at, f.kind)
 	}
@@ -83,6 +86,7 @@ type schedule struct {
 	release []bool // ReleaseOnCancel per candidate
 	faults  []fault
 	heal    time.Duration // every fault is over
+	skew    skewMode      // on: the candidates run on skewable clocks
 }
 
 // scheduleOpts shape the schedules of one world.
@@ -93,7 +97,8 @@ type scheduleOpts struct {
 	phaseMax int
 	faultMin int // faultMin to faultMax faults
 	faultMax int
-	cands    int // 0: 3 to 5
+	cands    int      // 0: 3 to 5
+	skew     skewMode // on: add 0 to 2 clock skew windows (drawn after the other faults)
 }
 
 // memoryOpts are the schedules of the in-memory histories.
@@ -157,8 +162,34 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 		s.faults = append(s.faults, f)
 		s.heal = max(s.heal, f.at+f.dur)
 	}
+	if o.skew.on {
+		s.skew = o.skew
+		s.addSkew(rng, phase)
+	}
 	slices.SortStableFunc(s.faults, func(a, b fault) int { return int(a.at - b.at) })
 	return s
+}
+
+// addSkew adds 0 to 2 clock skew windows. They are drawn after the other faults, so
+// a seed keeps the faults it had before skew was injected.
+func (s *schedule) addSkew(rng *rand.Rand, phase time.Duration) {
+	for range rng.IntN(3) {
+		f := fault{at: time.Duration(rng.Int64N(int64(phase))), kind: fSkew, target: rng.IntN(s.n)}
+		if rng.IntN(2) == 0 {
+			f.target = leaderTarget
+		}
+		ld := float64(s.cfg.LeaseDuration)
+		f.dur = time.Duration((0.5 + rng.Float64()*2.5) * ld)
+		// Within the elector's tolerance ε (0.2 for both configs): 1−ε to 1+ε, so two
+		// clocks differ in rate by up to LeaseDuration/RenewDeadline, the bound itself.
+		eps := s.cfg.ClockTolerance()
+		f.rate = 1 - eps + rng.Float64()*2*eps
+		if r := s.skew.rate; r > 0 {
+			f.rate = r
+		}
+		s.faults = append(s.faults, f)
+		s.heal = max(s.heal, f.at+f.dur)
+	}
 }
 
 func (s schedule) lines() []string {

@@ -175,6 +175,9 @@ func (s *memServer) watch(ctx context.Context) (<-chan leaderelection.LeaseEvent
 			s.mu.Lock()
 			ev.Record.ResourceVersion = s.presentLocked(ev.Record.ResourceVersion)
 			s.mu.Unlock()
+			if wctx.Err() != nil {
+				return // broken at the instant of the event: never delivered (a seed replays)
+			}
 			select {
 			case out <- ev:
 			case <-wctx.Done():

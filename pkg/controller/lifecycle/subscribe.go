@@ -22,9 +22,9 @@ import (
 // an earlier term, is ever read; the term's replays reach it as they reach
 // a new subscription. It is leader-only, as every subscription under the
 // run's context is. Unlike a per-term subscription, the channel is not
-// closed when the term ends: the run selects on ctx.Done() to see that. Options apply as the first term's call gave them; the
-// subscription ends, closing the channel, when Run returns or the bus
-// stops.
+// closed when the term ends: the run selects on ctx.Done() to see that.
+// Options apply as the first term's call gave them; the subscription ends,
+// closing the channel, when Run returns or the bus stops.
 //
 // Anything else gets busevents.Subscribe[T](ctx, bus, name, bufferSize,
 // opts...), ended with ctx: a context not from a leader-only run of a

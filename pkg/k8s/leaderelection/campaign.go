@@ -113,44 +113,112 @@ func (c *campaign) run() error {
 			c.stepDown(context.Cause(c.ctx))
 		}
 	}()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+	// wake has room for one tick, so that a timer never blocks; a tick of a timer
+	// stopped too late only makes the loop look once more.
+	wake := make(chan struct{}, 1)
+	tick := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	var timer Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	c.openWatch()
 	for c.ctx.Err() == nil {
 		c.step()
 		if c.ctx.Err() != nil {
 			break
 		}
-		var wake <-chan time.Time
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
 		if at, ok := c.nextWake(); ok {
-			timer.Reset(time.Until(at))
-			wake = timer.C
+			timer = c.e.clock.AfterFunc(at.Sub(c.e.clock.Now()), tick)
 		}
-		var termDone <-chan struct{}
-		if c.term != nil {
-			termDone = c.term.Done()
-		}
-		select {
-		case <-c.ctx.Done():
-		case o := <-c.opening:
-			c.opened(o)
-		case ev, ok := <-c.events:
-			c.receive(ev, ok)
-		case req := <-c.e.handovers:
-			c.requestHandOver(req)
-		case <-wake:
-		case <-termDone:
-		case <-c.work:
-			c.work = nil
-		}
+		c.wait(wake)
 	}
 	return c.shutdown()
 }
 
+// wait takes the next input of the loop: the end of Start's context or of the term,
+// leader work that returned, a hand-over request, an opened watch, a watch event, or a
+// timer's wake. Of the inputs ready when it looks, it takes the first in that order,
+// not one at random as a select would, so that an elector on a fake clock
+// (Config.Clock) with a seeded Config.JitterSource takes the same path on every run.
+func (c *campaign) wait(wake <-chan struct{}) {
+	var termDone <-chan struct{}
+	if c.term != nil {
+		termDone = c.term.Done()
+	}
+	if c.poll(termDone, wake) {
+		return
+	}
+	select {
+	case <-c.ctx.Done():
+	case <-termDone:
+	case <-c.work:
+		c.work = nil
+	case req := <-c.e.handovers:
+		c.requestHandOver(req)
+	case o := <-c.opening:
+		c.opened(o)
+	case ev, ok := <-c.events:
+		c.receive(ev, ok)
+	case <-wake:
+	}
+}
+
+// poll takes the first ready input of wait, in wait's order, without blocking; it
+// reports whether one was ready.
+func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
+	select {
+	case <-c.ctx.Done():
+		return true
+	case <-termDone: // both end in step: either may go first
+		return true
+	default:
+	}
+	select {
+	case <-c.work:
+		c.work = nil
+		return true
+	default:
+	}
+	select {
+	case req := <-c.e.handovers:
+		c.requestHandOver(req)
+		return true
+	default:
+	}
+	select {
+	case o := <-c.opening:
+		c.opened(o)
+		return true
+	default:
+	}
+	select {
+	case ev, ok := <-c.events:
+		c.receive(ev, ok)
+		return true
+	default:
+	}
+	select {
+	case <-wake:
+		return true
+	default:
+		return false
+	}
+}
+
 // step does what is due now.
 func (c *campaign) step() {
-	now := time.Now()
+	now := c.e.clock.Now()
 	if c.opening != nil && !now.Before(c.watchOpened.Add(c.e.config.RenewDeadline)) {
 		// The store has not answered within RenewDeadline (a black-holed List): give up
 		// on this watch, whose goroutine ends with its context, and try again.
@@ -258,11 +326,11 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 		return
 	}
 	c.fresh = false
-	blind := !c.blindSince.IsZero() && time.Since(c.blindSince) >= c.e.config.RetryPeriod
+	blind := !c.blindSince.IsZero() && c.e.clock.Now().Sub(c.blindSince) >= c.e.config.RetryPeriod
 	c.blindSince = time.Time{}
 	c.observe(ev, c.listSeen, true)
 	if blind && c.exists {
-		c.observedAt, c.unvouched = time.Now(), true
+		c.observedAt, c.unvouched = c.e.clock.Now(), true
 	}
 }
 
@@ -295,7 +363,7 @@ func (c *campaign) openWatch() {
 	ctx, cancel := context.WithCancel(c.ctx)
 	opening := make(chan watchOpen) // unbuffered: handed over only to a loop that waits
 	c.opening, c.stopWatch = opening, cancel
-	c.watchOpened, c.listSeen = time.Now(), c.seen
+	c.watchOpened, c.listSeen = c.e.clock.Now(), c.seen
 	c.e.watches.Add(1)
 	c.e.wg.Go(func() {
 		events, err := c.e.store.Watch(ctx)
@@ -320,17 +388,17 @@ func (c *campaign) opened(o watchOpen) {
 		if c.ctx.Err() == nil {
 			c.e.logger.Warn("watching lease failed", "error", o.err)
 		}
-		c.watchAt = time.Now().Add(c.watchRetry.Next())
+		c.watchAt = c.e.clock.Now().Add(c.watchRetry.Next())
 		return
 	}
 	c.events, c.fresh = o.events, true
-	c.watchOpened = time.Now()
+	c.watchOpened = c.e.clock.Now()
 }
 
 // markBlind notes that no watch is open from now, unless that began earlier.
 func (c *campaign) markBlind() {
 	if c.blindSince.IsZero() {
-		c.blindSince = time.Now()
+		c.blindSince = c.e.clock.Now()
 	}
 }
 
@@ -352,7 +420,7 @@ func (c *campaign) dropWatch() {
 func (c *campaign) watchBroke() {
 	c.dropWatch()
 	c.markBlind()
-	now := time.Now()
+	now := c.e.clock.Now()
 	if now.Sub(c.watchOpened) >= c.e.config.RetryPeriod {
 		c.watchRetry.Reset()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -70,6 +71,27 @@ type Config struct {
 	// so a follower takes over at once instead of after LeaseDuration. Only set it when
 	// leader work stops with the term context.
 	ReleaseOnCancel bool
+	// Clock is the time source of every time read and timer of the elector; nil (the
+	// usual choice) is the real clock. It exists for tests and fault injection, e.g. a
+	// clock that runs at another rate than the others'.
+	//
+	// Safety does not need clocks that agree on the time, only on the rate: the elector
+	// measures durations between its own readings (the real clock's are monotonic, so a
+	// step of the wall clock changes nothing). A follower takes a lease LeaseDuration by
+	// its clock after it saw the last renew; the leader's term ends RenewDeadline by its
+	// clock after it sent that renew. That excludes two leaders while the follower's
+	// clock runs at most LeaseDuration/RenewDeadline times as fast as the leader's (1.5
+	// with the defaults 15s/10s), i.e. while every clock's rate is within
+	// ClockTolerance (±20% with the defaults) of the true rate. A larger skew can give
+	// two leaders.
+	Clock Clock
+	// JitterSource is the random source of the retry jitter (the backoff of acquires,
+	// renews and re-watches); nil (the usual choice) is math/rand/v2's global source.
+	// Set a seeded source to make an elector's choices replay exactly, e.g. in a fault
+	// test on Clock that replays a failing seed. The elector reads it from its election
+	// goroutine only, so it need not be safe for concurrent use, but each elector needs
+	// its own.
+	JitterSource rand.Source
 }
 
 // Callbacks are called by a started Elector. All are optional.
@@ -86,6 +108,23 @@ type Callbacks struct {
 	// OnNewLeader is called, in order, from a goroutine of its own, for each observed
 	// change of the lease's holder (including to this candidate). "" is never reported.
 	OnNewLeader func(identity string)
+}
+
+// ClockTolerance is the clock rate tolerance of c (zero durations taking their
+// defaults): the largest ε such that no two candidates lead at once while every
+// candidate's clock (Config.Clock, the real clock by default) runs at a rate within
+// [1−ε, 1+ε] of the true rate, (LeaseDuration − RenewDeadline) / (LeaseDuration +
+// RenewDeadline); 0.2 with the defaults 15s/10s. It is the symmetric form of the bound
+// on two clocks: a follower's clock may run at most LeaseDuration/RenewDeadline times as
+// fast as the leader's. The bound is on rates, not readings: clocks need not agree on
+// the time. See the package doc, # Clocks.
+func (c Config) ClockTolerance() float64 {
+	c = c.withDefaults()
+	ld, rd := float64(c.LeaseDuration), float64(c.RenewDeadline)
+	if ld <= rd || rd <= 0 {
+		return 0 // an invalid config (New refuses it) tolerates nothing
+	}
+	return (ld - rd) / (ld + rd)
 }
 
 // withDefaults returns c with the zero durations replaced by the defaults.

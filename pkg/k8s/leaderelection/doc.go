@@ -197,6 +197,44 @@
 // GetLeader, Healthy, Stats, HandOver and Identity are safe to call from any goroutine.
 // No lock is held while calling a callback or the store.
 //
+// # Clocks
+//
+// Every time read and timer of an elector goes through Config.Clock (nil: the real
+// clock). The elector only subtracts its own readings, never compares them with times
+// from elsewhere, so clocks of different nodes need not agree on the time, and a step of
+// the wall clock changes nothing (the real clock's readings are monotonic). They must
+// agree on the rate, within a tolerance:
+//
+//   - A leader's term ends RenewDeadline by its clock after the send time of the last
+//     write of its own that it knows went through (its reply, or a re-read that shows
+//     it when the reply was lost). A follower takes the lease LeaseDuration (the
+//     holder's leaseDurationSeconds) by its clock after it first saw that write, which
+//     is after it was sent; any later write would make the follower's compare-and-swap
+//     fail.
+//   - So no two candidates lead at once while the follower's clock runs at most
+//     LeaseDuration/RenewDeadline times as fast as the leader's. Config.ClockTolerance
+//     states it per clock: safe while every clock's rate lies within [1−ε, 1+ε] of the
+//     true rate, ε = (LeaseDuration − RenewDeadline)/(LeaseDuration + RenewDeadline),
+//     0.2 with the defaults 15s/10s and with 3s/2s.
+//   - The term context ends at that deadline by its own timer and by the lazy check of
+//     Err, Done and Value. Leader work that acts after its term ended without looking
+//     (a process stalled between its check and its act) is outside the bound: use the
+//     term as a fencing token.
+//
+// Beyond the tolerance two leaders are possible, and test/chaos shows them. Within it,
+// test/chaos injects rates across the whole range (1−ε to 1+ε per candidate, changing
+// over time) in every CI run; TestClockTolerance checks the edge (0.95ε: the follower
+// starts after the leader ended; 1.05ε: their terms overlap). The rule that credits a
+// recognised write with its own send time was found this way: before it, a leader whose
+// renew's reply was lost, and whose retry then conflicted with that renew, counted its
+// term from the retry's send time, which outlived the follower's wait once the clocks
+// were skewed (a test/chaos history; TestRecognisedLostReplyCreditsItsOwnSend).
+//
+// Config.JitterSource replaces the random source of the retry jitter, and the
+// election goroutine takes inputs that are ready together in a fixed order, so an
+// elector on a fake Clock with a seeded source takes the same path on every run (the
+// fault tests replay a seed exactly).
+//
 // # Testing
 //
 // MemoryStore has the compare-and-swap and watch semantics of the Kubernetes store and

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 )
@@ -21,6 +20,7 @@ type Elector struct {
 	callbacks Callbacks
 	logger    *slog.Logger
 	rand      func() float64 // jitter source, in [0, 1)
+	clock     Clock          // Config.Clock, or the real clock
 
 	started atomic.Bool
 	// current is the term being led, nil while following. Written by the election
@@ -87,10 +87,20 @@ func newElector(config Config, store LeaseStore, callbacks Callbacks, logger *sl
 		store:     store,
 		callbacks: callbacks,
 		logger:    logger.With(attrs...),
-		rand:      rand.Float64,
+		rand:      jitterOf(config),
+		clock:     clockOf(config),
 		handovers: make(chan handoverRequest),
 		done:      make(chan struct{}),
 	}
+}
+
+// jitterOf returns the jitter source of config: Config.JitterSource, or the global
+// source when it is nil.
+func jitterOf(config Config) func() float64 {
+	if config.JitterSource == nil {
+		return rand.Float64
+	}
+	return rand.New(config.JitterSource).Float64
 }
 
 // Identity returns the configured identity.
@@ -174,7 +184,7 @@ func (e *Elector) Start(ctx context.Context) error {
 
 // leadAlone is Start with SingleReplica: one term, numbered 1, until ctx ends.
 func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
-	t := newTermContext(ctx, 1, time.Now(), 0)
+	t := newTermContext(ctx, 1, e.clock.Now(), 0, e.clock)
 	e.current.Store(t)
 	e.setLeader(e.config.Identity)
 	if n != nil {

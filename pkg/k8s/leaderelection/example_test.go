@@ -3,6 +3,7 @@ package leaderelection_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
@@ -91,4 +92,14 @@ func ExampleElector_HandOver() {
 	// a leads, term 1
 	// hand-over: <nil>
 	// b leads, term 3
+}
+
+// The clock rate tolerance of a timing: with the defaults (15s/10s) every candidate's
+// clock may run up to 20% fast or slow, with 60s/20s up to 50%.
+func ExampleConfig_ClockTolerance() {
+	fmt.Printf("%.2f\n", leaderelection.Config{}.ClockTolerance())
+	fmt.Printf("%.2f\n", leaderelection.Config{LeaseDuration: 60 * time.Second, RenewDeadline: 20 * time.Second}.ClockTolerance())
+	// Output:
+	// 0.20
+	// 0.50
 }

@@ -25,7 +25,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 		}
 		c.seen = v
 	}
-	now := time.Now()
+	now := c.e.clock.Now()
 	c.stale = false
 	if ev.Deleted {
 		c.observeAbsent(ev.Record, now, listed)
@@ -90,7 +90,7 @@ func (c *campaign) versionReset(v uint64) {
 		c.stepDown(fmt.Errorf("%w: resource version went back from %d to %d", ErrLeaseLost, c.seen, v))
 	}
 	c.wrote, c.hasWritten, c.sends = LeaseRecord{}, false, nil
-	c.holdUntil = later(c.holdUntil, time.Now().Add(c.unknownWait()))
+	c.holdUntil = later(c.holdUntil, c.e.clock.Now().Add(c.unknownWait()))
 }
 
 // reportHolder publishes a change of the observed holder.
@@ -113,18 +113,19 @@ func (c *campaign) reportHolder() {
 // candidate starts a hand-over.
 func (c *campaign) checkTerm() {
 	r := c.record
-	var sent *sentWrite
+	var sent sentWrite
+	missed := false
 	if c.exists && r.HolderIdentity == c.self {
-		sent = c.sentMatch(r)
+		sent, missed = c.sentMatch(r)
 	}
 	switch {
 	case c.exists && c.hasWritten && sameCore(r, c.wrote):
 		c.wrote = r // our write, or only metadata or advisory fields changed since
-	case sent != nil:
-		// A write whose answer we missed went through.
-		s := sent
-		c.confirm(r, s.at)
-		c.term.markRenewed(s.at)
+	case missed:
+		// A write whose answer we missed went through: the term counts from its send
+		// time (sent is a copy; confirm compacts the list it came from).
+		c.confirm(r, sent.at)
+		c.term.markRenewed(sent.at)
 	default:
 		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.exists, "term", c.term.term)
 		c.stepDown(ErrLeaseLost)
@@ -136,14 +137,16 @@ func (c *campaign) checkTerm() {
 	}
 }
 
-// sentMatch returns the write of ours of the same core as r, nil if none.
-func (c *campaign) sentMatch(r LeaseRecord) *sentWrite {
+// sentMatch returns a copy of the write of ours of the same core as r; ok is false if
+// there is none. A copy, not a pointer into sends: confirm compacts sends in place, and
+// a pointer read after it would give a later write's send time.
+func (c *campaign) sentMatch(r LeaseRecord) (s sentWrite, ok bool) {
 	for i := len(c.sends) - 1; i >= 0; i-- {
 		if sameCore(r, c.sends[i].record) {
-			return &c.sends[i]
+			return c.sends[i], true
 		}
 	}
-	return nil
+	return sentWrite{}, false
 }
 
 // addSend remembers a write of ours about to be sent.
@@ -173,7 +176,11 @@ func (c *campaign) ours(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	return (c.hasWritten && sameCore(r, c.wrote)) || c.sentMatch(r) != nil
+	if c.hasWritten && sameCore(r, c.wrote) {
+		return true
+	}
+	_, ok := c.sentMatch(r)
+	return ok
 }
 
 // oursRecent is ours for a write sent within the last RenewDeadline: then this elector
@@ -184,12 +191,12 @@ func (c *campaign) oursRecent(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	recent := func(at time.Time) bool { return time.Since(at) < c.e.config.RenewDeadline }
+	recent := func(at time.Time) bool { return c.e.clock.Now().Sub(at) < c.e.config.RenewDeadline }
 	if c.hasWritten && sameCore(r, c.wrote) && recent(c.wroteAt) {
 		return true
 	}
-	s := c.sentMatch(r)
-	return s != nil && recent(s.at)
+	s, ok := c.sentMatch(r)
+	return ok && recent(s.at)
 }
 
 // leaseDuration is how long the holder of r may go without renewing, by its record.
@@ -266,7 +273,7 @@ func (c *campaign) takeAt() time.Time {
 // acquisition in between would have counted one more).
 func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
-		r.LeaseTransitions == c.wrote.LeaseTransitions && time.Since(c.wroteAt) < c.e.config.RenewDeadline
+		r.LeaseTransitions == c.wrote.LeaseTransitions && c.e.clock.Now().Sub(c.wroteAt) < c.e.config.RenewDeadline
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not

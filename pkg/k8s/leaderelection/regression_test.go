@@ -130,7 +130,7 @@ func TestVersionGoesBackwards(t *testing.T) {
 func TestDerivedContextSeesLazyExpiry(t *testing.T) {
 	start := time.Now()
 	clock := &fakeClock{now: start}
-	tc := newTermContextClock(context.Background(), 7, start, 10*time.Second, clock.Now)
+	tc := newTermContextClock(context.Background(), 7, start, 10*time.Second, clock.Now, realClock{})
 	defer tc.end(context.Canceled)
 	child, cancel := context.WithCancel(tc)
 	defer cancel()

@@ -40,24 +40,25 @@ type termContext struct {
 	renewDeadline time.Duration // 0: no clock check (election disabled)
 	origin        time.Time     // monotonic reference for renewed
 	now           func() time.Time
+	clock         Clock // runs the timer
 
 	// renewed is the send time of the last successful renew, in nanoseconds since origin.
 	renewed atomic.Int64
 
 	// timerMu guards timer.
 	timerMu sync.Mutex
-	timer   *time.Timer
+	timer   Timer
 }
 
 // newTermContext starts a term under parent whose first write was sent at start.
 // renewDeadline 0 disables the clock check.
-func newTermContext(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration) *termContext {
-	return newTermContextClock(parent, term, start, renewDeadline, time.Now)
+func newTermContext(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, clock Clock) *termContext {
+	return newTermContextClock(parent, term, start, renewDeadline, clock.Now, clock)
 }
 
 // newTermContextClock is newTermContext with the clock read by the Err/Done check
-// injected (the timer stays on the runtime clock), for tests of the lazy check.
-func newTermContextClock(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, now func() time.Time) *termContext {
+// apart from the timer's clock, for tests of the lazy check.
+func newTermContextClock(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, now func() time.Time, clock Clock) *termContext {
 	inner, cancel := context.WithCancelCause(termctx.NewContext(parent, term))
 	t := &termContext{
 		Context:       inner,
@@ -69,7 +70,8 @@ func newTermContextClock(parent context.Context, term uint64, start time.Time, r
 	}
 	if renewDeadline > 0 {
 		t.timerMu.Lock()
-		t.timer = time.AfterFunc(t.remaining(), t.onTimer)
+		t.clock = clock
+		t.timer = clock.AfterFunc(t.remaining(), t.onTimer)
 		t.timerMu.Unlock()
 	}
 	return t
@@ -145,7 +147,7 @@ func (t *termContext) onTimer() {
 	}
 	left := t.remaining()
 	if left > 0 {
-		t.timer.Reset(left)
+		t.timer = t.clock.AfterFunc(left, t.onTimer)
 	}
 	t.timerMu.Unlock()
 	if left <= 0 {

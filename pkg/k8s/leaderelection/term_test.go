@@ -21,7 +21,7 @@ func TestTermContextLazyExpiry(t *testing.T) {
 		t.Run(first, func(t *testing.T) {
 			start := time.Now()
 			clock := &fakeClock{now: start}
-			tc := newTermContextClock(context.Background(), 42, start, 10*time.Second, clock.Now)
+			tc := newTermContextClock(context.Background(), 42, start, 10*time.Second, clock.Now, realClock{})
 			defer tc.end(context.Canceled)
 			if tc.Err() != nil {
 				t.Fatal("fresh term ended")
@@ -78,7 +78,7 @@ func isClosed(ch <-chan struct{}) bool {
 func TestTermContextTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		tc := newTermContext(context.Background(), 7, start, 10*time.Second)
+		tc := newTermContext(context.Background(), 7, start, 10*time.Second, realClock{})
 		child, cancel := context.WithCancel(tc)
 		defer cancel()
 		if term, ok := TermFromContext(child); !ok || term != 7 {
@@ -111,7 +111,7 @@ func TestTermContextParent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cause := errors.New("shutdown")
 		parent, cancel := context.WithCancelCause(context.Background())
-		tc := newTermContext(parent, 1, time.Now(), time.Second)
+		tc := newTermContext(parent, 1, time.Now(), time.Second, realClock{})
 		cancel(cause)
 		if !errors.Is(context.Cause(tc), cause) || tc.Err() == nil {
 			t.Fatalf("Cause %v, Err %v", context.Cause(tc), tc.Err())
@@ -120,7 +120,7 @@ func TestTermContextParent(t *testing.T) {
 		if !errors.Is(context.Cause(tc), cause) {
 			t.Fatalf("end replaced the cause: %v", context.Cause(tc))
 		}
-		disabled := newTermContext(context.Background(), 1, time.Now(), 0)
+		disabled := newTermContext(context.Background(), 1, time.Now(), 0, realClock{})
 		time.Sleep(24 * time.Hour)
 		if disabled.Err() != nil {
 			t.Fatal("a term without renew deadline ended by the clock")
@@ -147,7 +147,7 @@ func BenchmarkTermContext(b *testing.B) {
 		}
 	})
 	b.Run("term/Err", func(b *testing.B) {
-		tc := newTermContext(ctx, 1, time.Now(), time.Hour)
+		tc := newTermContext(ctx, 1, time.Now(), time.Hour, realClock{})
 		defer tc.end(context.Canceled)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -169,7 +169,7 @@ func BenchmarkTermContext(b *testing.B) {
 		}
 	})
 	b.Run("term/Done", func(b *testing.B) {
-		tc := newTermContext(ctx, 1, time.Now(), time.Hour)
+		tc := newTermContext(ctx, 1, time.Now(), time.Hour, realClock{})
 		defer tc.end(context.Canceled)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -182,7 +182,7 @@ func BenchmarkTermContext(b *testing.B) {
 	})
 	b.Run("term/IsLeader", func(b *testing.B) {
 		e := &Elector{}
-		tc := newTermContext(ctx, 1, time.Now(), time.Hour)
+		tc := newTermContext(ctx, 1, time.Now(), time.Hour, realClock{})
 		defer tc.end(context.Canceled)
 		e.current.Store(tc)
 		b.ReportAllocs()

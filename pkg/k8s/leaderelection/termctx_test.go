@@ -12,7 +12,7 @@ import (
 // its term for the core's one accessor, termctx.FromContext, also through
 // derived contexts, and TermFromContext is that same lookup.
 func TestTermContextAnswersTheCoreAccessor(t *testing.T) {
-	tc := newTermContext(context.Background(), 15, time.Now(), 0)
+	tc := newTermContext(context.Background(), 15, time.Now(), 0, realClock{})
 	defer tc.cancel(nil)
 	derived, cancel := context.WithCancel(tc)
 	defer cancel()

@@ -17,7 +17,7 @@ func wallClock(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
 // refresh reads the lease (outside the watch) and observes it.
 func (c *campaign) refresh(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.e.config.RenewDeadline)
+	ctx, cancel := withTimeout(ctx, c.e.clock, c.e.config.RenewDeadline)
 	defer cancel()
 	r, err := c.e.store.Get(ctx)
 	switch {
@@ -33,7 +33,7 @@ func (c *campaign) refresh(ctx context.Context) error {
 
 func (c *campaign) markStale() {
 	c.stale = true
-	c.staleAt = time.Now().Add(c.e.config.RetryPeriod)
+	c.staleAt = c.e.clock.Now().Add(c.e.config.RetryPeriod)
 }
 
 // written records r, the answer to our write sent at at, and observes it.
@@ -45,7 +45,7 @@ func (c *campaign) written(r LeaseRecord, at time.Time) {
 // acquire tries to take the lease with a compare-and-swap on the observed version.
 func (c *campaign) acquire() {
 	cfg := c.e.config
-	sentAt := time.Now()
+	sentAt := c.e.clock.Now()
 	r := LeaseRecord{
 		HolderIdentity: c.self,
 		LeaseDuration:  cfg.LeaseDuration,
@@ -53,7 +53,7 @@ func (c *campaign) acquire() {
 		RenewTime:      wallClock(sentAt),
 		Marker:         holderMarker(c.self),
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, cfg.RenewDeadline)
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline)
 	defer cancel()
 	var out LeaseRecord
 	var err error
@@ -86,7 +86,7 @@ func (c *campaign) acquire() {
 		// Contact lost: what we saw may be old (the lease may have been created and
 		// deleted meanwhile), so look again before the next attempt.
 		c.e.logger.Warn("acquiring lease failed", "error", err)
-		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
+		c.acquireAt = c.e.clock.Now().Add(c.acquireRetry.Next())
 		c.markStale()
 	}
 }
@@ -126,7 +126,7 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 		if _, rerr := c.release(""); rerr != nil {
 			c.e.logger.Error("releasing lease failed", "error", rerr)
 		}
-		c.acquireAt = time.Now().Add(c.acquireRetry.Next())
+		c.acquireAt = c.e.clock.Now().Add(c.acquireRetry.Next())
 		return
 	}
 	if c.overtaken() {
@@ -147,10 +147,10 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 // it returns that version and the send time of its write.
 func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 	deadline := sentAt.Add(c.e.config.RenewDeadline / 2)
-	ctx, cancel := context.WithDeadline(c.ctx, deadline)
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()))
 	defer cancel()
 	for range maxCatchUpWrites {
-		at := time.Now()
+		at := c.e.clock.Now()
 		if !at.Before(deadline) {
 			break
 		}
@@ -173,7 +173,7 @@ func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 // renew extends the term with a compare-and-swap on our last write. The call runs under
 // the term context, so it is abandoned when the renew deadline passes.
 func (c *campaign) renew() {
-	sentAt := time.Now()
+	sentAt := c.e.clock.Now()
 	r := c.wrote
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
@@ -196,23 +196,23 @@ func (c *campaign) renew() {
 		switch {
 		case c.term == nil: // lost
 		case rerr != nil || c.wrote.ResourceVersion == stale:
-			c.renewAt = time.Now().Add(c.renewRetry.Next())
+			c.renewAt = c.e.clock.Now().Add(c.renewRetry.Next())
 		default:
-			c.renewAt = time.Now()
+			c.renewAt = c.e.clock.Now()
 		}
 	case errors.Is(err, ErrLeaseNotFound):
 		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
 	default:
 		if c.term.Err() == nil {
 			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.term)
-			c.renewAt = time.Now().Add(c.renewRetry.Next())
+			c.renewAt = c.e.clock.Now().Add(c.renewRetry.Next())
 		}
 	}
 }
 
 // startTerm begins leading under term, whose acquiring write was sent at sentAt.
 func (c *campaign) startTerm(term uint64, sentAt time.Time) {
-	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline)
+	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.e.clock)
 	c.term, c.floor = t, max(c.floor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
@@ -266,7 +266,7 @@ func (c *campaign) finishHandOver() error {
 	c.handover = nil
 	released, err := c.release(req.target)
 	if req.target == "" {
-		c.acquireAt = time.Now().Add(c.e.config.LeaseDuration)
+		c.acquireAt = c.e.clock.Now().Add(c.e.config.LeaseDuration)
 		if err != nil && c.ctx.Err() == nil {
 			c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
 		}
@@ -288,13 +288,13 @@ func (c *campaign) finishHandOver() error {
 // "", leaseDurationSeconds 1, both times now), with a compare-and-swap, naming
 // preferred as preferredHolder. It reports whether it wrote the release.
 func (c *campaign) release(preferred string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.e.config.RenewDeadline)
+	ctx, cancel := withTimeout(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline)
 	defer cancel()
 	for range 2 {
 		if !c.exists || !c.ours(c.record) {
 			return false, nil // not ours any more: nothing to release
 		}
-		at := time.Now()
+		at := c.e.clock.Now()
 		now := wallClock(at)
 		r := c.record
 		r.HolderIdentity = ""
