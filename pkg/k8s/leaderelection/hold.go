@@ -1,9 +1,6 @@
 package leaderelection
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // heldTerm is a term whose acquiring write was answered late: the lease is ours, but
 // the term starts only at until (see hold).
@@ -73,12 +70,12 @@ func (c *campaign) stepHeld(now time.Time) {
 // gives the held term up: the watch (or a new one) shows what the lease holds, and
 // holdUntil keeps a new acquisition behind the held term's start.
 func (c *campaign) renewHeld() {
-	sentAt := time.Now()
+	sentAt := c.e.clock.Now()
 	r := c.wrote
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = holderMarker(c.self)
-	ctx, cancel := context.WithTimeout(c.ctx, c.e.config.RenewDeadline)
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline)
 	defer cancel()
 	c.addSend(r, sentAt)
 	out, err := c.e.store.Update(ctx, r)

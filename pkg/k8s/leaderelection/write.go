@@ -73,7 +73,7 @@ func (c *campaign) acquire() {
 		c.addSend(r, sentAt)
 		out, err = c.e.store.Update(ctx, r)
 	}
-	answeredAt := time.Now()
+	answeredAt := c.e.clock.Now()
 	switch {
 	case err == nil:
 		c.acquireRetry.Reset()
