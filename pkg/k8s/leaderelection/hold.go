@@ -2,8 +2,8 @@ package leaderelection
 
 import "time"
 
-// heldTerm is a term whose acquiring write was answered late: the lease is ours, but
-// the term starts only at until (see hold).
+// heldTerm is the term of an acquiring Create that may have landed after states this
+// elector never saw: the lease is ours, but the term starts only at until (see hold).
 type heldTerm struct {
 	term  uint64
 	until time.Time
