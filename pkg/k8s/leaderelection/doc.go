@@ -128,6 +128,12 @@
 // resourceVersion is above, and releases otherwise. A candidate that did not see the
 // later versions (cut off during them) cannot know them: its next term may repeat the
 // number of a term it never saw, so fencing on terms alone does not span a restore.
+// Together with a Lease deleted by hand while its holder is cut off, a candidate that
+// never saw the Lease (a cold start after the restore) can then lead beside that holder
+// under a lower term that fencing does not refuse (test/chaos, seed 11263). Restore etcd
+// so that revisions move forward (etcdutl snapshot restore with --bump-revision and
+// --mark-compacted, as Kubernetes' restore procedure does): versions then never go
+// back, terms stay above every earlier term, and neither limit applies.
 // Watch errors (410 Gone) are logged, counted (Stats.WatchErrors) and followed by a
 // re-list.
 //
