@@ -225,6 +225,15 @@ func overlapHint(h *history, a, b termRec, faults []logEntry) (string, string) {
 }
 
 // restoredBetween reports whether a snapshot restore happened in [from, to].
+// writtenFrom is the earliest instant t's term number may have been handed out: the
+// send of its acquiring write if known, its start otherwise.
+func writtenFrom(t termRec) time.Time {
+	if !t.sent.IsZero() && t.sent.Before(t.start) {
+		return t.sent
+	}
+	return t.start
+}
+
 func restoredBetween(faults []logEntry, from, to time.Time) bool {
 	for _, f := range faults {
 		if f.kind == fRestore && !f.at.Before(from) && !f.at.After(to) {
@@ -236,7 +245,10 @@ func restoredBetween(faults []logEntry, from, to time.Time) bool {
 
 // checkTermOrder: terms are fencing tokens, so each term is above every term that
 // started before it. Across a restore of an older snapshot the store itself reuses
-// versions; that is recorded as a note, not a violation (see doc.go).
+// versions; that is recorded as a note, not a violation (see doc.go). A term's number
+// is fixed when its acquiring write lands, between its send and its answer, so a
+// restore after the send of the earlier term's write (also one before its answer)
+// counts.
 func checkTermOrder(h *history, terms []termRec, faults []logEntry, res *result) {
 	slices.SortStableFunc(terms, func(a, b termRec) int { return a.start.Compare(b.start) })
 	for i, b := range terms {
@@ -248,7 +260,7 @@ func checkTermOrder(h *history, terms []termRec, faults []logEntry, res *result)
 			msg := fmt.Sprintf("%s term %d at %s is not above %s term %d at %s",
 				b.who, b.term, h.rel(b.start), a.who, a.term, h.rel(a.start))
 			switch {
-			case restoredBetween(faults, a.start, b.start):
+			case restoredBetween(faults, writtenFrom(a), b.start):
 				note = msg + " (a restore moved versions back in between)"
 			case coldOver(a, b):
 				note = msg + " (a cold start's term, above a write answered late)"

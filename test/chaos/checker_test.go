@@ -216,3 +216,31 @@ func TestFaultStoreLostReply(t *testing.T) {
 		<-done
 	})
 }
+
+// TestCheckerTermOrderAcrossRestore: a term number is handed out when the acquiring
+// write lands, so a restore after the send of an earlier term's write, even one before
+// that term began (its answer came late), lets the store hand the number out again: a
+// later lower term is a note. A restore before that send is not in between.
+func TestCheckerTermOrderAcrossRestore(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		restore float64
+		want    []string
+	}{
+		{"restore between the earlier write's send and its answer", 10.3, nil},
+		{"restore before the earlier write's send", 9, []string{vTermOrder}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := synthetic([]*termRec{
+				{who: "c2#0", id: "c2", term: 12, sent: sec(10), start: sec(10.4), end: sec(12), firstSaw: sec(0)},
+				{who: "c0#1", id: "c0", term: 10, sent: sec(14.8), start: sec(14.9), end: sec(20), firstSaw: sec(11)},
+				{who: "c0#0", id: "c0", term: 15, start: sec(90), end: sec(150)},
+			}, nil)
+			h.faults = []logEntry{{at: sec(tt.restore), kind: fRestore, text: "restored"}}
+			h.probes[0].terms["c0#0"], h.probes[1].terms["c0#0"] = 15, 15
+			if got := kinds(check(h)); !slices.Equal(got, tt.want) {
+				t.Errorf("violations %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -174,9 +174,10 @@
 //
 // Term order, the register model, refused writes of the settled leader and a
 // step-down from its own write are not failed, but reported as notes, across a restore
-// of an older snapshot: the store itself then hands out versions, and so terms, it
-// handed out before (one version can then name two states), which no elector can
-// prevent. Two leaders and a cluster without a leader across a restore are failed.
+// of an older snapshot (for term order: a restore after the send of the earlier term's
+// acquiring write, which may have landed before it, and before the later term began):
+// the store itself then hands out versions, and so terms, it handed out before (one
+// version can then name two states), which no elector can prevent. Two leaders and a cluster without a leader across a restore are failed.
 //
 // Each violation names the issue 9 defect whose pattern it shows (a lease re-created
 // by a candidate that had seen it: defect 1; that never had: defect 2; a leader that

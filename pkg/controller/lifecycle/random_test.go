@@ -1,7 +1,6 @@
 package lifecycle_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -235,7 +235,7 @@ type randomHistory struct {
 	current     uint64 // the term started last (0: none)
 	version     int    // the newest state version published
 	log         []string
-	logs        lockedBuffer // the Manager's log, printed when the history fails
+	logs        logRecorder // the Manager's log, printed when the history fails
 	stepDownsMu sync.Mutex
 	stepDowns   []stepDownCall
 	resigned    map[uint64]bool // terms whose step-down the driver answered
@@ -252,7 +252,7 @@ func newRandomHistory(t *testing.T, seed uint64) *randomHistory {
 	h.bus = busevents.NewEventBusWithLogger(0, discard())
 	h.state = leadership.NewStateReplayer[*events.ConfigValidatedEvent](h.bus)
 	m, err := lifecycle.NewManager(h.bus, lifecycle.Options{
-		Logger:           slog.New(slog.NewTextHandler(&h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:           slog.New(&h.logs),
 		StopTimeout:      rhStopTimeout,
 		SubscribeTimeout: rhSubscribeTimeout,
 		StepDownGrace:    rhStepDownGrace,
@@ -306,7 +306,9 @@ func (h *randomHistory) run() {
 	<-h.m.Done()
 	h.bus.Stop()
 	if h.t.Failed() {
-		h.t.Logf("history:\n  %s\nmanager log:\n%s", joinLines(h.log), h.logs.String())
+		h.logs.mu.Lock()
+		h.t.Logf("history:\n  %s\nmanager log:\n  %s", strings.Join(h.log, "\n  "), strings.Join(h.logs.lines, "\n  "))
+		h.logs.mu.Unlock()
 	}
 }
 
@@ -508,33 +510,4 @@ func (h *randomHistory) checkStepDowns(step int, s lifecycle.Status) {
 		t.Errorf("step %d: term %d misses %v since %v (longer than the grace) and did not ask to step down",
 			step, h.current, s.Missing, time.Since(s.MissingSince))
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func joinLines(lines []string) string {
-	out := ""
-	for i, l := range lines {
-		if i > 0 {
-			out += "\n  "
-		}
-		out += l
-	}
-	return out
 }

@@ -91,6 +91,15 @@ type campaign struct {
 	renewAt    time.Time
 	renewRetry backoff
 	work       chan struct{}
+	// held is the term of an acquiring Create that may have landed after states this
+	// elector never saw, which waits (see hold.go); nil when none. The lease is renewed
+	// every RetryPeriod meanwhile (renewAt). sentSeen is the highest resourceVersion
+	// seen when the last acquiring Create was sent, and unseen the lowest version above
+	// it of a state of the lease observed since, 0 if none: below the Create's own
+	// version, it is a state the Create landed after.
+	held     *heldTerm
+	sentSeen uint64
+	unseen   uint64
 
 	// handover is the pending hand-over (to nobody after Resign): its release is
 	// written once the ended term's OnStartedLeading returned. nil when none.
@@ -234,6 +243,10 @@ func (c *campaign) step() {
 			return
 		}
 	}
+	if c.held != nil {
+		c.stepHeld(now)
+		return
+	}
 	if c.handover != nil {
 		if c.work == nil {
 			c.finishHandOver()
@@ -276,6 +289,11 @@ func (c *campaign) nextWake() (time.Time, bool) {
 	}
 	if c.term != nil {
 		consider(c.renewAt)
+		return at, ok
+	}
+	if c.held != nil {
+		consider(c.renewAt)
+		consider(c.held.until)
 		return at, ok
 	}
 	if c.stale {

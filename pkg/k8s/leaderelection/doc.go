@@ -92,6 +92,32 @@
 // another candidate), it follows that state instead. A term is never started on an
 // answer the watch has already contradicted.
 //
+// # Slow acquiring writes
+//
+// An acquiring Update is a compare-and-swap on the state the candidate judged, so it
+// lands on that state or not at all. A Create lands on any absent Lease, also one that
+// was created since the candidate saw it absent, led by another candidate, and deleted
+// by hand, all unseen; that holder may lead for up to a RenewDeadline after its last
+// renew, which came before the delete. The candidate's watch vouches for the states in
+// between only while its answer comes soon. So a Create does not start its term at
+// once when its answer came more than a RetryPeriod after its send (by the elector's
+// clock: a pause of the process between the two is part of the round trip), or
+// when the watch showed a state of the Lease between the absence the Create was sent on
+// and the Create's own. The candidate then holds the Lease without leading: it renews
+// it every RetryPeriod, so it stays its own and the others follow it, and starts the
+// term a LeaseDuration after the answer (the unseen holder's RenewDeadline, plus the
+// margin for clock rates that every follower's wait has). A renew that fails, or a
+// state of the Lease that is not its own, gives the held term up, and the candidate
+// acquires again no earlier than that instant. Stats.SlowAcquires counts these
+// Creates; IsLeader is false and GetLeader names the candidate meanwhile.
+//
+// An answer within a RetryPeriod whose watch did not (yet) show such a state starts the
+// term at once, as does every acquiring Update, so a hand-over or a first election is
+// as fast as before. What remains is a holder that another candidate created and
+// someone deleted by hand within a RetryPeriod of the send, with neither event through
+// the watch by the answer: the window of deleting the Lease of a running election by
+// hand, above.
+//
 // # History going back
 //
 // An etcd restore or a stale API server can move resourceVersions back. A current state
@@ -102,6 +128,12 @@
 // resourceVersion is above, and releases otherwise. A candidate that did not see the
 // later versions (cut off during them) cannot know them: its next term may repeat the
 // number of a term it never saw, so fencing on terms alone does not span a restore.
+// Together with a Lease deleted by hand while its holder is cut off, a candidate that
+// never saw the Lease (a cold start after the restore) can then lead beside that holder
+// under a lower term that fencing does not refuse (test/chaos, seed 11263). Restore etcd
+// so that revisions move forward (etcdutl snapshot restore with --bump-revision and
+// --mark-compacted, as Kubernetes' restore procedure does): versions then never go
+// back, terms stay above every earlier term, and neither limit applies.
 // Watch errors (410 Gone) are logged, counted (Stats.WatchErrors) and followed by a
 // re-list.
 //

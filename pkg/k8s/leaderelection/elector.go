@@ -35,7 +35,7 @@ type Elector struct {
 	done      chan struct{}
 
 	// Counters of Stats.
-	watches, watchErrors, versionResets, handOvers atomic.Uint64
+	watches, watchErrors, versionResets, handOvers, slowAcquires atomic.Uint64
 
 	// leaderMu guards leader.
 	leaderMu sync.Mutex
@@ -217,6 +217,10 @@ type Stats struct {
 	VersionResets uint64
 	// HandOvers counts the terms this elector ended to hand the lease over.
 	HandOvers uint64
+	// SlowAcquires counts the acquiring Creates answered more than a RetryPeriod after
+	// they were sent: each held the lease a LeaseDuration from its answer before its
+	// term began (or gave the term up). See the package doc, # Slow acquiring writes.
+	SlowAcquires uint64
 }
 
 // Stats returns the elector's counters.
@@ -226,6 +230,7 @@ func (e *Elector) Stats() Stats {
 		WatchErrors:   e.watchErrors.Load(),
 		VersionResets: e.versionResets.Load(),
 		HandOvers:     e.handOvers.Load(),
+		SlowAcquires:  e.slowAcquires.Load(),
 	}
 }
 

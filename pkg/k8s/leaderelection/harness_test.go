@@ -45,12 +45,19 @@ type testStore struct {
 	releaseDone time.Time // completion time of the last successful Update releasing it
 	// beforeUpdate, if set, runs (once) just before an Update reaches the inner store.
 	beforeUpdate func()
+	// beforeCreate, if set, runs (once) just before a Create reaches the inner store (a
+	// request held on the way, e.g. by a paused process).
+	beforeCreate func()
 	// afterCreate, if set, runs (once) after a Create the inner store applied, before
 	// its reply returns (a slow reply).
 	afterCreate func()
 	// silent makes new watches deliver their first event only, then nothing, without
 	// closing (a stalled connection).
 	silent bool
+	// buffered makes new watches relay every event into a buffer of watchBuffer, as a
+	// Kubernetes client's watch does, instead of the MemoryStore's buffer of one, which
+	// skips to the latest state.
+	buffered bool
 	// loseReplies is how many of the next successful Updates answer with
 	// errInjected although the store applied them (a reply lost on the way back).
 	loseReplies int
@@ -168,6 +175,13 @@ func (s *testStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 	if err := s.enter(ctx, "Create"); err != nil {
 		return LeaseRecord{}, err
 	}
+	s.mu.Lock()
+	before := s.beforeCreate
+	s.beforeCreate = nil
+	s.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	out, err := s.inner.Create(ctx, r)
 	if err == nil {
 		s.mu.Lock()
@@ -229,8 +243,18 @@ func (s *testStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	silent := s.silent
+	silent, buffered := s.silent, s.buffered
 	s.mu.Unlock()
+	if buffered {
+		out := make(chan LeaseEvent, watchBuffer)
+		go func() {
+			defer close(out)
+			for ev := range events {
+				out <- ev
+			}
+		}()
+		return out, nil
+	}
 	if !silent {
 		return events, nil
 	}

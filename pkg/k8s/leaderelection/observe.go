@@ -12,6 +12,9 @@ import (
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
+		if v > c.sentSeen && !zeroSpec(ev.Record) && (c.unseen == 0 || v < c.unseen) {
+			c.unseen = v // a state of the lease (not an absence as listed) since the send
+		}
 		switch {
 		case v < c.seen && v >= current:
 			return
@@ -39,6 +42,9 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	c.reportHolder()
 	if c.term != nil {
 		c.checkTerm()
+	}
+	if c.held != nil && !(c.exists && c.ours(c.record)) {
+		c.dropHeld("lease no longer ours")
 	}
 }
 
@@ -274,7 +280,7 @@ func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 // (state unknown or stale, the last term's leader work still running, a hand-over
 // pending).
 func (c *campaign) acquireTime() (time.Time, bool) {
-	if c.term != nil || !c.known || c.stale || c.work != nil || c.handover != nil {
+	if c.term != nil || c.held != nil || !c.known || c.stale || c.work != nil || c.handover != nil {
 		return time.Time{}, false
 	}
 	return later(later(c.takeAt(), c.holdUntil), c.acquireAt), true

@@ -57,7 +57,12 @@ func (c *campaign) acquire() {
 	defer cancel()
 	var out LeaseRecord
 	var err error
-	if c.exists {
+	create := !c.exists
+	if create {
+		c.sentSeen, c.unseen = c.seen, 0
+		c.addSend(r, sentAt)
+		out, err = c.e.store.Create(ctx, r)
+	} else {
 		prev := c.record
 		r.LeaseTransitions = prev.LeaseTransitions
 		if prev.HolderIdentity != c.self {
@@ -67,15 +72,13 @@ func (c *campaign) acquire() {
 		r.ResourceVersion = prev.ResourceVersion
 		c.addSend(r, sentAt)
 		out, err = c.e.store.Update(ctx, r)
-	} else {
-		c.addSend(r, sentAt)
-		out, err = c.e.store.Create(ctx, r)
 	}
+	answeredAt := c.e.clock.Now()
 	switch {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
-		c.acquired(out, sentAt)
+		c.acquired(out, sentAt, answeredAt, create)
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -104,11 +107,13 @@ func (c *campaign) overtaken() bool {
 	return true
 }
 
-// acquired starts the term of the acquiring write out, sent at sentAt. Its
-// resourceVersion is the term; if that is not above the floor (the previous term, and
-// the versions seen before the history went back), it first renews until it is, within
-// half the RenewDeadline, and otherwise releases.
-func (c *campaign) acquired(out LeaseRecord, sentAt time.Time) {
+// acquired starts the term of the acquiring write out (a Create if create), sent at
+// sentAt and answered at answeredAt. Its resourceVersion is the term; if that is not
+// above the floor (the previous term, and the versions seen before the history went
+// back), it first renews until it is, within half the RenewDeadline, and otherwise
+// releases. A Create that may have landed after states this elector never saw holds
+// the lease before its term starts (see hold).
+func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
 	if err == nil && term <= c.floor {
@@ -126,6 +131,12 @@ func (c *campaign) acquired(out LeaseRecord, sentAt time.Time) {
 	}
 	if c.overtaken() {
 		return
+	}
+	if create {
+		if why := c.createUnseen(out, sentAt, answeredAt); why != "" {
+			c.hold(term, answeredAt, why)
+			return
+		}
 	}
 	c.startTerm(term, sentAt)
 	c.term.markRenewed(renewed)

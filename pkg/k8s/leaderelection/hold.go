@@ -1,0 +1,100 @@
+package leaderelection
+
+import "time"
+
+// heldTerm is the term of an acquiring Create that may have landed after states this
+// elector never saw: the lease is ours, but the term starts only at until (see hold).
+type heldTerm struct {
+	term  uint64
+	until time.Time
+}
+
+// createUnseen judges an acquiring Create out, sent at sentAt and answered at
+// answeredAt, after overtaken read what the watch delivered meanwhile. A Create succeeds
+// on any absent lease, so it may have landed after states this elector never saw: the
+// lease created by another candidate, which led, and deleted by hand. It returns why
+// that may be so, "" if nothing says it: the watch showed a state of the lease between
+// the one the Create was sent on and the Create's own, or the answer came more than a
+// RetryPeriod after the send (a paused process, a held request), too long for the
+// watch to vouch for the store's states in between.
+func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) string {
+	if v, ok := parseVersion(out.ResourceVersion); ok && c.unseen != 0 && c.unseen < v {
+		return "the watch showed a state of the lease before the write"
+	}
+	if answeredAt.Sub(sentAt) > c.e.config.RetryPeriod {
+		return "answered after " + answeredAt.Sub(sentAt).String()
+	}
+	return ""
+}
+
+// hold takes the lease acquired by a Create answered at answeredAt that may have
+// landed after states this elector never saw (createUnseen says why), without leading
+// yet. A holder of such a state leads at most a RenewDeadline (by its clock) after its
+// last renew, which came before the delete, before our write landed, before the answer.
+// The term starts a LeaseDuration after the answer (LeaseDuration − RenewDeadline being
+// the margin for clock rates, as in any follower's wait), while renews every RetryPeriod
+// keep the lease ours; a failed renew or another state of the lease gives the term up
+// (dropHeld). holdUntil keeps any later acquisition of ours behind the same instant.
+func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
+	c.e.slowAcquires.Add(1)
+	until := answeredAt.Add(c.e.config.LeaseDuration)
+	c.held = &heldTerm{term: term, until: until}
+	c.holdUntil = later(c.holdUntil, until)
+	c.renewAt = answeredAt // renew at once: the Create's own renewTime may be old
+	c.renewRetry.Reset()
+	c.e.logger.Warn("acquiring Create may have landed after unseen holders: holding the lease a LeaseDuration before leading",
+		"reason", why, "term", term, "wait", c.e.config.LeaseDuration)
+}
+
+// stepHeld does what is due while a term is held: start it at its time, renew.
+func (c *campaign) stepHeld(now time.Time) {
+	if !now.Before(c.held.until) {
+		c.drainWatch() // judge the latest state the watch delivered
+		if c.held == nil {
+			return
+		}
+		term := c.held.term
+		c.held = nil
+		// The term runs a RenewDeadline from the send of the last renew that went
+		// through, as any term does.
+		c.startTerm(term, c.wroteAt)
+		c.checkTerm()
+		return
+	}
+	if !now.Before(c.renewAt) {
+		c.renewHeld()
+	}
+}
+
+// renewHeld renews a held lease with a compare-and-swap on our last write. Any failure
+// gives the held term up: the watch (or a new one) shows what the lease holds, and
+// holdUntil keeps a new acquisition behind the held term's start.
+func (c *campaign) renewHeld() {
+	sentAt := c.e.clock.Now()
+	r := c.wrote
+	r.RenewTime = wallClock(sentAt)
+	r.LeaseDuration = c.e.config.LeaseDuration
+	r.Marker = holderMarker(c.self)
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline)
+	defer cancel()
+	c.addSend(r, sentAt)
+	out, err := c.e.store.Update(ctx, r)
+	switch {
+	case err == nil:
+		c.written(out, sentAt)
+		if c.held != nil {
+			c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
+		}
+	case c.ctx.Err() != nil:
+	default:
+		c.e.logger.Warn("renewing a held lease failed", "error", err)
+		c.dropHeld("renew failed")
+		c.markStale()
+	}
+}
+
+// dropHeld gives the held term up: it never starts.
+func (c *campaign) dropHeld(why string) {
+	c.e.logger.Warn("not leading the held term", "term", c.held.term, "reason", why)
+	c.held = nil
+}
