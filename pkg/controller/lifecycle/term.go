@@ -25,6 +25,8 @@ type termState struct {
 	// (Options.TermContext), stops the link; endTerm calls it before
 	// cancel.
 	unlink func() bool
+	// link is the term's context when it is linked (t.ctx is then &link).
+	link linkedContext
 	// stepDown is the cause of the term's end while the Manager asks
 	// Options.StepDown to end it, and after it agreed (nil otherwise).
 	stepDown atomic.Pointer[error]
@@ -81,7 +83,8 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	ctx, cancel := context.WithCancelCause(termctx.NewContext(base, e.Term))
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
-			lc := &linkedContext{Context: ctx, src: src, t: t, cancel: cancel}
+			lc := &t.link // in t: one allocation less per term
+			*lc = linkedContext{Context: ctx, src: src, t: t, cancel: cancel}
 			t.unlink = context.AfterFunc(src, lc.end)
 			ctx = lc
 		} else {
