@@ -494,7 +494,13 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 		reason, cause := "lost leadership", ErrLeadershipLost
 		if e.Reason != "" {
 			reason += ": " + e.Reason
-			cause = &leadershipLost{reason: e.Reason}
+			// Made only if it can still be the term's cause: a context
+			// linked to the elector's has usually ended with it already.
+			// (context.Cause, not Err: a linked context's Err would end it
+			// with the source's cause first.)
+			if context.Cause(cur.ctx) == nil {
+				cause = &leadershipLost{reason: e.Reason}
+			}
 		}
 		m.endTerm(cur, reason, cause)
 	}
