@@ -456,6 +456,9 @@ func report(h *history, res *result) string {
 	if h.exact { // in-memory: the skew knobs apply
 		env = h.skew.env()
 	}
+	if h.count.get(fRealAPIRestart) > 0 {
+		env += envAPIRestarts + "=1 "
+	}
 	fmt.Fprintf(&b, "replay: %sBATON_CHAOS_SEED=%d go test -race -run '%s$' -v ./test/chaos\n", env, h.seed, h.test)
 	fmt.Fprintf(&b, "config: %d candidates, lease %v renew %v retry %v; faults over at %s, one leader due by %s\n",
 		h.n, h.cfg.LeaseDuration, h.cfg.RenewDeadline, h.cfg.RetryPeriod, h.rel(h.healAt), h.rel(h.checkAt))

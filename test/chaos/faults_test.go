@@ -35,6 +35,7 @@ const (
 	fPartition      = "candidate partitioned"
 	fPause          = "candidate paused"
 	fAPIRestart     = "api server restarted"
+	fRealAPIRestart = "api server restarted (real)"
 	fCandRestart    = "candidate restarted"
 	fFencedStalled  = "fenced write held by a pause"
 	fSkew           = "candidate clock skewed"
@@ -43,8 +44,8 @@ const (
 // allKinds lists the counter kinds in report order.
 var allKinds = []string{
 	fRequestDropped, fRequestDelayed, fReplyLost, fReplyDelayed, fWatchClosed, fWatchLagged,
-	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fCandRestart, fFencedStalled,
-	fSkew,
+	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fRealAPIRestart, fCandRestart,
+	fFencedStalled, fSkew,
 }
 
 // counters counts injected faults by kind. Safe for concurrent use.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,6 +20,11 @@ import (
 
 // envAPIHistories sets how many histories TestChaosAPIServer runs (default 3).
 const envAPIHistories = "BATON_CHAOS_API_HISTORIES"
+
+// envAPIRestarts, set to 1, adds one real restart of kube-apiserver to each history of
+// TestChaosAPIServer, which then runs its histories one at a time (a soak fault: a
+// restart takes seconds, so it is off by default).
+const envAPIRestarts = "BATON_CHAOS_API_RESTARTS"
 
 // apiOpts are the schedules on the real API server: the faults a client-side wrapper
 // can inject there (lost and late replies, dropped requests, closed and lagging
@@ -35,12 +41,18 @@ var apiOpts = scheduleOpts{
 }
 
 // kubeServer is the server side of the faults on the real API server: it deletes the
-// Lease through the API; the runner closes the candidates' watches for a 410.
+// Lease through the API, and stops and starts kube-apiserver (env); the runner closes
+// the candidates' watches for a 410.
 type kubeServer struct {
 	cs        kubernetes.Interface
+	env       *testenv.Env
 	namespace string
 	name      string
 }
+
+func (k *kubeServer) stopAPIServer() error { return k.env.StopAPIServer() }
+
+func (k *kubeServer) startAPIServer() error { return k.env.StartAPIServer() }
 
 func (k *kubeServer) breakWatches() int { return 0 }
 
@@ -57,9 +69,19 @@ func (k *kubeServer) restart(time.Duration) {}
 // TestChaosAPIServer runs a few seeded fault histories of 3 electors against a real
 // kube-apiserver and etcd, in parallel on separate Leases, with the checker of
 // TestChaos. Terms are sampled every few milliseconds on the real clock, and the
-// checker uses only the parts of each belief that are certain.
+// checker uses only the parts of each belief that are certain. With
+// BATON_CHAOS_API_RESTARTS=1 each history also restarts kube-apiserver once, and the
+// histories run one at a time.
 func TestChaosAPIServer(t *testing.T) {
 	env := testenv.Start(t)
+	restarts := false
+	switch s := os.Getenv(envAPIRestarts); s {
+	case "", "0":
+	case "1":
+		restarts = true
+	default:
+		t.Fatalf("%s=%q: want 0 or 1", envAPIRestarts, s)
+	}
 	n := int64(3)
 	if s := os.Getenv(envAPIHistories); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
@@ -81,11 +103,15 @@ func TestChaosAPIServer(t *testing.T) {
 	}
 	start := time.Now()
 	sum := newSummary()
-	// The histories sleep most of the time: run them all at once, not -parallel at a time.
+	// The histories sleep most of the time: run them all at once, not -parallel at a
+	// time; with restarts one at a time, as a restart hits every history on the server.
 	histories := make([]*history, len(list))
 	var wg sync.WaitGroup
 	for i, seed := range list {
-		wg.Go(func() { histories[i] = runAPIServer(env.Clientset(), seed) })
+		wg.Go(func() { histories[i] = runAPIServer(env, seed, restarts) })
+		if restarts {
+			wg.Wait()
+		}
 	}
 	wg.Wait()
 	t.Run("history", func(t *testing.T) {
@@ -97,6 +123,9 @@ func TestChaosAPIServer(t *testing.T) {
 				if len(res.violations) > 0 {
 					t.Error(report(h, res))
 				}
+				if n := h.count.get(fRealAPIRestart); restarts && n != 1 {
+					t.Errorf("seed %d: kube-apiserver restarted %d times, want 1\n%s", seed, n, report(h, res))
+				}
 				if res.terms == 0 || res.writes == 0 {
 					t.Errorf("seed %d: %d terms, %d fenced writes: the history tested nothing\n%s", seed, res.terms, res.writes, report(h, res))
 				}
@@ -106,13 +135,18 @@ func TestChaosAPIServer(t *testing.T) {
 	t.Logf("chaos summary on the API server (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
 }
 
-// runAPIServer runs the history of seed on the Lease chaos-<seed>.
-func runAPIServer(cs kubernetes.Interface, seed int64) *history {
+// runAPIServer runs the history of seed on the Lease chaos-<seed>, with a restart of
+// kube-apiserver if restarts.
+func runAPIServer(env *testenv.Env, seed int64, restarts bool) *history {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xba70))
 	sched := newSchedule(rng, apiOpts)
+	if restarts {
+		sched.addRealRestart(rand.New(rand.NewPCG(uint64(seed), 0x5e57a27)))
+	}
+	cs := env.Clientset()
 	name := fmt.Sprintf("chaos-%d", seed)
 	return runHistory(seed, sched, world{
-		srv: &kubeServer{cs: cs, namespace: "default", name: name}, lease: name, test: "TestChaosAPIServer",
+		srv: &kubeServer{cs: cs, env: env, namespace: "default", name: name}, lease: name, test: "TestChaosAPIServer",
 		sample: 5 * time.Millisecond, slack: 2 * time.Second,
 		view: func(string) leaderelection.LeaseStore {
 			s, err := leaderelection.NewKubernetesStore(cs, "default", name)
@@ -122,4 +156,18 @@ func runAPIServer(cs kubernetes.Interface, seed int64) *history {
 			return s
 		},
 	})
+}
+
+// addRealRestart adds a restart of kube-apiserver at a random moment of the fault
+// phase of apiOpts, down 1 to 4 s. It is drawn from an rng of its own, so that a seed
+// keeps the faults it has without it.
+func (s *schedule) addRealRestart(rng *rand.Rand) {
+	phase := time.Duration(apiOpts.phaseMax) * s.cfg.LeaseDuration
+	f := fault{
+		at: time.Duration(rng.Int64N(int64(phase))), kind: fRealAPIRestart, target: leaderTarget,
+		dur: time.Second + time.Duration(rng.Int64N(int64(3*time.Second))),
+	}
+	s.faults = append(s.faults, f)
+	s.heal = max(s.heal, f.at+f.dur)
+	slices.SortStableFunc(s.faults, func(a, b fault) int { return int(a.at - b.at) })
 }

@@ -21,6 +21,13 @@ type apiServer interface {
 	restart(d time.Duration)
 }
 
+// realServer is a server whose kube-apiserver process the runner can stop and start
+// (fRealAPIRestart): each call returns once the process exited or answers again.
+type realServer interface {
+	stopAPIServer() error
+	startAPIServer() error
+}
+
 // world is where a history runs.
 type world struct {
 	srv    apiServer
@@ -44,9 +51,12 @@ type runner struct {
 	w     world
 	cands []*candidate
 
-	// mu guards depth.
+	outages sync.WaitGroup // real API server restarts in progress
+
+	// mu guards depth and upAt.
 	mu    sync.Mutex
 	depth map[string]int // open windows per candidate and kind
+	upAt  time.Time      // when a restarted real API server last answered again
 }
 
 // runHistory plays sched with seed in w and returns the recorded history. It returns
@@ -76,6 +86,14 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	r.play(sched)
 	h.bound = recoveryBound(cfg) + w.slack
 	h.healAt = h.begin.Add(sched.heal)
+	// A real restart lasts longer than scheduled (stopping and starting the process
+	// take time): the faults are over when the server answers again.
+	r.outages.Wait()
+	r.mu.Lock()
+	if r.upAt.After(h.healAt) {
+		h.healAt = r.upAt
+	}
+	r.mu.Unlock()
 	h.checkAt = h.healAt.Add(h.bound)
 	time.Sleep(time.Until(h.checkAt))
 	r.probe()
@@ -262,7 +280,40 @@ func (r *runner) point(f fault, c *candidate) {
 		r.w.srv.restart(f.dur)
 		h.count.add(fAPIRestart, 1)
 		h.logFault(f.kind, "api server restarts, down %v", f.dur)
+	case fRealAPIRestart:
+		r.outages.Go(func() { r.restartReal(f.dur) })
 	}
+}
+
+// restartReal stops the real kube-apiserver, waits d and starts it again; the outage
+// ends (upAt) once it answers again.
+func (r *runner) restartReal(d time.Duration) {
+	h := r.h
+	srv, ok := r.w.srv.(realServer)
+	if !ok {
+		h.addErr("%s: the server cannot be restarted", fRealAPIRestart)
+		return
+	}
+	stopAt := time.Now()
+	if err := srv.stopAPIServer(); err != nil {
+		h.addErr("%s: %v", fRealAPIRestart, err)
+		return
+	}
+	h.count.add(fRealAPIRestart, 1)
+	h.logFault(fRealAPIRestart, "kube-apiserver stopped in %v, starts again in %v", time.Since(stopAt).Round(time.Millisecond), d)
+	time.Sleep(d)
+	startAt := time.Now()
+	err := srv.startAPIServer()
+	up := time.Now()
+	r.mu.Lock()
+	r.upAt = up
+	r.mu.Unlock()
+	if err != nil {
+		h.addErr("%s: %v", fRealAPIRestart, err)
+		return
+	}
+	h.logFault(fRealAPIRestart, "kube-apiserver answers again (start took %v, down %v)",
+		up.Sub(startAt).Round(time.Millisecond), up.Sub(stopAt).Round(time.Millisecond))
 }
 
 // probe records every candidate's view.

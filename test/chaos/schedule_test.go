@@ -56,6 +56,8 @@ func (f fault) String() string {
 		return fmt.Sprintf("%v close watches of %s", f.at, target)
 	case fAPIRestart:
 		return fmt.Sprintf("%v restart api server, down %v", f.at, f.dur)
+	case fRealAPIRestart:
+		return fmt.Sprintf("%v stop kube-apiserver, start it %v later", f.at, f.dur)
 	case fCandRestart:
 		return fmt.Sprintf("%v restart %s, down %v", f.at, target, f.dur)
 	case fRestore:
