@@ -285,8 +285,9 @@ func (r *runner) point(f fault, c *candidate) {
 	}
 }
 
-// restartReal stops the real kube-apiserver, waits d and starts it again; the outage
-// ends (upAt) once it answers again.
+// restartReal stops the real kube-apiserver and asks it to start again d after the
+// stop began (or once it exited, if that took longer: it stops listening at once but
+// waits for open watches to end); the outage ends (upAt) once it answers again.
 func (r *runner) restartReal(d time.Duration) {
 	h := r.h
 	srv, ok := r.w.srv.(realServer)
@@ -295,13 +296,14 @@ func (r *runner) restartReal(d time.Duration) {
 		return
 	}
 	stopAt := time.Now()
+	h.logFault(fRealAPIRestart, "kube-apiserver stops, starts again %v later", d)
 	if err := srv.stopAPIServer(); err != nil {
 		h.addErr("%s: %v", fRealAPIRestart, err)
 		return
 	}
 	h.count.add(fRealAPIRestart, 1)
-	h.logFault(fRealAPIRestart, "kube-apiserver stopped in %v, starts again in %v", time.Since(stopAt).Round(time.Millisecond), d)
-	time.Sleep(d)
+	h.logFault(fRealAPIRestart, "kube-apiserver exited (stop took %v)", time.Since(stopAt).Round(time.Millisecond))
+	time.Sleep(time.Until(stopAt.Add(d)))
 	startAt := time.Now()
 	err := srv.startAPIServer()
 	up := time.Now()
