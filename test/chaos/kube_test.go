@@ -73,7 +73,6 @@ func (k *kubeServer) restart(time.Duration) {}
 // BATON_CHAOS_API_RESTARTS=1 each history also restarts kube-apiserver once, and the
 // histories run one at a time.
 func TestChaosAPIServer(t *testing.T) {
-	env := testenv.Start(t)
 	restarts := false
 	switch s := os.Getenv(envAPIRestarts); s {
 	case "", "0":
@@ -82,6 +81,7 @@ func TestChaosAPIServer(t *testing.T) {
 	default:
 		t.Fatalf("%s=%q: want 0 or 1", envAPIRestarts, s)
 	}
+	env := testenv.Start(t)
 	n := int64(3)
 	if s := os.Getenv(envAPIHistories); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
