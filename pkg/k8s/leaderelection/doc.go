@@ -132,8 +132,8 @@
 // never saw the Lease (a cold start after the restore) can then lead beside that holder
 // under a lower term that fencing does not refuse (test/chaos, seed 11263). Restore etcd
 // so that revisions move forward (etcdutl snapshot restore with --bump-revision and
-// --mark-compacted, as Kubernetes' restore procedure does): versions then never go
-// back, terms stay above every earlier term, and neither limit applies.
+// --mark-compacted): versions then never go back, terms stay above every earlier term,
+// and neither limit applies.
 // Watch errors (410 Gone) are logged, counted (Stats.WatchErrors) and followed by a
 // re-list.
 //
