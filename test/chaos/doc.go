@@ -200,5 +200,6 @@
 // Histories of TestChaos run in parallel (t.Parallel), each in its own bubble with
 // its own server, candidates and register; nothing is shared between them but the
 // summary, which has a mutex. The API server histories run at once on separate
-// Leases of one API server.
+// Leases of one API server, or one at a time with BATON_CHAOS_API_RESTARTS=1 (a
+// restart hits every Lease).
 package chaos
