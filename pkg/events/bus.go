@@ -281,6 +281,12 @@ func (b *EventBus) endLocked(s *subscription) {
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}
+	b.countEndedLocked(s)
+}
+
+// countEndedLocked adds the counters of s to the totals of its name. b.mu
+// must be held.
+func (b *EventBus) countEndedLocked(s *subscription) {
 	e := b.ended[s.name]
 	if e == nil {
 		e = &SubscriberStats{Name: s.name, Delivered: map[string]uint64{}, Dropped: map[string]uint64{}, Skipped: map[string]uint64{}}

@@ -197,21 +197,8 @@ func (k *Kept[T]) Pause() {
 		return
 	}
 	delete(b.subs, k.key)
-	// As in remove: once each route has left its topic after its closed
-	// flag was set, no publisher is left offering to s.
-	s.closeRoutesLocked()
-	for _, r := range s.routes {
-		r.topic.removeRouteLocked(r)
-		if b.routeLeft != nil {
-			b.routeLeft(r.topic)
-		}
-	}
-	e := b.ended[s.name]
-	if e == nil {
-		e = &SubscriberStats{Name: s.name, Delivered: map[string]uint64{}, Dropped: map[string]uint64{}, Skipped: map[string]uint64{}}
-		b.ended[s.name] = e
-	}
-	s.addTo(e)
+	b.unrouteLocked(s)
+	b.countEndedLocked(s)
 	if ls, ok := s.sink.(*latestSink[T]); ok {
 		ls.resetEvictions() // counted: the next period counts from zero
 	}

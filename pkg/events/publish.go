@@ -298,5 +298,5 @@ func (b *EventBus) reportDrop(s *subscription, d Drop) {
 		b.logger.Warn("critical subscriber buffer full, event dropped",
 			"subscriber", d.Subscriber, "type", d.EventType, "dropped_total", d.Total)
 	}
-	s.onDrop(d)
+	s.cfg.onDrop(d)
 }

@@ -111,8 +111,8 @@ func (s *subscription) stats() SubscriberStats {
 // addTo adds the counters of s to st, whose maps must be its own.
 // EventBus.mu must be held, as for stats.
 func (s *subscription) addTo(st *SubscriberStats) {
-	st.Critical = st.Critical || s.onDrop != nil
-	st.LeaderOnly = st.LeaderOnly || s.leaderOnly
+	st.Critical = st.Critical || s.cfg.onDrop != nil
+	st.LeaderOnly = st.LeaderOnly || s.cfg.leaderOnly
 	for _, r := range s.routes {
 		r.topic.mu.Lock()
 		delivered, dropped := r.deliveredLocked(), r.dropped

@@ -335,7 +335,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 	}
 	b.mu.Unlock()
 
-	if state == stateStarted && !s.leaderOnly && b.warns() {
+	if state == stateStarted && !s.cfg.leaderOnly && b.warns() {
 		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly or with LeaderOnly",
 			"subscriber", s.name, "caller", caller())
 	}
@@ -370,8 +370,12 @@ func (t *topic) addRouteLocked(r *route) {
 	t.mu.Lock()
 	r.base = t.published
 	t.routes = append(t.routes, r)
-	t.chans = append(t.chans, r.ch)
-	t.typed = append(t.typed, r.typed)
+	var typed sink
+	if r.sub.ch == nil && len(r.sub.cfg.latest) == 0 {
+		typed = r.sub.sink // a typedSink: it takes direct sends (see topic.routes)
+	}
+	t.chans = append(t.chans, r.sub.ch)
+	t.typed = append(t.typed, typed)
 	t.seqFloor = 0 // r.lastSeq is 0
 	if r.key >= 0 {
 		t.latest++
@@ -436,10 +440,16 @@ func (b *EventBus) remove(key any) {
 		}
 		b.routes.Store(rt)
 	}
-	// Publishers may still be about to offer to s: a delivery sends only
-	// to the routes its topic lists while it holds the topic's lock,
-	// and checks the closed flags once it has let go of it, so once each
-	// route has left its topic after the flags were set, none is left.
+	b.unrouteLocked(s)
+	b.endLocked(s)
+}
+
+// unrouteLocked takes every route of s out of its topic after setting their
+// closed flags: a delivery sends only to the routes its topic lists while it
+// holds the topic's lock, and checks the closed flags once it has let go of
+// it, so once each route has left its topic after the flags were set, no
+// publisher is left offering to s. b.mu must be held.
+func (b *EventBus) unrouteLocked(s *subscription) {
 	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.removeRouteLocked(r)
@@ -447,7 +457,6 @@ func (b *EventBus) remove(key any) {
 			b.routeLeft(r.topic)
 		}
 	}
-	b.endLocked(s)
 }
 
 // warns reports whether the bus's logger takes warnings, so that the

@@ -8,20 +8,16 @@ import (
 // subscription is one subscriber: its sink and its identity. Its per-type
 // accounting lives in its routes, one per event type it receives.
 type subscription struct {
-	// cfg is the configuration the subscription was made with.
+	// cfg is the configuration the subscription was made with, read where
+	// it matters: onDrop (nil for lossy subscribers), leaderOnly, and
+	// latest, the LatestValue types (a type's key in sink is its index).
 	cfg subscribeConfig
 
-	name       string
-	onDrop     func(Drop) // nil for lossy subscribers
-	leaderOnly bool
-	sink       sink
+	name string
+	sink sink
 	// ch is the channel of a plain subscription on chan Event, which
 	// publishers send to without going through sink; nil otherwise.
 	ch chan Event
-	// latest lists the LatestValue types; a type's key in sink is its
-	// index.
-	latest []string
-
 	// stopCtx unregisters the context.AfterFunc that ends a Subscribe[T]
 	// subscription. It is set once under EventBus.mu.
 	stopCtx func() bool
@@ -50,8 +46,6 @@ type route struct {
 	// delivery that let go of the topic lock offers nothing to a route
 	// removed meanwhile (see topic.routes).
 	closed atomic.Bool
-	ch     chan Event // sub.ch, here so that the fast path reads one struct
-	typed  sink       // sub.sink if it takes direct sends (see topic.routes)
 	sub    *subscription
 	topic  *topic
 	key    int32 // LatestValue key of the type in sub, or -1
@@ -90,10 +84,9 @@ func (r *route) leaveLocked() {
 // be routed to ch.
 func initSubscription[T Event](s *subscription, name string, ch chan T) {
 	cfg := &s.cfg
-	s.name, s.onDrop, s.leaderOnly = name, cfg.onDrop, cfg.leaderOnly
+	s.name = name
 	s.routes = s.ptrBuf[:0]
 	if len(cfg.latest) > 0 {
-		s.latest = cfg.latest
 		s.sink = newLatestSink(ch, cfg.buffer, cfg.latest)
 		return
 	}
@@ -113,10 +106,7 @@ func (s *subscription) newRouteLocked(t *topic) *route {
 	} else {
 		r = new(route)
 	}
-	r.ch, r.sub, r.topic, r.key = s.ch, s, t, int32(slices.Index(s.latest, t.name))
-	if s.ch == nil && s.latest == nil {
-		r.typed = s.sink // a typedSink
-	}
+	r.sub, r.topic, r.key = s, t, int32(slices.Index(s.cfg.latest, t.name))
 	s.routes = append(s.routes, r)
 	return r
 }
@@ -136,7 +126,7 @@ func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued, report bo
 	switch res {
 	case sendOK:
 		r.lastSeq = max(r.lastSeq, seq)
-		if ev.victim != "" && !ev.superseded && s.onDrop != nil {
+		if ev.victim != "" && !ev.superseded && s.cfg.onDrop != nil {
 			r.lastDrop = Drop{Subscriber: s.name, EventType: ev.victim, Total: ev.total}
 			return true, true
 		}
@@ -151,7 +141,7 @@ func (r *route) offerLocked(e Event, seq uint64, replay bool) (queued, report bo
 // whether it is to be reported (see offerLocked).
 func (r *route) refusedLocked() bool {
 	r.dropped++
-	if r.sub.onDrop == nil {
+	if r.sub.cfg.onDrop == nil {
 		return false
 	}
 	r.lastDrop = Drop{Subscriber: r.sub.name, EventType: r.topic.name, Total: r.dropped}
