@@ -176,8 +176,12 @@ func (o Options) Check() error {
 	}
 	leaseNamed := false
 	if err := k8sle.CheckDurations(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
-		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-			ce := e.(*k8sle.ConfigError)
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() { // errors.Join's
+			var ce *k8sle.ConfigError
+			if !errors.As(e, &ce) {
+				errs = append(errs, e)
+				continue
+			}
 			errs = append(errs, &OptionError{Field: ce.Field, Problem: ce.Reason, Election: ce})
 			leaseNamed = leaseNamed || ce.Field == "LeaseDuration"
 		}

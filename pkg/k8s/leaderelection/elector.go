@@ -217,9 +217,11 @@ type Stats struct {
 	VersionResets uint64
 	// HandOvers counts the terms this elector ended to hand the lease over.
 	HandOvers uint64
-	// SlowAcquires counts the acquiring Creates answered more than a RetryPeriod after
-	// they were sent: each held the lease a LeaseDuration from its answer before its
-	// term began (or gave the term up). See the package doc, # Slow acquiring writes.
+	// SlowAcquires counts the acquiring Creates that may have landed after states of
+	// the lease this elector never saw: answered more than a RetryPeriod after they
+	// were sent, or with the watch showing another state before their own. Each held the
+	// lease a LeaseDuration from its answer before its term began (or gave the term
+	// up). See the package doc, # Slow acquiring writes.
 	SlowAcquires uint64
 }
 

@@ -71,14 +71,9 @@ func (c *campaign) stepHeld(now time.Time) {
 // holdUntil keeps a new acquisition behind the held term's start.
 func (c *campaign) renewHeld() {
 	sentAt := c.e.clock.Now()
-	r := c.wrote
-	r.RenewTime = wallClock(sentAt)
-	r.LeaseDuration = c.e.config.LeaseDuration
-	r.Marker = holderMarker(c.self)
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline)
 	defer cancel()
-	c.addSend(r, sentAt)
-	out, err := c.e.store.Update(ctx, r)
+	out, err := c.e.store.Update(ctx, c.renewal(sentAt))
 	switch {
 	case err == nil:
 		c.written(out, sentAt)

@@ -191,12 +191,17 @@ func (c *campaign) oursRecent(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	recent := func(at time.Time) bool { return c.e.clock.Now().Sub(at) < c.e.config.RenewDeadline }
-	if c.hasWritten && sameCore(r, c.wrote) && recent(c.wroteAt) {
+	if c.hasWritten && sameCore(r, c.wrote) && c.sentRecently(c.wroteAt) {
 		return true
 	}
 	s, ok := c.sentMatch(r)
-	return ok && recent(s.at)
+	return ok && c.sentRecently(s.at)
+}
+
+// sentRecently reports whether a write of ours sent at at is within the last
+// RenewDeadline: a term it began or renewed could still be running.
+func (c *campaign) sentRecently(at time.Time) bool {
+	return c.e.clock.Now().Sub(at) < c.e.config.RenewDeadline
 }
 
 // leaseDuration is how long the holder of r may go without renewing, by its record.
@@ -273,7 +278,7 @@ func (c *campaign) takeAt() time.Time {
 // acquisition in between would have counted one more).
 func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
-		r.LeaseTransitions == c.wrote.LeaseTransitions && c.e.clock.Now().Sub(c.wroteAt) < c.e.config.RenewDeadline
+		r.LeaseTransitions == c.wrote.LeaseTransitions && c.sentRecently(c.wroteAt)
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not

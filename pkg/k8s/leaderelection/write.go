@@ -154,10 +154,7 @@ func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 		if !at.Before(deadline) {
 			break
 		}
-		r := c.wrote
-		r.RenewTime = wallClock(at)
-		c.addSend(r, at)
-		out, err := c.e.store.Update(ctx, r)
+		out, err := c.e.store.Update(ctx, c.renewal(at))
 		if err != nil {
 			return 0, time.Time{}, fmt.Errorf("%w: catching up past %d: %w", ErrInvalidTerm, c.floor, err)
 		}
@@ -174,12 +171,7 @@ func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 // the term context, so it is abandoned when the renew deadline passes.
 func (c *campaign) renew() {
 	sentAt := c.e.clock.Now()
-	r := c.wrote
-	r.RenewTime = wallClock(sentAt)
-	r.LeaseDuration = c.e.config.LeaseDuration
-	r.Marker = holderMarker(c.self)
-	c.addSend(r, sentAt)
-	out, err := c.e.store.Update(c.term, r)
+	out, err := c.e.store.Update(c.term, c.renewal(sentAt))
 	switch {
 	case err == nil:
 		c.written(out, sentAt)
@@ -208,6 +200,17 @@ func (c *campaign) renew() {
 			c.renewAt = c.e.clock.Now().Add(c.renewRetry.Next())
 		}
 	}
+}
+
+// renewal returns our last write with its renew time set to sentAt, remembered as
+// sent (addSend), for a compare-and-swap on that write.
+func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
+	r := c.wrote
+	r.RenewTime = wallClock(sentAt)
+	r.LeaseDuration = c.e.config.LeaseDuration
+	r.Marker = holderMarker(c.self)
+	c.addSend(r, sentAt)
+	return r
 }
 
 // startTerm begins leading under term, whose acquiring write was sent at sentAt.
