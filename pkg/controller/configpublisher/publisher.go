@@ -171,12 +171,9 @@ type term struct {
 	// invalid is the refusal in force: the newest ConfigInvalidEvent, unless
 	// a valid configuration arrived after it; nil when none is.
 	invalid *events.ConfigInvalidEvent
-	// heldConfig and heldPods: lifecycle.HoldsState was reported for the
-	// configuration, the pods.
-	heldConfig, heldPods bool
-	fenced               bool
-	last                 Record // last record written or found unchanged, if wrote
-	wrote                bool
+	fenced  bool
+	last    Record // last record written or found unchanged, if wrote
+	wrote   bool
 }
 
 // Start runs one term: it subscribes (leader-only) to configuration and pod
@@ -267,6 +264,9 @@ func (c *Component) Start(ctx context.Context) error {
 func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
 	switch e := e.(type) {
 	case *events.ConfigValidatedEvent:
+		if t.in.Config == nil {
+			lifecycle.HoldsState(ctx, e.EventType())
+		}
 		t.in.Config = e
 		// A valid configuration ends an invalid status, unless it is older
 		// than the invalid one (a replay racing a newer refusal).
@@ -274,6 +274,9 @@ func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
 			t.invalid = nil
 		}
 	case *events.HAProxyPodsDiscoveredEvent:
+		if t.in.Pods == nil {
+			lifecycle.HoldsState(ctx, e.EventType())
+		}
 		t.in.Pods = e
 	case *events.TemplateRenderedEvent:
 		if e.Term != t.number {
@@ -293,14 +296,6 @@ func (c *Component) apply(ctx context.Context, t *term, e busevents.Event) {
 		}
 	default:
 		return
-	}
-	switch typ := e.EventType(); {
-	case typ == events.EventTypeConfigValidated && !t.heldConfig:
-		t.heldConfig = true
-		lifecycle.HoldsState(ctx, typ)
-	case typ == events.EventTypeHAProxyPodsDiscovered && !t.heldPods:
-		t.heldPods = true
-		lifecycle.HoldsState(ctx, typ)
 	}
 	inv := t.invalid
 	c.mu.Lock()

@@ -177,9 +177,6 @@ type run struct {
 	timer    *time.Timer
 	timerC   <-chan time.Time
 	lost     bool // LostLeadershipEvent seen: deploy nothing more
-	// heldConfig and heldPods: lifecycle.HoldsState was reported for the
-	// configuration, the pods.
-	heldConfig, heldPods bool
 }
 
 // Start runs one term: it subscribes (leader-only), signals
@@ -237,8 +234,14 @@ func (c *Component) Start(ctx context.Context) error {
 func (c *Component) apply(ctx context.Context, r *run, e busevents.Event) {
 	switch e := e.(type) {
 	case *events.ConfigValidatedEvent:
+		if r.cfg == nil {
+			lifecycle.HoldsState(ctx, e.EventType())
+		}
 		r.cfg = e
 	case *events.HAProxyPodsDiscoveredEvent:
+		if r.pods == nil {
+			lifecycle.HoldsState(ctx, e.EventType())
+		}
 		r.pods = e
 	case *events.LostLeadershipEvent:
 		if e.Term == 0 || e.Term >= r.term {
@@ -248,14 +251,6 @@ func (c *Component) apply(ctx context.Context, r *run, e busevents.Event) {
 		return
 	default:
 		return
-	}
-	switch typ := e.EventType(); {
-	case typ == events.EventTypeConfigValidated && !r.heldConfig:
-		r.heldConfig = true
-		lifecycle.HoldsState(ctx, typ)
-	case typ == events.EventTypeHAProxyPodsDiscovered && !r.heldPods:
-		r.heldPods = true
-		lifecycle.HoldsState(ctx, typ)
 	}
 	if r.lost || r.cfg == nil || r.pods == nil {
 		c.publishState(r)

@@ -545,10 +545,13 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 	return launch{u: u, ctx: rc, tok: &rc.tok}
 }
 
+// launchAll starts the runs of ls and then clears ls, which may be
+// m.launches, so that the reused slice keeps no term alive.
 func (m *Manager) launchAll(ls []launch) {
 	for _, l := range ls {
 		go m.runComponent(l)
 	}
+	clear(ls)
 }
 
 // runComponent is the goroutine of one run of one component.

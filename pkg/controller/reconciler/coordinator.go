@@ -360,9 +360,11 @@ func (t *term) start() {
 	t.pending = false
 	t.counters.Runs++
 	key := renderKeyOf(t.cfg, t.pods)
-	if res, ok := t.c.cache.get(key); ok && !t.c.noCache {
-		t.finish(outcome{in: in, reason: reason, res: res, cached: true})
-		return
+	if !t.c.noCache {
+		if res, ok := t.c.cache.get(key); ok {
+			t.finish(outcome{in: in, reason: reason, res: res, cached: true})
+			return
+		}
 	}
 	t.runKey = key
 	done := make(chan outcome, 1)
@@ -419,7 +421,7 @@ func (t *term) wait() {
 // run that returned no error is kept in the render cache first.
 func (t *term) finish(o outcome) {
 	c, res, in := t.c, o.res, o.in
-	if o.err == nil && !o.cached {
+	if o.err == nil && !o.cached && !c.noCache {
 		c.cache.put(t.runKey, res)
 	}
 	if t.ctx.Err() != nil {
