@@ -175,6 +175,8 @@ func (e *Elector) Start(ctx context.Context) error {
 		ctx:          ctx,
 		notify:       n,
 		self:         e.config.Identity,
+		marker:       holderMarker(e.config.Identity),
+		terms:        newTermTimer(e.clock.Now, e.clock),
 		watchRetry:   backoff{initial: e.config.RetryPeriod / 16, max: e.config.RetryPeriod, factor: 0.5, rand: e.rand},
 		acquireRetry: backoff{initial: e.config.RetryPeriod / 4, max: e.config.RetryPeriod, factor: retryJitterFactor, rand: e.rand},
 		renewRetry:   backoff{initial: e.config.RetryPeriod / 4, max: e.config.RetryPeriod, factor: retryJitterFactor, rand: e.rand},

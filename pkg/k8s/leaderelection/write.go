@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -17,9 +18,9 @@ func wallClock(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
 // refresh reads the lease (outside the watch) and observes it.
 func (c *campaign) refresh(ctx context.Context) error {
-	ctx, cancel := withTimeout(ctx, c.e.clock, c.e.config.RenewDeadline)
-	defer cancel()
-	r, err := c.e.store.Get(ctx)
+	call := newCallContext(ctx, c.e.clock, c.e.config.RenewDeadline)
+	defer call.stop()
+	r, err := c.e.store.Get(call)
 	switch {
 	case err == nil:
 		c.observe(LeaseEvent{Record: r}, c.seen, true)
@@ -51,10 +52,10 @@ func (c *campaign) acquire() {
 		LeaseDuration:  cfg.LeaseDuration,
 		AcquireTime:    wallClock(sentAt),
 		RenewTime:      wallClock(sentAt),
-		Marker:         holderMarker(c.self),
+		Marker:         c.marker,
 	}
-	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline)
-	defer cancel()
+	ctx := newCallContext(c.ctx, c.e.clock, cfg.RenewDeadline)
+	defer ctx.stop()
 	var out LeaseRecord
 	var err error
 	create := !c.exists
@@ -147,8 +148,8 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 // it returns that version and the send time of its write.
 func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 	deadline := sentAt.Add(c.e.config.RenewDeadline / 2)
-	ctx, cancel := withTimeout(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()))
-	defer cancel()
+	ctx := newCallContext(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()))
+	defer ctx.stop()
 	for range maxCatchUpWrites {
 		at := c.e.clock.Now()
 		if !at.Before(deadline) {
@@ -208,28 +209,23 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r := c.wrote
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
-	r.Marker = holderMarker(c.self)
+	r.Marker = c.marker
 	c.addSend(r, sentAt)
 	return r
 }
 
 // startTerm begins leading under term, whose acquiring write was sent at sentAt.
 func (c *campaign) startTerm(term uint64, sentAt time.Time) {
-	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.e.clock)
+	t := newTermContextOn(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.terms)
 	c.term, c.floor = t, max(c.floor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
 	c.e.current.Store(t)
-	c.e.logger.Info("became leader", "term", term)
-	done := make(chan struct{})
-	c.work = done
-	f := c.e.callbacks.OnStartedLeading
-	c.e.wg.Go(func() {
-		defer close(done)
-		if f != nil {
-			f(t)
-		}
-	})
+	// LogAttrs: no allocation for the attributes, none at all when the level is off.
+	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "became leader", slog.Uint64("term", term))
+	if f := c.e.callbacks.OnStartedLeading; f != nil {
+		c.work = c.leader.run(&c.e.wg, f, t)
+	}
 }
 
 // stepDown ends the current term with cause and calls OnStoppedLeading.
@@ -238,7 +234,8 @@ func (c *campaign) stepDown(cause error) {
 	c.term = nil
 	c.e.current.Store(nil)
 	t.end(cause)
-	c.e.logger.Info("stopped leading", "term", t.term, "cause", context.Cause(t))
+	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "stopped leading",
+		slog.Uint64("term", t.term), slog.Any("cause", context.Cause(t)))
 	if f := c.e.callbacks.OnStoppedLeading; f != nil {
 		f()
 	}
@@ -291,8 +288,8 @@ func (c *campaign) finishHandOver() error {
 // "", leaseDurationSeconds 1, both times now), with a compare-and-swap, naming
 // preferred as preferredHolder. It reports whether it wrote the release.
 func (c *campaign) release(preferred string) (bool, error) {
-	ctx, cancel := withTimeout(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline)
-	defer cancel()
+	ctx := newCallContext(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline)
+	defer ctx.stop()
 	for range 2 {
 		if !c.exists || !c.ours(c.record) {
 			return false, nil // not ours any more: nothing to release
