@@ -71,6 +71,11 @@ type Component struct {
 	// time), so it never holds more than one.
 	began chan heldTerm
 
+	// takenBy and takenReason are the last holder named in a LostLeadershipEvent and
+	// its reason, kept so that terms lost to the same holder share one string. Used
+	// on the elector's goroutine only (OnStoppedLeading).
+	takenBy, takenReason string
+
 	// mu guards current.
 	mu      sync.Mutex
 	current heldTerm // the term whose BecameLeaderEvent was published last, until its LostLeadershipEvent
@@ -249,7 +254,10 @@ func (c *Component) reason(ctx context.Context) string {
 		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):
 		if h := c.elector.GetLeader(); h != "" && h != c.config.Identity {
-			return ReasonLeaseTakenPrefix + h
+			if h != c.takenBy {
+				c.takenBy, c.takenReason = h, ReasonLeaseTakenPrefix+h
+			}
+			return c.takenReason
 		}
 		return ReasonLeaseCleared
 	case errors.Is(cause, context.Canceled), errors.Is(cause, context.DeadlineExceeded):
