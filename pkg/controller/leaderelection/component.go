@@ -44,7 +44,7 @@ const (
 // published. All are optional; they are called as the elector calls them
 // (see pkg/k8s/leaderelection).
 type Callbacks struct {
-	// OnStartedLeading runs in a goroutine of its own once the term's
+	// OnStartedLeading runs on the elector's leader goroutine once the term's
 	// BecameLeaderEvent was published; ctx is the elector's term context.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs once per term, after the term's
