@@ -188,12 +188,15 @@
 // Value lookup) is called on them past the deadline: leader work that calls
 // TermFromContext before acting never acts on a term that is over.
 //
-// A term costs six heap allocations on the real clock with a MemoryStore
-// (TestTermAllocations guards it): the term context, its cancel-cause context with the
-// cancel function and Done channel, the acquiring write's call context, the store's
-// resourceVersion. The timers (the renew deadline's, the loop's wake-up) are made once
-// per Start and re-armed; the term context carries its term itself (a
-// termctx.Carrier); the store calls other than renews run under a call context that
+// A term costs four heap allocations on the real clock with a MemoryStore
+// (TestTermAllocations guards it): its term context, with the cancel-cause context, its
+// cancel function and Done channel. The acquiring write runs under the context of the
+// term it may start, pending (no term for TermFromContext, IsLeader false) until the
+// write went through, so that context is made once, and it ends a RenewDeadline after
+// the send like the call's own timeout would. The timers (the renew deadline's, the
+// loop's wake-up) are made once per Start and re-armed; the term context carries its
+// term itself (a termctx.Carrier); the rarer store calls (reads after a conflict,
+// catch-up writes, renews of a held lease, releases) run under a call context that
 // makes its timer only when the store waits on it; one goroutine runs every term's
 // OnStartedLeading.
 //

@@ -117,7 +117,7 @@ func (e *Elector) IsLeader() bool {
 // Term returns the term of the current leadership, 0 when IsLeader is false.
 func (e *Elector) Term() uint64 {
 	if t := e.current.Load(); t != nil && t.Err() == nil {
-		return t.term
+		return t.Term()
 	}
 	return 0
 }

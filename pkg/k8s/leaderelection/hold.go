@@ -57,7 +57,7 @@ func (c *campaign) stepHeld(now time.Time) {
 		c.held = nil
 		// The term runs a RenewDeadline from the send of the last renew that went
 		// through, as any term does.
-		c.startTerm(term, c.wroteAt)
+		c.startTerm(term, c.wroteAt, nil)
 		c.checkTerm()
 		return
 	}

@@ -130,12 +130,12 @@ func (c *campaign) checkTerm() {
 		c.term.markRenewed(sent.at)
 	default:
 		c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "lease lost", slog.String("holder", r.HolderIdentity),
-			slog.Bool("deleted", !c.exists), slog.Uint64("term", c.term.term))
+			slog.Bool("deleted", !c.exists), slog.Uint64("term", c.term.Term()))
 		c.stepDown(ErrLeaseLost)
 		return
 	}
 	if p := c.wrote.PreferredHolder; p != "" && p != c.self && c.handover == nil {
-		c.e.logger.Info("lease prefers another holder: handing over", "to", p, "term", c.term.term)
+		c.e.logger.Info("lease prefers another holder: handing over", "to", p, "term", c.term.Term())
 		c.beginHandOver(handoverRequest{target: p})
 	}
 }

@@ -38,7 +38,7 @@ func TermFromContext(ctx context.Context) (term uint64, ok bool) {
 type termContext struct {
 	context.Context
 	cancel        context.CancelCauseFunc
-	term          uint64
+	term          atomic.Uint64    // 0 while pending: the acquiring write under way
 	renewDeadline time.Duration    // 0: no clock check (election disabled)
 	origin        time.Time        // monotonic reference for renewed
 	now           func() time.Time // the clock read by the check
@@ -69,11 +69,11 @@ func newTermContextOn(parent context.Context, term uint64, start time.Time, rene
 	t := &termContext{
 		Context:       inner,
 		cancel:        cancel,
-		term:          term,
 		renewDeadline: renewDeadline,
 		origin:        start,
 		now:           timer.now,
 	}
+	t.term.Store(term)
 	if renewDeadline > 0 {
 		t.timer = timer
 		timer.start(t)
@@ -96,20 +96,24 @@ func (t *termContext) Done() <-chan struct{} {
 }
 
 // Value returns the value for key: the term context itself for termctx's key (it is a
-// termctx.Carrier), the parent's value for any other. Like Err, it first ends the term
+// termctx.Carrier), nil for it while the term is pending, the parent's value for any
+// other key. Like Err, it first ends the term
 // if its renew deadline has passed, which cancels every context derived from it at
 // once. Lookups through derived contexts (TermFromContext among them) end here, so they
 // see the expiry even before the timer ran.
 func (t *termContext) Value(key any) any {
 	t.checkClock()
 	if termctx.IsKey(key) {
+		if t.Term() == 0 {
+			return nil
+		}
 		return t
 	}
 	return t.Context.Value(key)
 }
 
-// Term returns the term: termctx.FromContext reads it through Value.
-func (t *termContext) Term() uint64 { return t.term }
+// Term returns the term, 0 while pending: termctx.FromContext reads it through Value.
+func (t *termContext) Term() uint64 { return t.term.Load() }
 
 // checkClock ends a running term whose renew deadline has passed by the local clock.
 func (t *termContext) checkClock() {
@@ -120,7 +124,7 @@ func (t *termContext) checkClock() {
 
 // String describes the context for debugging.
 func (t *termContext) String() string {
-	return "leaderelection.termContext(term " + strconv.FormatUint(t.term, 10) + ")"
+	return "leaderelection.termContext(term " + strconv.FormatUint(t.Term(), 10) + ")"
 }
 
 // sinceRenew is the local time since the send time of the last successful renew.

@@ -43,7 +43,13 @@ func (c *campaign) written(r LeaseRecord, at time.Time) {
 	c.observe(LeaseEvent{Record: r}, c.seen, true)
 }
 
-// acquire tries to take the lease with a compare-and-swap on the observed version.
+// acquire tries to take the lease with a compare-and-swap on the observed version. The
+// write runs under the context of the term it may start, pending (term 0, not current,
+// no term for termctx) until the write went through: it ends when that term would, a
+// RenewDeadline after the send, as the call's own timeout would, and renews run under
+// the term context too. So the term that starts is the context the write made, and a
+// term costs one context. If the term does not start, its context ends with
+// context.Canceled when acquire returns.
 func (c *campaign) acquire() {
 	cfg := c.e.config
 	sentAt := c.e.clock.Now()
@@ -54,8 +60,12 @@ func (c *campaign) acquire() {
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
 	}
-	ctx := newCallContext(c.ctx, c.e.clock, cfg.RenewDeadline)
-	defer ctx.stop()
+	ctx := newTermContextOn(c.ctx, 0, sentAt, cfg.RenewDeadline, c.terms)
+	defer func() {
+		if c.term != ctx {
+			ctx.end(context.Canceled) // a no-op for a term that started and ended
+		}
+	}()
 	var out LeaseRecord
 	var err error
 	create := !c.exists
@@ -79,7 +89,7 @@ func (c *campaign) acquire() {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
-		c.acquired(out, sentAt, answeredAt, create)
+		c.acquired(out, sentAt, answeredAt, create, ctx)
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -109,12 +119,13 @@ func (c *campaign) overtaken() bool {
 }
 
 // acquired starts the term of the acquiring write out (a Create if create), sent at
-// sentAt and answered at answeredAt. Its resourceVersion is the term; if that is not
+// sentAt and answered at answeredAt, on pending, the context the write ran under. Its
+// resourceVersion is the term; if that is not
 // above the floor (the previous term, and the versions seen before the history went
 // back), it first renews until it is, within half the RenewDeadline, and otherwise
 // releases. A Create that may have landed after states this elector never saw holds
 // the lease before its term starts (see hold).
-func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool) {
+func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool, pending *termContext) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
 	if err == nil && term <= c.floor {
@@ -139,7 +150,7 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 			return
 		}
 	}
-	c.startTerm(term, sentAt)
+	c.startTerm(term, sentAt, pending)
 	c.term.markRenewed(renewed)
 	c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
 }
@@ -197,7 +208,7 @@ func (c *campaign) renew() {
 		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
 	default:
 		if c.term.Err() == nil {
-			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.term)
+			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.Term())
 			c.renewAt = c.e.clock.Now().Add(c.renewRetry.Next())
 		}
 	}
@@ -214,9 +225,15 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	return r
 }
 
-// startTerm begins leading under term, whose acquiring write was sent at sentAt.
-func (c *campaign) startTerm(term uint64, sentAt time.Time) {
-	t := newTermContextOn(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.terms)
+// startTerm begins leading under term, whose acquiring write was sent at sentAt, on
+// pending, the context that write ran under (made with sentAt as its start), or on a
+// new term context when pending is nil.
+func (c *campaign) startTerm(term uint64, sentAt time.Time, pending *termContext) {
+	t := pending
+	if t == nil {
+		t = newTermContextOn(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.terms)
+	}
+	t.term.Store(term)
 	c.term, c.floor = t, max(c.floor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
@@ -235,7 +252,7 @@ func (c *campaign) stepDown(cause error) {
 	c.e.current.Store(nil)
 	t.end(cause)
 	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "stopped leading",
-		slog.Uint64("term", t.term), slog.Any("cause", context.Cause(t)))
+		slog.Uint64("term", t.Term()), slog.Any("cause", context.Cause(t)))
 	if f := c.e.callbacks.OnStoppedLeading; f != nil {
 		f()
 	}
@@ -248,7 +265,7 @@ func (c *campaign) requestHandOver(req handoverRequest) {
 		req.reply <- ErrNotLeader
 		return
 	}
-	c.e.logger.Info("handing over", "to", req.target, "term", c.term.term)
+	c.e.logger.Info("handing over", "to", req.target, "term", c.term.Term())
 	c.beginHandOver(req)
 }
 
