@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -167,6 +168,50 @@ func TestNotifierOrder(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("delivery %d is %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+// TestCallContextConcurrent: goroutines that wait on a call context, check it and
+// derive from it at once all get the same Done channel, and stop ends them all (run
+// with the race detector).
+func TestCallContextConcurrent(t *testing.T) {
+	for _, clock := range []Clock{realClock{}, rateClock{start: time.Now(), rate: 2}} {
+		c := newCallContext(context.Background(), clock, time.Hour)
+		const n = 8
+		dones := make(chan (<-chan struct{}), n)
+		derived := make(chan context.Context, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				if i%2 == 0 {
+					d, cancel := context.WithCancel(c)
+					t.Cleanup(cancel)
+					derived <- d
+				}
+				_ = c.Err()
+				dones <- c.Done()
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(dones)
+		close(derived)
+		first := c.Done()
+		for d := range dones {
+			if d != first {
+				t.Fatal("two Done channels for one call context")
+			}
+		}
+		c.stop()
+		<-first
+		for d := range derived {
+			<-d.Done()
+			if context.Cause(d) != context.Canceled {
+				t.Errorf("derived context's cause %v, want Canceled", context.Cause(d))
+			}
 		}
 	}
 }
