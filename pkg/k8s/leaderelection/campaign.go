@@ -81,12 +81,13 @@ type campaign struct {
 	acquireAt    time.Time
 	acquireRetry backoff
 
-	// Leading. term is the term led, nil while following, timed by terms. work is the
-	// leader goroutine's done channel while the last term's OnStartedLeading runs; nil
-	// when it returned (or none ran).
+	// Leading. term is the term led, nil while following; terms times it (and the
+	// pending term of an acquiring write). leader runs OnStartedLeading, and work is
+	// its channel while the last term's call runs; nil when it returned (or none ran).
 	term   *termContext
 	terms  *termTimer
 	leader leaderWork
+	work   <-chan struct{}
 	// marker is holderMarker(self), made once: every acquire and renew writes it.
 	marker string
 	// floor is what a new term must be above: the last term, and after the history
@@ -95,7 +96,6 @@ type campaign struct {
 	floor      uint64
 	renewAt    time.Time
 	renewRetry backoff
-	work       <-chan struct{}
 	// held is the term of an acquiring Create that may have landed after states this
 	// elector never saw, which waits (see hold.go); nil when none. The lease is renewed
 	// every RetryPeriod meanwhile (renewAt). sentSeen is the highest resourceVersion

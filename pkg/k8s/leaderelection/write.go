@@ -120,11 +120,11 @@ func (c *campaign) overtaken() bool {
 
 // acquired starts the term of the acquiring write out (a Create if create), sent at
 // sentAt and answered at answeredAt, on pending, the context the write ran under. Its
-// resourceVersion is the term; if that is not
-// above the floor (the previous term, and the versions seen before the history went
-// back), it first renews until it is, within half the RenewDeadline, and otherwise
-// releases. A Create that may have landed after states this elector never saw holds
-// the lease before its term starts (see hold).
+// resourceVersion is the term; if that is not above the floor (the previous term, and
+// the versions seen before the history went back), it first renews until it is,
+// within half the RenewDeadline, and otherwise releases. A Create that may have landed
+// after states this elector never saw holds the lease before its term starts (see
+// hold), on a term context of its own.
 func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool, pending *termContext) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
