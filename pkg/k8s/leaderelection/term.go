@@ -16,9 +16,8 @@ import (
 // ctx reports the term over if the deadline has passed, also when ctx is a context
 // derived from the term context (whose own Err does not look at the clock), so leader
 // work that calls it before acting never acts on a term that is over. It is
-// termctx.FromContext, the one term accessor of the core (the term is stamped with
-// termctx.NewContext; the lookup passes through termContext.Value, which checks the
-// clock).
+// termctx.FromContext, the one term accessor of the core (the term context carries its
+// term as a termctx.Carrier; the lookup ends in its Value, which checks the clock).
 func TermFromContext(ctx context.Context) (term uint64, ok bool) {
 	return termctx.FromContext(ctx)
 }
