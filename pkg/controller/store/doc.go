@@ -39,8 +39,9 @@
 // one annotation cost one map, not three.
 //
 // Memory shares: its Get copies nothing and its writes keep the maps given.
-// ConfigMap copies (what it returns comes from the API server anyway); the
-// rule holds for its callers all the same, so that they work with both.
+// ConfigMap copies nothing either: it sends the maps given and returns those
+// of the object the API server sent back, keeping a deep copy of its own
+// for the next Update. The rule holds for the callers of both.
 //
 // # Testing
 //
