@@ -22,8 +22,9 @@
 // object with its new resourceVersion. The store sets Object.Name; the name
 // of an object passed in is ignored.
 //
-// The usual write is a read-modify-write loop: Get, change, Update with the
-// resourceVersion read, and on ErrConflict read again.
+// The usual write is a read-modify-write loop: Get, change a copy of each
+// map that changes (see Sharing), Update with the resourceVersion read, and
+// on ErrConflict read again.
 //
 // # Sharing: objects are read-only values
 //
