@@ -1,5 +1,7 @@
 package events
 
+import "reflect"
+
 // SetRouteLeftHook makes b call hook, with b's lock held, each time routes
 // leave the topic of eventType (see EventBus.routeLeft). deliver delivers
 // an event to that topic as a Publish that looked the topic up before the
@@ -9,4 +11,18 @@ func SetRouteLeftHook(b *EventBus, hook func(eventType string, deliver func(Even
 	b.routeLeft = func(t *topic) {
 		hook(t.name, func(e Event) int { return b.deliverTo(t, e, b.seq.Load(), false) })
 	}
+}
+
+// ScopeKeeps reports whether ch, a channel Subscribe returned, is the
+// channel of a subscription s keeps in its current period (see Scope).
+func ScopeKeeps(s *Scope, ch any) bool {
+	p := reflect.ValueOf(ch).Pointer()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.live {
+		if reflect.ValueOf(k).Elem().FieldByName("key").Pointer() == p {
+			return true
+		}
+	}
+	return false
 }
