@@ -113,10 +113,20 @@ func minSnap(a, b snapshot) snapshot {
 	return a
 }
 
+// publisher numbers its calls from 0, one at a time: started is the
+// number of calls begun, done of calls returned. One goroutine calls it,
+// but for the state publishers, whose mutex the replayer takes to read the
+// cache.
 type publisher struct {
-	mu   sync.Mutex
-	next int
-	// state publishers: the last version, and the cached one with its stamp.
+	started, done atomic.Int64
+	// locked is set by the Critical blocker's drop report: the events of
+	// this publisher below it had their delivery take its topic's lock,
+	// and so were given to the routes present then and no other.
+	locked atomic.Int64
+
+	// mu guards the state below: the last version, and the cached one with
+	// its NextSequence stamp.
+	mu       sync.Mutex
 	ver      int
 	cacheVer int
 	cacheSeq uint64
@@ -164,8 +174,8 @@ func scopeSpecs() [][]*spec {
 	return [][]*spec{
 		{mkSpec[busevents.Event]("k-event", 0, 3, false, []string{"a", "s"}, busevents.Types("a", "s"))},
 		{mkSpec[*rEv]("k-typed", 0, 2, false, []string{"a", "b", "s"}, busevents.Types("a", "b", "s"), busevents.Critical(yieldDrop))},
-		{mkSpec[busevents.Event]("k-latest", 0, 3, true, []string{"a", "b", "s", "st"},
-			busevents.Types("a", "b", "s", "st"), busevents.LatestValue("s", "st"), busevents.Critical(yieldDrop))},
+		{mkSpec[busevents.Event]("k-latest", 0, 3, true, []string{"b", "s", "st"},
+			busevents.Types("b", "s", "st"), busevents.LatestValue("s", "st"), busevents.Critical(yieldDrop))},
 		{mkSpec[*stEv]("k-st", 0, 1, true, []string{"st"}, busevents.LatestValue())},
 		{mkSpec[busevents.Event]("k-all", 0, 4, false, nil)},
 		{
@@ -179,7 +189,7 @@ func scopeSpecs() [][]*spec {
 // soloSpec is subscribed by the period driver alone, under its lock, once
 // per period at most and never unsubscribed, so that Stats can be checked
 // exactly against the model.
-var soloSpec = mkSpec[*rEv]("solo", 0, 2, false, []string{"b"}, busevents.Types("b"))
+var soloSpec = mkSpec[*rEv]("solo", 0, 2, false, []string{"a"}, busevents.Types("a"))
 
 // scopePeriod is one period of the model. Its fields change under
 // scopeRun.opMu; the checker reads them once every goroutine is done.
@@ -219,7 +229,10 @@ type chanRec struct {
 	startEpoch int64
 	h          handle
 
-	floorLo, floorHi snapshot // before Subscribe began, after it returned
+	// floorLo is, per publisher, the number below which an event was
+	// published before Subscribe began, or its delivery took its topic's
+	// lock before; floorHi is from which events began after it returned.
+	floorLo, floorHi snapshot
 
 	// guarded by scopeRun.recMu:
 	unsubbed               bool
@@ -292,15 +305,35 @@ func (r *scopeRun) rng(stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(r.seed, 0x5c0be+stream))
 }
 
-// snap reads every publisher's next number, each under its mutex: a
-// number below it was published (the call returned) before snap returned;
-// one at or above it begins after snap began.
-func (r *scopeRun) snap() snapshot {
+// before reads, per publisher, the number below which every call has
+// returned: an event numbered below it was published before the call that
+// follows began.
+func (r *scopeRun) before() snapshot {
 	var s snapshot
 	for i := range r.pubs {
-		r.pubs[i].mu.Lock()
-		s[i] = r.pubs[i].next
-		r.pubs[i].mu.Unlock()
+		s[i] = int(r.pubs[i].done.Load())
+	}
+	return s
+}
+
+// after reads, per publisher, the number from which no call has begun: an
+// event numbered at or above it was published after the call that came
+// before returned.
+func (r *scopeRun) after() snapshot {
+	var s snapshot
+	for i := range r.pubs {
+		s[i] = int(r.pubs[i].started.Load())
+	}
+	return s
+}
+
+// floor returns what a channel subscribed now must get nothing below:
+// events published before, and those whose delivery took its topic's lock
+// before (see publisher.locked).
+func (r *scopeRun) floor() snapshot {
+	s := r.before()
+	for i := range r.pubs {
+		s[i] = max(s[i], int(r.pubs[i].locked.Load()))
 	}
 	return s
 }
@@ -334,7 +367,7 @@ func (r *scopeRun) run() {
 	work.Wait()
 	t1 := time.Now()
 	r.finish()
-	r.t.Logf("TIMING work %v finish %v pubs %v", t1.Sub(t0), time.Since(t1), r.snap())
+	r.t.Logf("TIMING work %v finish %v pubs %v", t1.Sub(t0), time.Since(t1), r.after())
 	close(stopPub)
 	close(samplerDone)
 	pubs.Wait()
@@ -344,12 +377,26 @@ func (r *scopeRun) run() {
 }
 
 // startCriticalBlocker subscribes, before any scoped subscription, a
-// Critical subscriber with a small buffer and a reader that does not read
-// until the end: deliveries of a and b report its drops, letting go of
-// their topic's lock, with the scoped routes behind it still to offer to.
+// Critical subscriber of a with a buffer of 1 and a reader that does not
+// read until the end: each delivery of a reports its drop,
+// letting go of the topic's lock with the scoped routes behind it still to
+// be offered. The report marks the event as past its topic's lock (see
+// publisher.locked) and, every third time, waits for periods to end and
+// begin meanwhile.
 func (r *scopeRun) startCriticalBlocker() {
 	ctx, cancel := context.WithCancel(context.Background())
-	ch := busevents.Subscribe[busevents.Event](ctx, r.b, "blocker", 1, busevents.Types("a", "b"), busevents.Critical(yieldDrop))
+	var reports atomic.Int64
+	onDrop := func(d busevents.Drop) {
+		pub := &r.pubs[pubA]
+		pub.locked.Store(pub.started.Load()) // the event being delivered is started-1
+		if reports.Add(1)%3 != 0 {
+			return
+		}
+		for e, i := r.epoch.Load(), 0; r.epoch.Load() < e+3 && i < 200; i++ {
+			runtime.Gosched()
+		}
+	}
+	ch := busevents.Subscribe[*rEv](ctx, r.b, "blocker", 1, busevents.Types("a"), busevents.Critical(onDrop))
 	r.readers.Go(func() {
 		<-r.phase2
 		cancel()
@@ -371,7 +418,7 @@ func (r *scopeRun) publish(p int, stop <-chan struct{}) {
 			continue
 		}
 		pub.mu.Lock()
-		e := &rEv{typ: pubType[p], pub: p, n: pub.next}
+		e := &rEv{typ: pubType[p], pub: p, n: int(pub.started.Add(1) - 1)}
 		var seq uint64
 		if p == pubS || p == pubST {
 			pub.ver++
@@ -386,7 +433,7 @@ func (r *scopeRun) publish(p int, stop <-chan struct{}) {
 		if seq != 0 {
 			pub.cacheVer, pub.cacheSeq = e.ver, seq
 		}
-		pub.next++
+		pub.done.Add(1)
 		pub.mu.Unlock()
 	}
 }
@@ -417,13 +464,13 @@ func (r *scopeRun) replay(stop <-chan struct{}) {
 		}
 		pub := &r.pubs[rep]
 		pub.mu.Lock()
-		e := &rEv{typ: pubType[rep], pub: rep, n: pub.next, ver: ver}
+		e := &rEv{typ: pubType[rep], pub: rep, n: int(pub.started.Add(1) - 1), ver: ver}
 		var ev busevents.Event = e
 		if rep == repST {
 			ev = &stEv{*e}
 		}
 		r.b.Republish(ev, seq)
-		pub.next++
+		pub.done.Add(1)
 		pub.mu.Unlock()
 	}
 }
@@ -523,7 +570,7 @@ func (r *scopeRun) cancelLocked(p *scopePeriod) {
 	if p.canceled {
 		return
 	}
-	p.canceled, p.cancelBefore = true, r.snap()
+	p.canceled, p.cancelBefore = true, r.before()
 	p.cancel()
 	p.release()
 }
@@ -537,14 +584,14 @@ func (r *scopeRun) drive(stream uint64, n, closeAt, stopAt int) {
 		r.opMu.Lock()
 		switch {
 		case i == closeAt:
-			p, before := r.leaveCurLocked(), r.snap()
+			p, before := r.leaveCurLocked(), r.before()
 			r.sc.Close()
-			r.endedLocked(p, before, r.snap())
+			r.endedLocked(p, before, r.after())
 			r.closed = true
 		case i == stopAt:
-			before := r.snap()
+			before := r.before()
 			r.b.Stop()
-			r.stopSnap = [2]snapshot{before, r.snap()}
+			r.stopSnap = [2]snapshot{before, r.after()}
 			r.stopped = true
 		default:
 			r.periodOpLocked(rng)
@@ -563,9 +610,9 @@ func (r *scopeRun) periodOpLocked(rng *rand.Rand) {
 		if rng.IntN(8) == 0 {
 			r.cancelLocked(p) // a context already done: no period
 		}
-		old, before := r.leaveCurLocked(), r.snap()
+		old, before := r.leaveCurLocked(), r.before()
 		r.sc.Begin(p.ctx)
-		r.endedLocked(old, before, r.snap())
+		r.endedLocked(old, before, r.after())
 		if !r.closed && !p.canceled {
 			p.current = true
 			r.cur.Store(p)
@@ -577,14 +624,14 @@ func (r *scopeRun) periodOpLocked(rng *rand.Rand) {
 	case k < 6: // as a runtime: cancel, then End
 		r.cancelLocked(cur)
 		r.leaveCurLocked()
-		before := r.snap()
+		before := r.before()
 		r.sc.End(cur.ctx)
-		r.endedLocked(cur, before, r.snap())
+		r.endedLocked(cur, before, r.after())
 	case k < 7: // End, then cancel
 		r.leaveCurLocked()
-		before := r.snap()
+		before := r.before()
 		r.sc.End(cur.ctx)
-		r.endedLocked(cur, before, r.snap())
+		r.endedLocked(cur, before, r.after())
 		r.cancelLocked(cur)
 	default: // a late End of an earlier period: nothing
 		old := r.periods[rng.IntN(len(r.periods))]
@@ -599,9 +646,9 @@ func (r *scopeRun) periodOpLocked(rng *rand.Rand) {
 // subscribeSoloLocked subscribes "solo" in p, which must be current, and
 // checks that Stats lists it. opMu must be held.
 func (r *scopeRun) subscribeSoloLocked(p *scopePeriod) {
-	rec := &chanRec{spec: soloSpec, p: p, startEpoch: r.epoch.Load(), floorLo: r.snap()}
+	rec := &chanRec{spec: soloSpec, p: p, startEpoch: r.epoch.Load(), floorLo: r.floor()}
 	rec.h = soloSpec.sub(p.ctx, r.b)
-	rec.floorHi = r.snap()
+	rec.floorHi = r.after()
 	rec.kept = busevents.ScopeKeeps(r.sc, rec.h.ch)
 	rec.mustKeep = !r.stopped
 	r.addRec(rec, r.rng(uint64(len(r.periods))+1000))
@@ -668,9 +715,9 @@ func (r *scopeRun) subscribeOne(rng *rand.Rand, p *scopePeriod, sp *spec, derive
 	r.recMu.Unlock()
 	e1, cur1 := r.epoch.Load(), r.cur.Load()
 	rec.startEpoch = e1
-	rec.floorLo = r.snap()
+	rec.floorLo = r.floor()
 	rec.h = sp.sub(ctx, r.b)
-	rec.floorHi = r.snap()
+	rec.floorHi = r.after()
 	rec.kept = busevents.ScopeKeeps(r.sc, rec.h.ch)
 	e2 := r.epoch.Load()
 	r.recMu.Lock()
@@ -694,7 +741,7 @@ func (r *scopeRun) subscribeOne(rng *rand.Rand, p *scopePeriod, sp *spec, derive
 				case <-r.phase2:
 				}
 			}
-			before := r.snap()
+			before := r.before()
 			r.recMu.Lock()
 			rec.derivedCancelBefore = &before
 			r.recMu.Unlock()
@@ -723,10 +770,17 @@ func (r *scopeRun) addRec(rec *chanRec, rng *rand.Rand) {
 	r.recMu.Lock()
 	r.recs = append(r.recs, rec)
 	r.recMu.Unlock()
-	mode := rng.IntN(3)
-	pause := rng.IntN(4)
+	// The reader reads at once, slowly, only after a while (so that the
+	// bus queues for it, then hands over what waited), or only once its
+	// period ended or the run ends.
+	mode, pause, stall := rng.IntN(4), rng.IntN(4), 20+rng.IntN(400)
 	r.readers.Go(func() {
-		if mode == 2 { // stalled until its period ended or the run ends
+		switch mode {
+		case 2:
+			for i := 0; i < stall && !isDone(rec.p.done); i++ {
+				runtime.Gosched()
+			}
+		case 3:
 			select {
 			case <-rec.p.done:
 			case <-r.phase2:
@@ -738,13 +792,22 @@ func (r *scopeRun) addRec(rec *chanRec, rng *rand.Rand) {
 				break
 			}
 			rec.got = append(rec.got, e.tag())
-			for range pause * mode {
+			for range pause * min(mode, 2) {
 				runtime.Gosched()
 			}
 		}
-		rec.closedAt = r.snap()
+		rec.closedAt = r.after()
 		rec.closed.Store(true)
 	})
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // unsubscribeOne unsubscribes a random channel handed out (not solo's).
@@ -760,9 +823,9 @@ func (r *scopeRun) unsubscribeOne(rng *rand.Rand) {
 		return
 	}
 	rec.unsubbed = true
-	rec.unsubBefore = r.snap()
+	rec.unsubBefore = r.before()
 	rec.h.unsub()
-	rec.unsubAfter = r.snap()
+	rec.unsubAfter = r.after()
 	r.recMu.Unlock()
 }
 
@@ -770,9 +833,9 @@ func (r *scopeRun) unsubscribeOne(rng *rand.Rand) {
 // scope closed; then every channel must close, without Stop.
 func (r *scopeRun) finish() {
 	r.opMu.Lock()
-	p, before := r.leaveCurLocked(), r.snap()
+	p, before := r.leaveCurLocked(), r.before()
 	r.sc.Close()
-	r.endedLocked(p, before, r.snap())
+	r.endedLocked(p, before, r.after())
 	r.closed = true
 	for _, p := range r.periods {
 		r.cancelLocked(p)
