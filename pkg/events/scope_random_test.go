@@ -847,15 +847,18 @@ func (r *scopeRun) finish() {
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		r.recMu.Lock()
 		open := 0
+		r.recMu.Lock()
 		for _, rec := range r.recs {
 			if !rec.closed.Load() {
 				open++
 			}
 		}
 		r.recMu.Unlock()
-		r.t.Fatalf("seed %d: channels not closed 20s after every context was done and the scope closed (about %d of %d records)", r.seed, open, len(r.recs))
+		r.fail("%d of %d channels not closed 20s after every context was done and the scope closed", open, len(r.recs))
+		r.b.Stop() // let the readers go
+		<-done
+		return
 	}
 	if live := r.b.Stats().Subscribers; len(live) != 0 {
 		r.fail("%d subscriptions listed live once every context was done and the scope closed: %+v", len(live), live)

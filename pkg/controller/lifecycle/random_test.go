@@ -111,6 +111,10 @@ type rcRun struct {
 	subscribed bool
 	exited     bool
 	versions   []int // state versions received, in order
+	// ch is the channel the run subscribed (nil before); closedLive is set
+	// if the run saw it closed while its context was not done.
+	ch         <-chan *events.ConfigValidatedEvent
+	closedLive bool
 }
 
 // randomComp is a leader-only component whose behavior in each term is a
@@ -168,7 +172,7 @@ func (c *randomComp) Start(ctx context.Context) error {
 	}
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.name, 16)
 	c.mu.Lock()
-	run.subscribed = true
+	run.subscribed, run.ch = true, ch
 	c.mu.Unlock()
 	lifecycle.Subscribed(ctx)
 
@@ -194,6 +198,11 @@ func (c *randomComp) Start(ctx context.Context) error {
 			}
 		case ev, ok := <-ch:
 			if !ok {
+				if ctx.Err() == nil {
+					c.mu.Lock()
+					run.closedLive = true
+					c.mu.Unlock()
+				}
 				<-ctx.Done()
 				return ctx.Err()
 			}
@@ -407,6 +416,7 @@ func (h *randomHistory) check(step int) {
 		for i := range runs {
 			run := &runs[i]
 			h.checkVersions(step, c.name, run)
+			h.checkChannel(step, c.name, run)
 			if run.ctx.Err() == nil && (!h.leading || run.term != h.current) {
 				t.Errorf("step %d: %s runs in term %d, model leading=%v term %d", step, c.name, run.term, h.leading, h.current)
 			}
@@ -451,6 +461,32 @@ func (h *randomHistory) check(step int) {
 		h.checkMissing(step, s, missing, allHold)
 	}
 	h.checkStepDowns(step, s)
+}
+
+// checkChannel fails when a run's channel (its unit's scope keeps the
+// subscription) was closed while the run's context was live, or is still
+// open once that context is done: the scope's period is the run, ended by
+// the term's end or the run's return, and by nothing else. With the
+// bubble settled, a run whose context is done reads nothing any more, so
+// the check may drain what it left.
+func (h *randomHistory) checkChannel(step int, name string, run *rcRun) {
+	if run.closedLive {
+		h.t.Errorf("step %d: %s in term %d saw its channel closed while its context was live", step, name, run.term)
+	}
+	if run.ch == nil || run.ctx.Err() == nil {
+		return
+	}
+	for {
+		select {
+		case _, ok := <-run.ch:
+			if ok {
+				continue
+			}
+		default:
+			h.t.Errorf("step %d: %s in term %d: its channel is open after its context ended (exited %t)", step, name, run.term, run.exited)
+		}
+		return
+	}
 }
 
 // checkVersions fails when a run received a version twice or out of order.
