@@ -160,17 +160,9 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		t.published++ // counts for every route in t.routes now
 		if seq <= t.seqFloor {
 			// Every route has lastSeq >= seq: send until a channel is
-			// full or the route is not a plain one on chan Event (the
-			// rest, typed ones included, are for deliverFrom).
-			chans := t.chans
-			for ; n < len(chans); n++ {
-				select {
-				case chans[n] <- e: // a nil channel is never ready
-					continue
-				default:
-				}
-				break
-			}
+			// full or the route is not a plain one (the rest are for
+			// deliverFrom).
+			n = sendPlain(t.chans, t.typed, e)
 		}
 		if n < len(t.routes) {
 			n += b.deliverFrom(t, n, e, seq, false)
@@ -181,6 +173,35 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		b.offerResponse(e)
 	}
 	return n
+}
+
+// sendPlain makes the direct sends of a delivery of e to a topic whose
+// chans and typed are given (see topic.routes), from the first route on,
+// until a route takes none (it is not a plain subscription, or its channel
+// is full), and returns the index of that route. It sends to a run of
+// routes on chan Event itself, and hands a run of routes on chan T to the
+// first one's sink (see sink.sendRun), so that a topic whose subscribers
+// all have one Go type costs one type assertion per publish.
+func sendPlain(chans []chan Event, typed []sink, e Event) int {
+	n := 0
+	for {
+		m := n
+		for ; m < len(chans); m++ {
+			select {
+			case chans[m] <- e: // a nil channel is never ready
+				continue
+			default:
+			}
+			break
+		}
+		if m < len(typed) && typed[m] != nil {
+			m = typed[m].sendRun(e, typed, m)
+		}
+		if m == n || m == len(chans) {
+			return m
+		}
+		n = m
+	}
 }
 
 // deliverFrom delivers e to the routes of t from index i on, all before

@@ -29,6 +29,12 @@ type sink interface {
 	// send offers e, whose type has LatestValue key key (-1: not
 	// LatestValue) in this subscription.
 	send(e Event, key int32) (sendResult, eviction)
+	// sendRun makes the direct sends of a delivery from index i of
+	// typed, the sinks a topic sends to directly (see topic.routes),
+	// as long as they take them: see typedSink.sendRun. It returns the
+	// index it stopped at, i if it sent nothing. Only typedSink is ever
+	// in typed; the other sinks send nothing.
+	sendRun(e Event, typed []sink, i int) int
 	close()
 	// addEvictions adds, by event type, the events removed from the queue
 	// that were lost (of a type not LatestValue) to lost and those skipped
@@ -50,8 +56,9 @@ func (s eventSink) send(e Event, _ int32) (sendResult, eviction) {
 	}
 }
 
-func (s eventSink) close()                            { close(s.ch) }
-func (eventSink) addEvictions(_, _ map[string]uint64) {}
+func (eventSink) sendRun(_ Event, _ []sink, i int) int { return i }
+func (s eventSink) close()                             { close(s.ch) }
+func (eventSink) addEvictions(_, _ map[string]uint64)  {}
 
 // typedSink is the sink of a subscription on a chan T.
 type typedSink[T Event] struct{ ch chan T }
@@ -67,6 +74,33 @@ func (s typedSink[T]) send(e Event, _ int32) (sendResult, eviction) {
 	default:
 		return sendFull, eviction{}
 	}
+}
+
+// sendRun sends e, as a T, to the channel of each sink of typed from index
+// i on, as long as they are typedSinks of this T with room, and returns
+// the index of the first it did not send to. e's Go type is asserted once
+// for the run, not once per sink: with subscribers of one Go type, a
+// publish makes one interface call, and then per subscriber a comparison
+// of the sink's type word and a non-blocking send, as a fan-out over a
+// slice of chan T would.
+func (typedSink[T]) sendRun(e Event, typed []sink, i int) int {
+	v, ok := e.(T)
+	if !ok {
+		return i
+	}
+	for ; i < len(typed); i++ {
+		s, ok := typed[i].(typedSink[T])
+		if !ok {
+			break
+		}
+		select {
+		case s.ch <- v:
+			continue
+		default:
+		}
+		break
+	}
+	return i
 }
 
 func (s typedSink[T]) close()                            { close(s.ch) }
@@ -188,6 +222,8 @@ func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
 	}
 	return sendOK, ev
 }
+
+func (*latestSink[T]) sendRun(_ Event, _ []sink, i int) int { return i }
 
 // loseLocked counts old, removed from overflow for state of another type.
 func (s *latestSink[T]) loseLocked(old T) eviction {
