@@ -10,3 +10,11 @@ func SetRouteLeftHook(b *EventBus, hook func(eventType string, deliver func(Even
 		hook(t.name, func(e Event) int { return b.deliverTo(t, e, b.seq.Load(), false) })
 	}
 }
+
+// ForgetNilShapes empties the cache of IsNil (see nilShapes), so that a
+// test sees each type's first IsNil again.
+func ForgetNilShapes() {
+	for i := range nilShapes {
+		nilShapes[i].Store(0)
+	}
+}
