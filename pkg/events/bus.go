@@ -113,7 +113,8 @@ type topic struct {
 	// each that is a plain subscription on chan Event, and the sink of
 	// each that is a Subscribe[T] channel of another T and not
 	// LatestValue (nil for the others), so that a delivery to those reads
-	// no route. A route leaves routes, chans and typed (under mu) before
+	// no route; consecutive sinks of one T take a run of sends with one
+	// assertion of the event's Go type (see sink.sendRun). A route leaves routes, chans and typed (under mu) before
 	// its subscription's channel is closed, so a delivery that holds mu
 	// and has not let go of it since it read them can send to every
 	// channel there without checking route.closed. When a delivery lets go

@@ -99,12 +99,14 @@
 //
 // A publish costs what the plainest fan-out does (a mutex-guarded slice of
 // buffered channels, each sent to without blocking) plus a constant: the
-// check for a nil event, the lookup of its type's topic and one counter.
+// check for a nil event (a load and a compare once its Go type has been
+// seen), the lookup of its type's topic and one counter.
 // Nothing is read or written per subscriber beyond the send itself: while
 // every subscriber of the type has room in its buffer and is a plain
-// subscription (on chan Event, or on another type T, which adds a type
-// assertion per send), a publish walks one array of channels under the
-// topic's lock, and each subscription's Delivered count is derived from
+// subscription (on chan Event, or on another type T, which adds one type
+// assertion per run of subscribers of that T, not one per send), a publish
+// walks one array of channels under the topic's lock, and each
+// subscription's Delivered count is derived from
 // the topic's count of publishes (frozen when the subscription leaves the
 // topic). It grows with the number of subscribers that want the event
 // type, not with all subscribers, and allocates nothing, whether the event

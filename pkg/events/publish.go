@@ -162,7 +162,18 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 			// Every route has lastSeq >= seq: send until a channel is
 			// full or the route is not a plain one (the rest are for
 			// deliverFrom).
-			n = sendPlain(t.chans, t.typed, e)
+			chans := t.chans
+			for ; n < len(chans); n++ {
+				select {
+				case chans[n] <- e: // a nil channel is never ready
+					continue
+				default:
+				}
+				break
+			}
+			if n < len(chans) && t.typed[n] != nil {
+				n = sendPlain(chans, t.typed, e, n)
+			}
 		}
 		if n < len(t.routes) {
 			n += b.deliverFrom(t, n, e, seq, false)
@@ -176,31 +187,28 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 }
 
 // sendPlain makes the direct sends of a delivery of e to a topic whose
-// chans and typed are given (see topic.routes), from the first route on,
-// until a route takes none (it is not a plain subscription, or its channel
-// is full), and returns the index of that route. It sends to a run of
-// routes on chan Event itself, and hands a run of routes on chan T to the
-// first one's sink (see sink.sendRun), so that a topic whose subscribers
-// all have one Go type costs one type assertion per publish.
-func sendPlain(chans []chan Event, typed []sink, e Event) int {
-	n := 0
+// chans and typed are given (see topic.routes), from route i on, which
+// must be a plain subscription on chan T (T not Event), until a route
+// takes none (it is not a plain subscription, or its channel is full), and
+// returns the index of that route. It hands a run of routes on chan T to
+// the first one's sink (see sink.sendRun), so that a topic whose
+// subscribers all have one Go type costs one type assertion per publish,
+// and sends to a run of routes on chan Event itself.
+func sendPlain(chans []chan Event, typed []sink, e Event, i int) int {
 	for {
-		m := n
-		for ; m < len(chans); m++ {
+		n := typed[i].sendRun(e, typed, i)
+		for ; n < len(chans); n++ {
 			select {
-			case chans[m] <- e: // a nil channel is never ready
+			case chans[n] <- e: // a nil channel is never ready
 				continue
 			default:
 			}
 			break
 		}
-		if m < len(typed) && typed[m] != nil {
-			m = typed[m].sendRun(e, typed, m)
+		if n == i || n == len(chans) || typed[n] == nil {
+			return n
 		}
-		if m == n || m == len(chans) {
-			return m
-		}
-		n = m
+		i = n
 	}
 }
 
