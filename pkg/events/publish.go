@@ -171,8 +171,8 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 				}
 				break
 			}
-			if n < len(chans) && t.typed[n] != nil {
-				n = sendPlain(chans, t.typed, e, n)
+			if n < len(chans) && chans[n] == nil {
+				n = sendDirectRuns(t, e, n)
 			}
 		}
 		if n < len(t.routes) {
@@ -186,17 +186,27 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 	return n
 }
 
-// sendPlain makes the direct sends of a delivery of e to a topic whose
-// chans and typed are given (see topic.routes), from route i on, which
-// must be a plain subscription on chan T (T not Event), until a route
-// takes none (it is not a plain subscription, or its channel is full), and
-// returns the index of that route. It hands a run of routes on chan T to
-// the first one's sink (see sink.sendRun), so that a topic whose
-// subscribers all have one Go type costs one type assertion per publish,
-// and sends to a run of routes on chan Event itself.
-func sendPlain(chans []chan Event, typed []sink, e Event, i int) int {
+// sendDirectRuns makes the direct sends of a delivery of e to t, whose
+// lock must be held, from route i on, which must not be on chan Event,
+// until a route takes none, and returns the index of that route (the rest
+// are for deliverFrom). Each route not on chan Event takes its send from
+// its sink (see sink.sendRun): a run of routes on chan T costs one type
+// assertion, and a LatestValue route that keeps up takes its event
+// straight into its channel, as its sink's send would. A run of routes on
+// chan Event is sent to here.
+//
+// No route's state is read or written: t.mu has been held throughout, so
+// every route in t.routes is open, and the delivery is stamped at or below
+// t.seqFloor (see deliverTo), so no lastSeq needs a write.
+func sendDirectRuns(t *topic, e Event, i int) int {
+	chans, typed, routes := t.chans, t.typed, t.routes
 	for {
-		n := typed[i].sendRun(e, typed, i)
+		var n int
+		if s := typed[i]; s != nil {
+			n = s.sendRun(e, typed, i)
+		} else {
+			n = routes[i].sub.sink.sendRun(e, typed, i)
+		}
 		for ; n < len(chans); n++ {
 			select {
 			case chans[n] <- e: // a nil channel is never ready
@@ -205,7 +215,7 @@ func sendPlain(chans []chan Event, typed []sink, e Event, i int) int {
 			}
 			break
 		}
-		if n == i || n == len(chans) || typed[n] == nil {
+		if n == i || n == len(chans) || chans[n] != nil {
 			return n
 		}
 		i = n

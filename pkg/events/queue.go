@@ -29,11 +29,15 @@ type sink interface {
 	// send offers e, whose type has LatestValue key key (-1: not
 	// LatestValue) in this subscription.
 	send(e Event, key int32) (sendResult, eviction)
-	// sendRun makes the direct sends of a delivery from index i of
-	// typed, the sinks a topic sends to directly (see topic.routes),
-	// as long as they take them: see typedSink.sendRun. It returns the
-	// index it stopped at, i if it sent nothing. Only typedSink is ever
-	// in typed; the other sinks send nothing.
+	// sendRun makes the direct sends of a delivery that sends to route i
+	// of a topic, this sink's, whose sinks of direct typed sends are typed
+	// (see topic.routes), as long as routes take them, and returns the
+	// index it stopped at: i if it sent nothing. A typedSink sends on
+	// along the run of routes of its T that follows; a latestSink sends
+	// to its own channel only, when nothing waits in its queue; an
+	// eventSink sends nothing (deliverTo sends to those itself). The
+	// topic's lock is held, and the sends are plain ones: nothing to
+	// count or report (see sendDirectRuns).
 	sendRun(e Event, typed []sink, i int) int
 	close()
 	// addEvictions adds, by event type, the events removed from the queue
@@ -238,7 +242,20 @@ func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
 	return sendOK, ev
 }
 
-func (*latestSink[T]) sendRun(_ Event, _ []sink, i int) int { return i }
+// sendRun makes the fast path of send for route i, whose sink s is: when e
+// is a T, nothing waits in overflow and the channel has room, e goes to
+// the channel and sendRun returns i+1. Otherwise it returns i, and the
+// delivery offers e through send, which queues it in overflow if need be.
+func (s *latestSink[T]) sendRun(e Event, _ []sink, i int) int {
+	if v, ok := e.(T); ok && !s.moving.Load() {
+		select {
+		case s.ch <- v:
+			return i + 1
+		default:
+		}
+	}
+	return i
+}
 
 // loseLocked counts old, removed from overflow for state of another type.
 func (s *latestSink[T]) loseLocked(old T) eviction {
