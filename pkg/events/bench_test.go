@@ -422,6 +422,35 @@ func compareFanOut[T busevents.Event](b *testing.B, n int, subscribe func(*busev
 	}
 }
 
+// BenchmarkCompareNoiseFloor takes turns between two identical plain buses
+// with 50 draining subscribers each, as BenchmarkCompareFanOut does with
+// Baton and one: how far their ratio strays from 1 is how far the harness
+// strays on this machine at the moment, the margin within which a ratio of
+// BenchmarkCompareFanOut means nothing.
+func BenchmarkCompareNoiseFloor(b *testing.B) {
+	var vs []*variant
+	var buses []*plainBus
+	e := newEv("a", 1)
+	for _, name := range []string{"plain", "plain2"} {
+		p := &plainBus{}
+		var chans []<-chan busevents.Event
+		for range 50 {
+			c := make(chan busevents.Event, benchBuffer)
+			p.subs = append(p.subs, c)
+			chans = append(chans, c)
+		}
+		buses = append(buses, p)
+		vs = append(vs, &variant{name: name, publish: func() { p.publish(e) }, r: drainAll(chans...)})
+	}
+	compare(b, vs...)
+	for i, p := range buses {
+		for _, c := range p.subs {
+			close(c)
+		}
+		vs[i].r.wg.Wait()
+	}
+}
+
 // BenchmarkComparePublishCost is BenchmarkCompareFanOut with no reader
 // running while the clock runs: each channel has room for the turn's
 // events, and is emptied after the turn, off the clock. No send wakes a
