@@ -163,14 +163,7 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 			// full or the route is not a plain one (the rest are for
 			// deliverFrom).
 			chans := t.chans
-			for ; n < len(chans); n++ {
-				select {
-				case chans[n] <- e: // a nil channel is never ready
-					continue
-				default:
-				}
-				break
-			}
+			n = sendEvents(chans, e, 0)
 			if n < len(chans) && chans[n] == nil {
 				n = sendDirectRuns(t, e, n)
 			}
@@ -186,6 +179,21 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 	return n
 }
 
+// sendEvents sends e to chans[i], chans[i+1], ... until a channel is nil
+// or full, and returns the index of that channel (len(chans) if none):
+// the whole of a fan-out to plain subscribers on chan Event.
+func sendEvents(chans []chan Event, e Event, i int) int {
+	for ; i < len(chans); i++ {
+		select {
+		case chans[i] <- e: // a nil channel is never ready
+			continue
+		default:
+		}
+		break
+	}
+	return i
+}
+
 // sendDirectRuns makes the direct sends of a delivery of e to t, whose
 // lock must be held, from route i on, which must not be on chan Event,
 // until a route takes none, and returns the index of that route (the rest
@@ -193,7 +201,7 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 // its sink (see sink.sendRun): a run of routes on chan T costs one type
 // assertion, and a LatestValue route that keeps up takes its event
 // straight into its channel, as its sink's send would. A run of routes on
-// chan Event is sent to here.
+// chan Event goes to sendEvents.
 //
 // No route's state is read or written: t.mu has been held throughout, so
 // every route in t.routes is open, and the delivery is stamped at or below
@@ -207,14 +215,7 @@ func sendDirectRuns(t *topic, e Event, i int) int {
 		} else {
 			n = routes[i].sub.sink.sendRun(e, typed, i)
 		}
-		for ; n < len(chans); n++ {
-			select {
-			case chans[n] <- e: // a nil channel is never ready
-				continue
-			default:
-			}
-			break
-		}
+		n = sendEvents(chans, e, n)
 		if n == i || n == len(chans) || chans[n] != nil {
 			return n
 		}
