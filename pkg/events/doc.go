@@ -124,10 +124,11 @@
 // The benchmarks measure each figure beside its baseline in the same run,
 // taking turns every few hundred events: BenchmarkCompareFanOut (draining
 // readers, where the scheduler's wake-ups dominate and the two are within
-// the run-to-run spread of each other), BenchmarkComparePublishCost (the
-// publish path alone: the constant shows at one subscriber and fades as
-// subscribers are added), BenchmarkCompareSend (one subscriber against a
-// bare channel send), BenchmarkCompareLatestValue and
+// the run-to-run spread of each other, which BenchmarkCompareNoiseFloor
+// measures with two identical plain buses), BenchmarkComparePublishCost
+// (the publish path alone: the constant shows at one subscriber and fades
+// as subscribers are added), BenchmarkCompareSend (one subscriber against
+// a bare channel send), BenchmarkCompareLatestValue and
 // BenchmarkLatestValueEviction.
 //
 // # Expected subscriber behavior
