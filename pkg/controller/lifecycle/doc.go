@@ -41,8 +41,9 @@
 //
 // On a BecameLeaderEvent with a term newer than any seen, the Manager:
 //
-//  1. starts every leader-only component, in registration order, each in its
-//     own goroutine, under a context carrying the term (TermFromContext);
+//  1. starts every leader-only component, in registration order, each on
+//     its own goroutine (one per component, kept from term to term), under
+//     a context carrying the term (TermFromContext);
 //  2. waits until each has called Subscribed, has returned, or has let
 //     SubscribeTimeout pass (reported as an overstay of the "subscribe"
 //     phase);
@@ -168,9 +169,12 @@
 //
 // # Concurrency properties
 //
-// All methods are safe for concurrent use. Run owns one goroutine (the one
-// that calls it), which handles leadership events, runs the term hooks and
-// the callbacks, and one goroutine per component run. TermFromContext,
+// All methods are safe for concurrent use. Run works on the goroutine that
+// calls it, which handles leadership events, runs the term hooks and the
+// callbacks. It starts one goroutine per all-replica component, and one
+// worker goroutine per leader-only component at its first term, which
+// calls its Start once per term, one run after the other, and ends with
+// the last run once Run returned: a term starts no goroutine. TermFromContext,
 // Subscribed, HoldsState and Status never block on anything but a short
 // internal mutex, which is never held while calling out (components, hooks,
 // callbacks, the bus). Run returns once every component it started returned
