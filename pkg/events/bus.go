@@ -37,10 +37,10 @@ type EventBus struct {
 
 	// routeLeft, set by this package's tests only, is called with mu held
 	// each time routes have left topic t (on Unsubscribe, at the end of a
-	// subscription's context, on Stop, on Kept.Pause) and before the
-	// counters of their subscriptions are read: a test delivers to t from
-	// it, as a publisher that looked t up just before would, to check that
-	// a route counts nothing published after it left.
+	// subscription's context, on Stop, at the end of a Scope's period) and
+	// before the counters of their subscriptions are read: a test delivers
+	// to t from it, as a publisher that looked t up just before would, to
+	// check that a route counts nothing published after it left.
 	routeLeft func(t *topic)
 
 	// mu guards the fields below it, and serializes changes to routes.

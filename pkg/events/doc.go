@@ -44,13 +44,13 @@
 // Whether a subscription is leader-only is decided by how its component is
 // registered with the lifecycle Manager, not by the subscribe call.
 //
-// Keep makes a subscription that is paused and resumed rather than ended
-// and made again (Kept): for a subscriber that subscribes at the start of
-// every period of work, such as a leader-only component once per term
-// (lifecycle.Subscribe uses it), a period then costs no allocation.
-// Resume empties the channel (and a LatestValue subscription's queue) and
-// routes it as a new subscription, so nothing from while it was paused, or
-// from an earlier period, is read.
+// A component that subscribes afresh in every period of its work (a
+// leader-only component, at the top of every term) still calls only
+// Subscribe[T]: the runtime that runs it gives it a context carrying a
+// Scope, which remembers the period's subscriptions by name and reuses
+// their records in the next period, so that a period costs one channel
+// per subscription. The channel is new in each period and closed at its
+// end, as any Subscribe[T] channel is when its context is done; see Scope.
 //
 // Defined outcomes: before Start, Publish and Republish hold the event
 // (up to the capacity given to NewEventBus) and return 0; Start delivers

@@ -26,8 +26,8 @@ import (
 // the Delivered and Dropped figures of Stats, live and total, through
 // publishes, replays with old and new stamps, full buffers, reads, and
 // routes leaving their topics: on Unsubscribe, at the end of a leader-only
-// subscription's term (its context), on the Pause of a Kept subscription
-// (which a later Resume routes afresh), on Stop, and from Critical
+// subscription's term (its context), at the end of a Scope's period
+// (after which the next period routes it afresh), on Stop, and from Critical
 // callbacks in the middle of a delivery, which may also start
 // subscriptions. Each time routes leave a topic, late publishes are
 // delivered to it (through a hook of the bus, while the subscription's
@@ -48,7 +48,7 @@ func TestRandomFanOutAccounting(t *testing.T) {
 	if late < 300 || lateQueued < 100 || resumed < 100 {
 		t.Fatalf("%d late publishes, %d of them queued, %d resumes: the histories do not exercise routes leaving", late, lateQueued, resumed)
 	}
-	t.Logf("%d late publishes, %d of them queued by routes that stayed; %d Kept subscriptions resumed", late, lateQueued, resumed)
+	t.Logf("%d late publishes, %d of them queued by routes that stayed; %d scoped subscriptions made again", late, lateQueued, resumed)
 }
 
 var fanOutTypes = []string{"a", "b"}
@@ -68,13 +68,15 @@ type fanOutSub struct {
 	// endTerm, for a leader-only subscription made under a term's
 	// context, ends the term.
 	endTerm context.CancelFunc
-	// keep makes the subscription a Kept one, kept; paused says that it
-	// is paused, and period holds its counts when it was last resumed
+	// scope, if set, keeps the subscription across periods: endPeriod
+	// ends the current one; paused says that it ended and the next has
+	// not begun, and period holds the counts when the last one began
 	// (the live figures of Stats count from there).
-	keep   bool
-	kept   *busevents.Kept[busevents.Event]
-	paused bool
-	period map[string][2]uint64
+	scope     *busevents.Scope
+	pctx      context.Context
+	endPeriod context.CancelFunc
+	paused    bool
+	period    map[string][2]uint64
 }
 
 type fanOutModel struct {
@@ -97,7 +99,7 @@ type fanOutModel struct {
 	// lateSent counts the late publishes made, and lateQueued those that
 	// some subscriber queued.
 	lateSent, lateQueued int
-	// resumed counts the Kept subscriptions resumed after a pause.
+	// resumed counts the scoped subscriptions made again in a new period.
 	resumed int
 }
 
@@ -138,13 +140,13 @@ func runFanOutHistory(t *testing.T, seed uint64) *fanOutModel {
 		}
 	}
 	for _, s := range m.subs {
-		s.live = false // Stop ends them all, but the paused ones
+		s.live = false // Stop ends them all
 	}
 	m.bus.Stop()
 	for _, s := range m.subs {
-		if s.paused {
+		if s.scope != nil {
 			s.paused = false
-			s.kept.Close()
+			s.scope.Close()
 		}
 		m.read(s) // to the end: the channel is closed
 	}
@@ -181,7 +183,9 @@ func (m *fanOutModel) subscribe() *fanOutSub {
 	if m.rng.IntN(3) == 0 {
 		s.endTerm = func() {} // made a term's subscription by busSubscribe
 	} else {
-		s.keep = m.rng.IntN(3) == 0
+		if m.rng.IntN(3) == 0 {
+			s.scope = busevents.NewScope(m.bus)
+		}
 	}
 	m.subs = append(m.subs, s)
 	return s
@@ -194,15 +198,14 @@ func (m *fanOutModel) busSubscribe(s *fanOutSub) {
 	if s.critical {
 		opts = append(opts, busevents.Critical(func(busevents.Drop) { m.onDrop() }))
 	}
-	if s.keep {
-		k, err := busevents.Keep[busevents.Event](m.bus, s.name, s.buffer, opts...)
-		if err != nil || !k.Resume() {
-			m.t.Fatalf("%s: Keep: %v", s.name, err)
-		}
-		s.kept, s.ch = k, k.C()
+	ctx := context.Background()
+	if s.scope != nil {
+		ctx, s.endPeriod = context.WithCancel(busevents.WithScope(ctx, s.scope))
+		s.pctx = ctx
+		s.scope.Begin(ctx)
+		s.ch = busevents.Subscribe[busevents.Event](ctx, m.bus, s.name, s.buffer, opts...)
 		return
 	}
-	ctx := context.Background()
 	if s.endTerm != nil {
 		ctx, s.endTerm = context.WithCancel(busevents.WithLeaderOnly(ctx))
 	}
@@ -240,11 +243,6 @@ func (s *fanOutSub) recv(t *testing.T) (int, bool) {
 func (s *fanOutSub) pending() int { return len(s.ch) + len(s.typed) }
 
 func (s *fanOutSub) unsubscribe(b *busevents.EventBus) {
-	if s.kept != nil {
-		s.paused = false
-		s.kept.Close()
-		return
-	}
 	if s.typed != nil {
 		busevents.Unsubscribe(b, s.typed)
 		return
@@ -304,28 +302,36 @@ func (m *fanOutModel) endTerm(s *fanOutSub) {
 	s.queue = nil
 }
 
-// pause pauses s, if it is kept: its routes leave their topics, its
-// channel keeps what it holds, and its counts so far are in Totals.
+// pause ends the period of s, if it is scoped: its routes leave their
+// topics, its counts so far are in Totals, and its channel, closed, gives
+// what it held and nothing more.
 func (m *fanOutModel) pause(s *fanOutSub) {
-	if s == nil || s.kept == nil {
+	if s == nil || s.scope == nil {
 		return
 	}
-	s.live, s.paused = false, true
-	s.kept.Pause()
+	s.live = false
+	s.endPeriod()
+	s.scope.End(s.pctx)
+	var got []int
+	for v, ok := s.recv(m.t); ok; v, ok = s.recv(m.t) {
+		got = append(got, v)
+	}
+	if !slices.Equal(got, s.queue) {
+		m.t.Fatalf("%s: read %v to the end of its period, model says %v", s.name, got, s.queue)
+	}
+	s.queue, s.paused = nil, true
 }
 
-// resume resumes a paused subscription, if any: its channel is emptied,
-// and it is routed afresh, last in the order of delivery, as a new one
-// that has been given nothing.
+// resume begins a new period for a paused subscription, if any, and
+// subscribes again: a new channel, routed afresh, last in the order of
+// delivery, as a new subscription that has been given nothing.
 func (m *fanOutModel) resume() {
 	i := slices.IndexFunc(m.subs, func(s *fanOutSub) bool { return s.paused })
 	if i < 0 {
 		return
 	}
 	s := m.subs[i]
-	if !s.kept.Resume() {
-		m.t.Fatalf("%s: Resume failed", s.name)
-	}
+	m.busSubscribe(s)
 	s.live, s.paused, s.queue, s.lastSeq = true, false, nil, map[string]uint64{}
 	s.period = maps.Clone(s.counts)
 	m.resumed++

@@ -124,6 +124,21 @@ func newLatestSink[T Event](ch chan T, size int, names []string) *latestSink[T] 
 	}
 }
 
+// reset readies a closed sink to serve ch, as a new one would, for a
+// subscription record made again (see Scope). The mover, if it ran, has
+// returned (close waits for it) and no publisher is in send.
+func (s *latestSink[T]) reset(ch chan T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ch = ch
+	for _, ok := s.overflow.pop(); ok; _, ok = s.overflow.pop() {
+	}
+	clear(s.skipped)
+	clear(s.lost)
+	s.moving.Store(false)
+	s.started = false
+}
+
 // startMoverLocked starts the mover if it is not running. s.mu must be
 // held.
 func (s *latestSink[T]) startMoverLocked() {

@@ -133,27 +133,22 @@ func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSiz
 	if ctx == nil {
 		panic(fmt.Errorf("%w: %q: nil context", ErrInvalidSubscription, name))
 	}
+	if sc, _ := ctx.Value(ScopeKey).(*Scope); sc != nil && sc.b == b {
+		if ch, ok := subscribeScoped[T](ctx, sc, name, bufferSize, opts); ok {
+			return ch
+		}
+	}
 	return subscribe[T](ctx, b, name, newSubscribeConfig(bufferSize, opts))
 }
 
 // subscribe is Subscribe with its options applied to s.cfg.
 func subscribe[T Event](ctx context.Context, b *EventBus, name string, s *subscription) <-chan T {
-	cfg := &s.cfg
-	if IsLeaderOnly(ctx) {
-		cfg.leaderOnly = true
-	}
-	types := cfg.types
 	var own [1]string
-	if types == nil {
-		if t, ok := eventTypeOf[T](); ok {
-			own[0] = t
-			types = own[:]
-		}
-	}
-	if err := cfg.resolve(name, types); err != nil {
+	types, err := resolveTypes[T](ctx, name, s, own[:0])
+	if err != nil {
 		panic(err)
 	}
-	ch := make(chan T, cfg.buffer)
+	ch := make(chan T, s.cfg.buffer)
 	initSubscription(s, name, ch)
 	key := (<-chan T)(ch)
 	if !b.add(key, s, types) || ctx.Done() == nil {
@@ -170,6 +165,24 @@ func subscribe[T Event](ctx context.Context, b *EventBus, name string, s *subscr
 		stop()
 	}
 	return ch
+}
+
+// resolveTypes settles the configuration of s, a subscription of name on
+// a chan T made under ctx, and returns the types it is routed (nil: every
+// type; T's own is appended to own), or an error naming what no
+// subscription can have.
+func resolveTypes[T Event](ctx context.Context, name string, s *subscription, own []string) ([]string, error) {
+	cfg := &s.cfg
+	if IsLeaderOnly(ctx) {
+		cfg.leaderOnly = true
+	}
+	types := cfg.types
+	if types == nil {
+		if t, ok := eventTypeOf[T](); ok {
+			types = append(own, t)
+		}
+	}
+	return types, cfg.resolve(name, types)
 }
 
 // Unsubscribe ends a subscription made by Subscribe[T] and closes ch.
@@ -289,19 +302,39 @@ func (c *subscribeConfig) resolve(name string, types []string) error {
 	return nil
 }
 
-// add registers s under key and routes eventTypes (nil: all) to it. It
-// reports false, closing s, when the bus is stopped.
+// add registers s under key, routes eventTypes (nil: all) to it and warns
+// of what is wrong with it. It reports false, closing s, when the bus is
+// stopped.
 func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
+	state := b.addQuiet(key, s, eventTypes)
+	b.warnAdded(s, state)
+	return state != stateStopped
+}
+
+// warnAdded warns of a subscription s that add found the bus in state:
+// stopped (its channel is closed), or started when s is not leader-only.
+// It is called with no lock held.
+func (b *EventBus) warnAdded(s *subscription, state int32) {
+	switch {
+	case !b.warns():
+	case state == stateStopped:
+		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
+			"subscriber", s.name, "caller", caller())
+	case state == stateStarted && !s.cfg.leaderOnly:
+		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly or with LeaderOnly",
+			"subscriber", s.name, "caller", caller())
+	}
+}
+
+// addQuiet is add without the warnings: it returns the state of the bus it
+// found, and closes s if that is stateStopped.
+func (b *EventBus) addQuiet(key any, s *subscription, eventTypes []string) int32 {
 	b.mu.Lock()
 	state := b.state.Load()
 	if state == stateStopped {
 		b.mu.Unlock()
 		s.sink.close() // never routed
-		if b.warns() {
-			b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
-				"subscriber", s.name, "caller", caller())
-		}
-		return false
+		return state
 	}
 	b.subs[key] = s
 	old := b.routes.Load()
@@ -334,12 +367,7 @@ func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
 		b.routes.Store(rt)
 	}
 	b.mu.Unlock()
-
-	if state == stateStarted && !s.cfg.leaderOnly && b.warns() {
-		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly or with LeaderOnly",
-			"subscriber", s.name, "caller", caller())
-	}
-	return true
+	return state
 }
 
 // newTopicLocked makes the topic of an event type nobody routed yet.

@@ -11,8 +11,8 @@
 //
 // # What a term does
 //
-// Start resets the per-term state, subscribes with lifecycle.Subscribe
-// under the term's context (kept across terms by the Manager) (leader-only because the Manager runs it as
+// Start resets the per-term state, subscribes with busevents.Subscribe[T]
+// under the term's context (leader-only because the Manager runs it as
 // leader-only) to ConfigValidatedEvent, ConfigInvalidEvent, HAProxyPodsDiscoveredEvent,
 // TemplateRenderedEvent and ValidationFailedEvent (all LatestValue; renders
 // and their failures of another term are ignored), signals
@@ -71,8 +71,7 @@
 // RequiredState are safe for concurrent use. Write is safe for concurrent
 // use; concurrent writers are serialised by the store's compare-and-swap.
 //
-// The package hands out no channels. Its bus subscription is kept across
-// terms by the lifecycle Manager (paused when Start returns, closed when
-// the Manager's Run returns); outside a Manager it ends when Start
-// returns. The bus closes it when it stops.
+// The package hands out no channels. Its bus subscription ends with the
+// term's context, when the term ends (the Manager's scope reuses its
+// record in the next term), and when the bus stops.
 package configpublisher

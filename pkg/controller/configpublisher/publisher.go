@@ -206,10 +206,9 @@ func (c *Component) Start(ctx context.Context) error {
 		c.mu.Unlock()
 	}()
 
-	// Leader-only by registration: ctx comes from the Manager's term, which
-	// keeps the subscription across terms (lifecycle.Subscribe).
-	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, Name, subscriptionBuffer, subscribeOpts...)
-	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
+	// Leader-only by registration: ctx comes from the Manager's term, and
+	// the channel closes when the term ends.
+	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, Name, subscriptionBuffer, subscribeOpts...)
 	lifecycle.Subscribed(ctx)
 
 	var retry *time.Timer
@@ -224,7 +223,7 @@ func (c *Component) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case e, ok := <-ch:
-			if !ok { // the bus stopped; the runtime ends the term
+			if !ok { // the term ended, or the bus stopped (the runtime ends the term)
 				ch = nil
 				continue
 			}

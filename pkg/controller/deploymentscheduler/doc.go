@@ -11,8 +11,8 @@
 // # What a term does
 //
 // Start resets the per-term state (the limiter, what was deployed, what is
-// pending), subscribes with lifecycle.Subscribe under the term's context
-// (kept across terms by the Manager; leader-only because the Manager runs it as leader-only) to
+// pending), subscribes with busevents.Subscribe[T] under the term's context
+// (leader-only because the Manager runs it as leader-only) to
 // ConfigValidatedEvent and HAProxyPodsDiscoveredEvent (LatestValue) and
 // LostLeadershipEvent, signals
 // lifecycle.Subscribed, and reports lifecycle.HoldsState for each state
@@ -51,8 +51,7 @@
 // ErrAlreadyRunning. State, History and RequiredState are safe for
 // concurrent use.
 //
-// The package hands out no channels. Its bus subscription is kept across
-// terms by the lifecycle Manager (paused when Start returns, closed when
-// the Manager's Run returns); outside a Manager it ends when Start
-// returns. The bus closes it when it stops.
+// The package hands out no channels. Its bus subscription ends with the
+// term's context, when the term ends (the Manager's scope reuses its
+// record in the next term), and when the bus stops.
 package deploymentscheduler

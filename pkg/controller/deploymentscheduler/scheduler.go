@@ -201,10 +201,9 @@ func (c *Component) Start(ctx context.Context) error {
 	c.state = State{Running: true, Term: term, Deployments: c.state.Deployments, Failures: c.state.Failures, Cleared: c.state.Cleared}
 	c.mu.Unlock()
 
-	// Leader-only by registration: ctx comes from the Manager's term, which
-	// keeps the subscription across terms (lifecycle.Subscribe).
-	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, Name, 16, subscribeOpts...)
-	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
+	// Leader-only by registration: ctx comes from the Manager's term, and
+	// the channel closes when the term ends.
+	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, Name, 16, subscribeOpts...)
 	lifecycle.Subscribed(ctx)
 	defer func() {
 		c.clear(r, "term ended")
@@ -218,7 +217,7 @@ func (c *Component) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case e, ok := <-ch:
-			if !ok { // the bus stopped; the runtime ends the term
+			if !ok { // the term ended, or the bus stopped (the runtime ends the term)
 				ch = nil
 				continue
 			}

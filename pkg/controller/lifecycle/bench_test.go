@@ -22,8 +22,8 @@ type benchComponent struct {
 	bus   *busevents.EventBus
 	pods  bool // also needs pods
 	dummy int
-	// perTerm makes the subscriptions with busevents.Subscribe, anew in
-	// every term, rather than with lifecycle.Subscribe, kept across terms.
+	// perTerm makes the subscriptions under a context derived from the
+	// run's, which the unit's scope does not keep: anew in every term.
 	perTerm           bool
 	cfgName, podsName string
 }
@@ -67,18 +67,17 @@ func (c *benchComponent) subscribe(ctx context.Context) (<-chan *events.ConfigVa
 	if c.cfgName == "" {
 		c.cfgName, c.podsName = c.name+"-config", c.name+"-pods"
 	}
-	var pods <-chan *events.HAProxyPodsDiscoveredEvent
 	if c.perTerm {
-		if c.pods {
-			pods = busevents.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.podsName, 8)
-		}
-		return busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.cfgName, 8), pods
+		ctx = context.WithValue(ctx, perTermKey{}, true)
 	}
+	var pods <-chan *events.HAProxyPodsDiscoveredEvent
 	if c.pods {
-		pods = lifecycle.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.podsName, 8)
+		pods = busevents.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.podsName, 8)
 	}
-	return lifecycle.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.cfgName, 8), pods
+	return busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.cfgName, 8), pods
 }
+
+type perTermKey struct{}
 
 // BenchmarkTermReady measures, in the embedded mode (in-process bus, no
 // cluster), the time from a BecameLeaderEvent (its timestamp: the lease

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 
+	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -15,9 +16,9 @@ import (
 // instance, and must therefore reset its per-term state at its top. Its
 // context carries busevents.WithLeaderOnly, so every subscription it makes
 // with busevents.Subscribe[T](ctx, ...) is leader-only and ends with the
-// term, with no option to remember; with this package's Subscribe, the
-// same call keeps the subscription across terms. It subscribes so, then
-// calls Subscribed(ctx),
+// term, with no option to remember, and the unit's busevents.Scope, which
+// reuses the subscription in the next term. It subscribes so, then calls
+// Subscribed(ctx),
 // and calls HoldsState(ctx, type) once it has processed state of each type
 // it declared in RequiredState.
 type Component interface {
@@ -60,7 +61,8 @@ func tokenFrom(ctx context.Context) *runToken {
 }
 
 // runCtx is the context handed to one run: its parent, with the run's token
-// as the value of ctxKey. A leader-only run's runCtx lives inside its
+// as the value of ctxKey and, for a leader-only run, the unit's scope as
+// that of busevents.ScopeKey. A leader-only run's runCtx lives inside its
 // member, so a term allocates no context per component.
 type runCtx struct {
 	context.Context
@@ -68,8 +70,11 @@ type runCtx struct {
 }
 
 func (c *runCtx) Value(key any) any {
-	if key == (ctxKey{}) {
+	switch {
+	case key == (ctxKey{}):
 		return &c.tok
+	case key == busevents.ScopeKey && c.tok.u.scope != nil:
+		return c.tok.u.scope
 	}
 	return c.Context.Value(key)
 }

@@ -98,24 +98,19 @@
 // of the Manager (who subscribed, who holds what) is new for each term; the
 // components reset their own at the top of Start.
 //
-// # Subscriptions kept across terms
+// # Subscriptions in every term
 //
-// A leader-only component subscribes at the top of every Start. With
-// busevents.Subscribe[T] under the run's context, each term makes a new
-// channel and subscription that end with the term. With Subscribe (this
-// package's), the Manager keeps the subscription across terms instead
-// (busevents.Kept): the first term makes it, each later term's call
-// resumes it and returns the same channel, and a term costs no allocation
-// for it. The component reads what a fresh subscription would give it:
-// the subscription is routed only from the call until its term ends (the
-// Manager pauses it then, and when the run returns), and the next call
-// empties the channel before routing it again, so nothing published between
-// terms and nothing left unread from an earlier term is read, and the
-// term's replays reach it as they reach a new subscriber. It is
-// leader-only by construction: it is routed only in a term of this
-// replica's. Run closes every kept channel when it returns; the component
-// does not Unsubscribe it. A subscription to every type is not kept:
-// Subscribe makes it per term, as busevents.Subscribe does.
+// A leader-only component subscribes at the top of every Start, with
+// busevents.Subscribe[T] under the run's context, as any component does.
+// The Manager gives each leader-only unit a busevents.Scope, reached
+// through that context, and each run is a period of it: the call returns a
+// new channel, routed from the call on, reached by the term's replays as
+// any new subscription is, and closed when the term ends (or the run
+// returns), while the scope reuses the subscription's record, routes and
+// options, so that a term costs one channel per subscription. Calls the
+// scope does not keep (under a context derived from the run's, or a second
+// call for one name in one run) get an ordinary subscription, ended with
+// its context. Run closes the scopes when it returns.
 //
 // # Failures and overstays
 //

@@ -12,7 +12,11 @@ import (
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
-// keptComponent is a leader-only component whose subscription lives across terms.
+// keptComponent is a leader-only component that subscribes at the top of
+// every term, as every leader-only component does: with
+// busevents.Subscribe[T] under the ctx the Manager gives it. Each term
+// gets a new channel, closed when the term ends; the Manager's scope reuses
+// everything else.
 type keptComponent struct {
 	bus   *busevents.EventBus
 	chans map[<-chan *events.ConfigValidatedEvent]bool
@@ -23,22 +27,24 @@ func (k *keptComponent) RequiredState() []string { return []string{events.EventT
 
 func (k *keptComponent) Start(ctx context.Context) error {
 	term, _ := lifecycle.TermFromContext(ctx)
-	ch := lifecycle.Subscribe[*events.ConfigValidatedEvent](ctx, k.bus, "keeper", 4)
-	defer lifecycle.Unsubscribe(ctx, k.bus, ch) // pauses it: the next term resumes it
+	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, k.bus, "keeper", 4)
 	k.chans[ch] = true
 	lifecycle.Subscribed(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev := <-ch:
+		case ev, ok := <-ch:
+			if !ok {
+				return nil // closed: the term ended
+			}
 			fmt.Printf("term %d: config %s (channels so far: %d)\n", term, ev.Version, len(k.chans))
 			lifecycle.HoldsState(ctx, ev.EventType())
 		}
 	}
 }
 
-func ExampleSubscribe() {
+func Example_subscribeEveryTerm() {
 	bus := busevents.NewEventBus(0)
 	ready := make(chan lifecycle.TermReport, 1)
 	stopped := make(chan lifecycle.TermStopReport, 1)
@@ -67,5 +73,5 @@ func ExampleSubscribe() {
 	bus.Stop()
 	// Output:
 	// term 1: config v1 (channels so far: 1)
-	// term 2: config v1 (channels so far: 1)
+	// term 2: config v1 (channels so far: 2)
 }

@@ -239,11 +239,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// type is latest-value: a full buffer sheds superseded state and
 	// coalesces queued triggers into the newest, so no trigger is lost and
 	// none overtakes the state published before it. It is leader-only by
-	// registration: ctx comes from the Manager's term.
-	// lifecycle.Subscribe keeps the subscription across terms under the
-	// Manager, so that a term costs no new one.
-	ch := lifecycle.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer, c.subOpts...)
-	defer lifecycle.Unsubscribe(ctx, c.bus, ch)
+	// registration: ctx comes from the Manager's term, and the channel
+	// closes when the term ends.
+	ch := busevents.Subscribe[busevents.Event](ctx, c.bus, c.Name(), c.buffer, c.subOpts...)
 	lifecycle.Subscribed(ctx)
 	defer t.wait()
 

@@ -84,10 +84,9 @@
 //
 // Channels: the components hand out none. The Reconciler's subscription is
 // closed by the bus when it stops. The Coordinator subscribes with
-// lifecycle.Subscribe: under the Manager the subscription is kept across
-// terms, paused when Start returns and closed when the Manager's Run
-// returns; outside it, it ends when Start returns. Either way the bus
-// closes it when it stops (Start then returns ErrSubscriptionClosed).
+// busevents.Subscribe[T] under the term's context: the subscription ends
+// when the term does (the Manager's scope reuses its record in the next
+// term), and when the bus stops (Start then returns ErrSubscriptionClosed).
 //
 // # Logging
 //
