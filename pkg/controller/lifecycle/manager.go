@@ -147,6 +147,16 @@ type Manager struct {
 	// done is closed once Run returned and every component goroutine ended.
 	done              chan struct{}
 	leadershipDropped atomic.Uint64
+	// lost is the reason and cause made for the last LostLeadershipEvent
+	// with a reason (see lostReason); only Run's goroutine touches it.
+	lost struct {
+		text string
+		err  *leadershipLost
+	}
+	// srcEnded is the cause made for the last term whose source ended
+	// (see linkedContext.end), reused while sources end with the same
+	// cause.
+	srcEnded atomic.Pointer[sourceEnded]
 
 	// mu guards the fields below, the fields of every unit, and the
 	// mutable fields of every termState and member.
@@ -170,16 +180,6 @@ type Manager struct {
 	// goroutine starts components, and it is done with the slice before it
 	// asks for another.
 	launches []launch
-	// lost is the reason and cause made for the last LostLeadershipEvent
-	// with a reason (see lostReason); only Run's goroutine touches it.
-	lost struct {
-		text string
-		err  *leadershipLost
-	}
-	// srcEnded is the cause made for the last term whose source ended
-	// (see linkedContext.end), reused while sources end with the same
-	// cause.
-	srcEnded atomic.Pointer[sourceEnded]
 }
 
 type counters struct {
