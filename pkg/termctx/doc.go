@@ -13,6 +13,11 @@
 // k8sle.TermFromContext and lifecycle.TermFromContext are the same lookup,
 // kept so that code reading either package finds it there.
 //
+// A context type of its own that knows its term (the elector's term context,
+// made once per term) carries it without NewContext: its Value returns a
+// Carrier for the key IsKey recognises, which saves the wrapping context's
+// allocation on every term.
+//
 // # Layers
 //
 // This package is in the core, below both the elector and the runtime: it
@@ -21,5 +26,6 @@
 //
 // # Concurrency properties
 //
-// Contexts are immutable; both functions are safe for concurrent use.
+// Contexts are immutable; every function is safe for concurrent use. A
+// Carrier's Term must be too: FromContext calls it from any goroutine.
 package termctx

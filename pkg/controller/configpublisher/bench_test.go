@@ -2,6 +2,7 @@ package configpublisher_test
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"testing"
 
@@ -40,6 +41,7 @@ func BenchmarkBaselineReadUpdate(b *testing.B) {
 			b.Fatal(err)
 		}
 		n++
+		o.Annotations = maps.Clone(o.Annotations) // read-only: change a copy
 		o.Annotations["n"] = strconv.Itoa(n)
 		if _, err := s.Update(ctx, o); err != nil {
 			b.Fatal(err)

@@ -26,6 +26,13 @@ type Inputs struct {
 	// term until the term's Coordinator renders.
 	Rendered     *events.TemplateRenderedEvent
 	RenderFailed *events.ValidationFailedEvent
+	// Previous is the Payload the Content's last Build for this publisher
+	// returned, in this term or an earlier one; nil before the first. A
+	// Content may return it again when what it would build is the same, so
+	// that an unchanged content costs nothing (a new term renders again,
+	// and the render cache gives the same output). Nobody modifies a
+	// Payload once built.
+	Previous *Payload
 }
 
 // Built is what a Content makes of the inputs.
@@ -76,7 +83,8 @@ func (RawContent) Build(in Inputs) (Built, error) {
 // RenderedContent publishes the newest valid render of the term under Key
 // (KeyRendered when empty), with the input versions it was rendered from. A
 // render that failed validation after it marks the object invalid with the
-// validator's errors; the last valid render stays.
+// validator's errors; the last valid render stays. It returns
+// Inputs.Previous when that holds the same output and versions.
 type RenderedContent struct {
 	Key string
 }
@@ -89,10 +97,13 @@ func (c RenderedContent) Build(in Inputs) (Built, error) {
 	}
 	var b Built
 	if r := in.Rendered; r != nil {
-		b.Payload = &Payload{
-			Data:          map[string]string{key: r.Output},
-			ConfigVersion: r.ConfigVersion,
-			PodGeneration: r.PodGeneration,
+		b.Payload = in.Previous
+		if !holds(b.Payload, key, r) {
+			b.Payload = &Payload{
+				Data:          map[string]string{key: r.Output},
+				ConfigVersion: r.ConfigVersion,
+				PodGeneration: r.PodGeneration,
+			}
 		}
 	}
 	if f := in.RenderFailed; f != nil {
@@ -106,4 +117,13 @@ func (c RenderedContent) Build(in Inputs) (Built, error) {
 		b.InvalidVersion = fmt.Sprintf("render-%s-%d", f.ConfigVersion, f.PodGeneration)
 	}
 	return b, nil
+}
+
+// holds reports whether p is the content of render r under key alone.
+func holds(p *Payload, key string, r *events.TemplateRenderedEvent) bool {
+	if p == nil || p.ConfigVersion != r.ConfigVersion || p.PodGeneration != r.PodGeneration || len(p.Data) != 1 {
+		return false
+	}
+	out, ok := p.Data[key]
+	return ok && out == r.Output
 }

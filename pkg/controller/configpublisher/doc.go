@@ -55,11 +55,21 @@
 // term. Other write failures are retried after RetryInterval, with the
 // newest state.
 //
+// The object Write reads is read-only (the store may share its maps, see
+// store.Object): Write copies the maps that change, the annotations for a
+// new term, and passes the others on as they are, so that a new term's
+// write of unchanged content copies neither the data nor the labels. The
+// data written is a copy of the record's, never the record's own map.
+//
 // # Choosing the content
 //
 // Content is the seam between what the publisher holds and what it writes.
 // The fencing, the status handling and the term stamping are the same for
-// every Content. A new leader publishing RenderedContent writes nothing
+// every Content. Build is given the Payload it last returned
+// (Inputs.Previous) and may return it again for unchanged content, as
+// RenderedContent does: a new term renders again (from the render cache)
+// and publishes the same output without building a new Payload. A new
+// leader publishing RenderedContent writes nothing
 // until its own Coordinator rendered (renders are not replayed); it writes
 // the status at once if the replayed configuration is invalid.
 //

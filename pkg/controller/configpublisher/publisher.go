@@ -61,7 +61,8 @@ type Options struct {
 type WriteReport struct {
 	Term uint64
 	// Published is what the object says after a successful write; zero
-	// when Err is set.
+	// when Err is set. Published.Data is read-only: it is the stored
+	// object's (see store.Object).
 	Published Published
 	Unchanged bool
 	Conflicts int
@@ -88,7 +89,8 @@ type State struct {
 	// the publisher writes nothing more in the term.
 	Fenced bool
 	// Last is what the last successful write of the current term recorded;
-	// zero before one.
+	// zero before one. Last.Data is read-only: it is the stored object's
+	// (see store.Object).
 	Last Published
 	// Counters over the life of the component.
 	Writes, Unchanged, Conflicts, StaleRefusals, Failures uint64
@@ -107,6 +109,9 @@ type Component struct {
 	onWrite  func(WriteReport)
 	logger   *slog.Logger
 	running  atomic.Bool
+	// previous is the Payload the last Build returned (Inputs.Previous).
+	// Only the Start in progress touches it (running orders the Starts).
+	previous *Payload
 
 	// mu guards state.
 	mu    sync.Mutex
@@ -324,9 +329,14 @@ func reasons(inv *events.ConfigInvalidEvent) []string {
 // there is nothing to publish yet.
 func (c *Component) desired(t *term) (Record, bool, error) {
 	rec := Record{Term: t.number, Identity: c.identity, Status: StatusValid}
-	b, err := c.content.Build(t.in)
+	in := t.in
+	in.Previous = c.previous
+	b, err := c.content.Build(in)
 	if err != nil {
 		return rec, false, err
+	}
+	if b.Payload != nil {
+		c.previous = b.Payload
 	}
 	rec.Content = b.Payload
 	if inv := t.invalid; inv != nil {

@@ -309,6 +309,7 @@ func TestFencedPublisherStopsWriting(t *testing.T) {
 		r.lead(4)
 		// A newer leader elsewhere writes the object.
 		o, _ := mem.Get(t.Context())
+		o = o.Clone() // read-only: change a copy
 		o.Annotations[configpublisher.AnnotationTerm] = "5"
 		mem.Set(o)
 		writes := mem.Writes()

@@ -119,7 +119,8 @@ func (r Record) check() error {
 
 // WriteResult describes a successful Write.
 type WriteResult struct {
-	// Object is the stored object.
+	// Object is the stored object; read-only, as every object a store
+	// returns (its maps may be the store's, see store.Object).
 	Object store.Object
 	// Created is true when the object did not exist.
 	Created bool
@@ -153,8 +154,7 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 	for range attempts {
 		cur, err := s.Get(ctx)
 		if errors.Is(err, store.ErrNotFound) {
-			var obj store.Object
-			apply(&obj, rec)
+			obj, _ := apply(store.Object{}, rec)
 			res.Object, err = s.Create(ctx, obj)
 			if errors.Is(err, store.ErrConflict) {
 				res.Conflicts++
@@ -176,13 +176,14 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 		if err := checkGeneration(s, cur, rec); err != nil {
 			return res, err
 		}
-		// cur is this call's copy (the store hands out copies): apply
-		// changes it in place rather than cloning it once more.
-		if !apply(&cur, rec) {
+		// cur is read-only: apply copies the maps that change and passes
+		// the others on as they are.
+		next, changed := apply(cur, rec)
+		if !changed {
 			res.Object, res.Unchanged = cur, true
 			return res, nil
 		}
-		res.Object, err = s.Update(ctx, cur)
+		res.Object, err = s.Update(ctx, next)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 			res.Conflicts++
 			continue
@@ -222,55 +223,86 @@ func termOf(o store.Object) (uint64, error) {
 	return t, nil
 }
 
-// apply changes o as rec says, in place, and reports whether anything
-// changed. o must be the caller's own copy. When rec's content differs from
-// o's, o gets a copy of it: o never shares a map with rec (the store may
-// hand o back as the written object, see store.Store).
-func apply(o *store.Object, rec Record) (changed bool) {
-	if o.Labels == nil {
-		o.Labels = map[string]string{}
-	}
-	if o.Annotations == nil {
-		o.Annotations = map[string]string{}
-	}
-	set := func(m map[string]string, k, v string) {
-		if old, ok := m[k]; !ok || old != v {
-			m[k] = v
-			changed = true
-		}
-	}
-	del := func(m map[string]string, k string) {
-		if _, ok := m[k]; ok {
-			delete(m, k)
-			changed = true
-		}
-	}
-	set(o.Labels, LabelManagedBy, ManagedBy)
-	a := o.Annotations
-	set(a, AnnotationTerm, strconv.FormatUint(rec.Term, 10))
+// apply returns o changed as rec says, and whether anything changed. It
+// never modifies o's maps, which are read-only (the store may share them,
+// see store.Object): a map that changes is copied first, once, and one that
+// does not is passed on as it is. Data that changes becomes a copy of
+// rec's, so the object written never shares a map with rec.
+func apply(o store.Object, rec Record) (store.Object, bool) {
+	labels, a := cow{m: o.Labels}, cow{m: o.Annotations}
+	labels.set(LabelManagedBy, ManagedBy)
+	a.setUint(AnnotationTerm, rec.Term)
 	if rec.Identity != "" {
-		set(a, AnnotationPublishedBy, rec.Identity)
+		a.set(AnnotationPublishedBy, rec.Identity)
 	} else {
-		del(a, AnnotationPublishedBy)
+		a.del(AnnotationPublishedBy)
 	}
+	dataChanged := false
 	if c := rec.Content; c != nil {
 		if !maps.Equal(o.Data, c.Data) {
-			o.Data = maps.Clone(c.Data)
-			changed = true
+			o.Data, dataChanged = maps.Clone(c.Data), true
 		}
-		set(a, AnnotationConfigVersion, c.ConfigVersion)
-		set(a, AnnotationPodGeneration, strconv.FormatUint(c.PodGeneration, 10))
+		a.set(AnnotationConfigVersion, c.ConfigVersion)
+		a.setUint(AnnotationPodGeneration, c.PodGeneration)
 	}
-	set(a, AnnotationStatus, string(rec.Status))
+	a.set(AnnotationStatus, string(rec.Status))
 	if rec.Status == StatusInvalid {
 		reasons, _ := json.Marshal(rec.Reasons) // []string always marshals
-		set(a, AnnotationReasons, string(reasons))
-		set(a, AnnotationInvalidVersion, rec.InvalidVersion)
+		a.set(AnnotationReasons, string(reasons))
+		a.set(AnnotationInvalidVersion, rec.InvalidVersion)
 	} else {
-		del(a, AnnotationReasons)
-		del(a, AnnotationInvalidVersion)
+		a.del(AnnotationReasons)
+		a.del(AnnotationInvalidVersion)
 	}
-	return changed
+	o.Labels, o.Annotations = labels.m, a.m
+	return o, labels.owned || a.owned || dataChanged
+}
+
+// cow changes a read-only map copy-on-write: the first change replaces m
+// with a copy of it (a new map when m is nil), which later changes reuse.
+// owned reports whether anything changed.
+type cow struct {
+	m     map[string]string
+	owned bool
+}
+
+func (c *cow) own() {
+	if c.owned {
+		return
+	}
+	c.owned = true
+	if c.m == nil {
+		c.m = make(map[string]string)
+		return
+	}
+	c.m = maps.Clone(c.m)
+}
+
+func (c *cow) set(k, v string) {
+	if old, ok := c.m[k]; ok && old == v {
+		return
+	}
+	c.own()
+	c.m[k] = v
+}
+
+// setUint sets k to n in decimal; it formats n (and allocates) only when
+// the value held differs.
+func (c *cow) setUint(k string, n uint64) {
+	var buf [20]byte
+	if old, ok := c.m[k]; ok && old == string(strconv.AppendUint(buf[:0], n, 10)) {
+		return
+	}
+	c.own()
+	c.m[k] = strconv.FormatUint(n, 10)
+}
+
+func (c *cow) del(k string) {
+	if _, ok := c.m[k]; !ok {
+		return
+	}
+	c.own()
+	delete(c.m, k)
 }
 
 // Published is the published object, decoded.
@@ -294,8 +326,8 @@ func Decode(o store.Object) (Published, error) {
 	return decodeOwned(o)
 }
 
-// decodeOwned is Decode for an object the caller owns and gives up: the
-// result shares o.Data.
+// decodeOwned is Decode for a read-only object whose Data the result may
+// share (read-only as well).
 func decodeOwned(o store.Object) (Published, error) {
 	p := Published{
 		PublishedBy:     o.Annotations[AnnotationPublishedBy],

@@ -3,6 +3,8 @@ package configpublisher_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -147,6 +149,7 @@ func TestWriteRetriesConflicts(t *testing.T) {
 	configpublisher.Write(t.Context(), m, valid(4, "a", 1))
 	r := &racer{Memory: m, other: func(m *store.Memory) {
 		o, _ := m.Get(context.Background())
+		o = o.Clone() // read-only: change a copy
 		o.Annotations["touched"] = "yes"
 		m.Set(o)
 	}}
@@ -363,6 +366,7 @@ func TestWriteDetectsEveryChange(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				o = o.Clone() // read-only: change a copy
 				tc.tamper(&o)
 				s.Set(o)
 			}
@@ -398,24 +402,58 @@ func TestWriteDetectsEveryChange(t *testing.T) {
 	}
 }
 
-// TestWriteResultIsTheCallers checks that what Write returns shares no map
-// with the record it was given nor with the stored object, for a create,
-// an update and an unchanged write.
-func TestWriteResultIsTheCallers(t *testing.T) {
+// TestWriteSharesNothingWithTheRecord checks, for a create, an update and
+// an unchanged write, that Write never changes a map of the object it read
+// (read-only: the store shares it) and that the object written shares no
+// map with the record, which stays the caller's.
+func TestWriteSharesNothingWithTheRecord(t *testing.T) {
 	s := newMemory(t)
 	for i, rec := range []configpublisher.Record{valid(1, "a", 1), valid(2, "b", 2), valid(2, "b", 2)} {
+		read, _ := s.Get(t.Context()) // absent before the first write
+		snapshot := read.Clone()
 		res, err := configpublisher.Write(t.Context(), s, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !maps.Equal(read.Labels, snapshot.Labels) || !maps.Equal(read.Annotations, snapshot.Annotations) ||
+			!maps.Equal(read.Data, snapshot.Data) {
+			t.Fatalf("write %d changed the object it read: %+v, was %+v", i, read, snapshot)
+		}
 		want := rec.Content.Data["config.yaml"]
-		res.Object.Data["config.yaml"] = "changed by the caller"
-		res.Object.Annotations[configpublisher.AnnotationTerm] = "99"
-		if rec.Content.Data["config.yaml"] != want {
-			t.Fatalf("write %d: the result shares its data with the record", i)
-		}
+		rec.Content.Data["config.yaml"] = "changed by the caller"
 		if p := decode(t, s); p.Data["config.yaml"] != want || p.Term != rec.Term {
-			t.Fatalf("write %d: the result aliases the stored object: %+v", i, p)
+			t.Fatalf("write %d: the stored object shares its data with the record: %+v", i, p)
 		}
+		if res.Object.Data["config.yaml"] != want {
+			t.Fatalf("write %d: the result shares its data with the record: %v", i, res.Object.Data)
+		}
+	}
+}
+
+// TestWriteAllocations guards the cost of the write a new term makes when
+// only the term changed, on a large rendered content: the read copies
+// nothing, the data and labels are passed on as they are, and only the
+// annotations (one map), the term and the resourceVersion are new.
+func TestWriteAllocations(t *testing.T) {
+	s := newMemory(t)
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "server s%d 10.0.0.%d:80\n", i, i%250)
+	}
+	rec := valid(1000, "v", 700) // terms and generations of more than two digits: strconv keeps the small ones
+	rec.Content.Data = map[string]string{configpublisher.KeyRendered: b.String()}
+	if _, err := configpublisher.Write(t.Context(), s, rec); err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(100, func() {
+		rec.Term++
+		res, err := configpublisher.Write(t.Context(), s, rec)
+		if err != nil || res.Unchanged {
+			t.Fatalf("write of term %d: unchanged %v, %v", rec.Term, res.Unchanged, err)
+		}
+	})
+	t.Logf("%.1f allocations per term-only write", n)
+	if n > 3 {
+		t.Errorf("a write that changes only the term costs %.1f allocations, want at most 3 (annotations map, term, resourceVersion)", n)
 	}
 }

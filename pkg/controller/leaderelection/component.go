@@ -44,7 +44,7 @@ const (
 // published. All are optional; they are called as the elector calls them
 // (see pkg/k8s/leaderelection).
 type Callbacks struct {
-	// OnStartedLeading runs in a goroutine of its own once the term's
+	// OnStartedLeading runs on the elector's leader goroutine once the term's
 	// BecameLeaderEvent was published; ctx is the elector's term context.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs once per term, after the term's
@@ -70,6 +70,11 @@ type Component struct {
 	// same term. The elector alternates the two strictly (one term at a
 	// time), so it never holds more than one.
 	began chan heldTerm
+
+	// takenBy and takenReason are the last holder named in a LostLeadershipEvent and
+	// its reason, kept so that terms lost to the same holder share one string. Used
+	// on the elector's goroutine only (OnStoppedLeading).
+	takenBy, takenReason string
 
 	// mu guards current.
 	mu      sync.Mutex
@@ -249,7 +254,10 @@ func (c *Component) reason(ctx context.Context) string {
 		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):
 		if h := c.elector.GetLeader(); h != "" && h != c.config.Identity {
-			return ReasonLeaseTakenPrefix + h
+			if h != c.takenBy {
+				c.takenBy, c.takenReason = h, ReasonLeaseTakenPrefix+h
+			}
+			return c.takenReason
 		}
 		return ReasonLeaseCleared
 	case errors.Is(cause, context.Canceled), errors.Is(cause, context.DeadlineExceeded):

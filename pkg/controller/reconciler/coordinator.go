@@ -108,9 +108,12 @@ type Coordinator struct {
 	// Only the Start in progress touches it (running orders the Starts).
 	cache renderCache
 
-	// mu guards status.
-	mu     sync.Mutex
-	status CoordinatorStatus
+	// mu guards status and lastRun, which status.Last points at once a
+	// run of the current term finished: one LastRun, rewritten by each run,
+	// so that a run allocates none.
+	mu      sync.Mutex
+	status  CoordinatorStatus
+	lastRun LastRun
 }
 
 // NewCoordinator returns a Coordinator publishing on bus. It subscribes
@@ -174,7 +177,7 @@ type term struct {
 	// runKey is the render cache key of the run in flight.
 	runKey   renderKey
 	counters CoordinatorStatus
-	last     *LastRun
+	last     *LastRun // nil until a run of the term finished, then &c.lastRun
 }
 
 // outcome is the result of one pipeline run.
@@ -426,7 +429,7 @@ func (t *term) finish(o outcome) {
 		c.logger.Info("term ended during a reconciliation; its outcome is not published", "term", t.number)
 		return
 	}
-	last := &LastRun{ConfigVersion: in.ConfigVersion, PodGeneration: in.PodGeneration, Valid: o.err == nil && res.Valid(),
+	last := LastRun{ConfigVersion: in.ConfigVersion, PodGeneration: in.PodGeneration, Valid: o.err == nil && res.Valid(),
 		Duration: res.RenderDuration + res.ValidateDuration, At: time.Now(), Cached: o.cached}
 	switch {
 	case o.err != nil:
@@ -434,7 +437,10 @@ func (t *term) finish(o outcome) {
 	case !res.Valid():
 		last.Errors = len(res.Errors)
 	}
-	t.last = last // never changed from here on: publishStatus shares it
+	c.mu.Lock()
+	c.lastRun = last
+	c.mu.Unlock()
+	t.last = &c.lastRun // read and written under c.mu only; publishStatus shares it
 	switch {
 	case o.err != nil:
 		t.counters.Failed++
@@ -481,7 +487,7 @@ func (t *term) publishStatus() {
 		s.PodGeneration = t.pods.Generation
 	}
 	s.Waiting = t.pending && (t.cfg == nil || t.pods == nil)
-	s.Last = t.last // never changed once set; Status copies it
+	s.Last = t.last // c.lastRun, guarded by c.mu; Status copies it
 	t.c.mu.Lock()
 	t.c.status = s
 	t.c.mu.Unlock()

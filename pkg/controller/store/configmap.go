@@ -81,7 +81,7 @@ func (c *ConfigMap) Update(ctx context.Context, o Object) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
-	o = o.Clone()
+	// o's maps are the store's now (see Sharing): they are sent as they are.
 	base.Labels, base.Annotations, base.Data = o.Labels, o.Annotations, o.Data
 	out, err := c.client.Update(ctx, base, metav1.UpdateOptions{})
 	if err != nil {
@@ -118,8 +118,8 @@ func (c *ConfigMap) remember(cm *corev1.ConfigMap) {
 	c.mu.Unlock()
 }
 
+// toConfigMap wraps o, whose maps the store was given, uncopied.
 func (c *ConfigMap) toConfigMap(o Object) *corev1.ConfigMap {
-	o = o.Clone()
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            c.name,
@@ -132,6 +132,9 @@ func (c *ConfigMap) toConfigMap(o Object) *corev1.ConfigMap {
 	}
 }
 
+// fromConfigMap returns the object cm holds, sharing its maps: cm is one
+// the API server sent, which nobody else holds (remember keeps a deep
+// copy).
 func fromConfigMap(cm *corev1.ConfigMap) Object {
 	return Object{
 		Name:            cm.Name,
@@ -139,7 +142,7 @@ func fromConfigMap(cm *corev1.ConfigMap) Object {
 		Annotations:     cm.Annotations,
 		Data:            cm.Data,
 		ResourceVersion: cm.ResourceVersion,
-	}.Clone()
+	}
 }
 
 // mapErr turns API errors into the store's sentinels, keeping the original.

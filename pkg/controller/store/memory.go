@@ -3,23 +3,27 @@ package store
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"sync"
 )
 
 // Memory is a Store in process memory. Its resourceVersions come from a
-// counter that never goes back, also across Delete. The zero value is not
-// usable; create one with NewMemory.
+// counter that never goes back, also across Delete. It shares maps (see the
+// package documentation, Sharing): Get copies nothing, and a write keeps
+// the maps it is given, so a read-modify-write that passes the unchanged
+// maps on allocates only for what changed. The zero value is not usable;
+// create one with NewMemory.
 type Memory struct {
 	name  string
 	label string // "memory/<name>", made once for String
 
 	// mu guards the fields below.
 	mu      sync.Mutex
-	obj     *Object // nil when absent
-	version uint64  // last resourceVersion handed out
-	writes  uint64  // successful writes, Set included
+	obj     Object // the stored object, when present; its maps are never changed
+	present bool
+	version uint64 // last resourceVersion handed out
+	writes  uint64 // successful writes, Set included
+	sum     uint64 // checksum of obj's maps, kept when checkShared
 }
 
 // NewMemory returns an empty store for the object called name.
@@ -33,17 +37,18 @@ func NewMemory(name string) (*Memory, error) {
 // String returns "memory/<name>".
 func (m *Memory) String() string { return m.label }
 
-// Get implements Store.
+// Get implements Store. The object returned shares its maps with the store.
 func (m *Memory) Get(ctx context.Context) (Object, error) {
 	if err := ctx.Err(); err != nil {
 		return Object{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.obj == nil {
+	m.checkLocked()
+	if !m.present {
 		return Object{}, fmt.Errorf("%w: %s", ErrNotFound, m)
 	}
-	return m.obj.Clone(), nil
+	return m.obj, nil
 }
 
 // Create implements Store.
@@ -53,7 +58,8 @@ func (m *Memory) Create(ctx context.Context, o Object) (Object, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.obj != nil {
+	m.checkLocked()
+	if m.present {
 		return Object{}, fmt.Errorf("%w: %s already exists", ErrConflict, m)
 	}
 	return m.storeLocked(o), nil
@@ -69,7 +75,8 @@ func (m *Memory) Update(ctx context.Context, o Object) (Object, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.obj == nil {
+	m.checkLocked()
+	if !m.present {
 		return Object{}, fmt.Errorf("%w: %s", ErrNotFound, m)
 	}
 	if m.obj.ResourceVersion != o.ResourceVersion {
@@ -79,11 +86,12 @@ func (m *Memory) Update(ctx context.Context, o Object) (Object, error) {
 }
 
 // Set overwrites the object unconditionally, creating it if absent, and
-// returns what was stored. It is for tests and demos that play another
-// writer.
+// returns what was stored. Like a write, it takes o's maps over. It is for
+// tests and demos that play another writer.
 func (m *Memory) Set(o Object) Object {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.checkLocked()
 	return m.storeLocked(o)
 }
 
@@ -91,8 +99,9 @@ func (m *Memory) Set(o Object) Object {
 // resourceVersion. It is for tests and demos.
 func (m *Memory) Delete() {
 	m.mu.Lock()
-	m.obj = nil
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	m.checkLocked()
+	m.obj, m.present = Object{}, false
 }
 
 // Writes returns the number of successful writes (Create, Update, Set).
@@ -102,37 +111,25 @@ func (m *Memory) Writes() uint64 {
 	return m.writes
 }
 
-// storeLocked stores a copy of o as the next version and returns o itself
-// with the stored name and resourceVersion: the caller's object, so
-// nothing is copied for it, and nothing it holds aliases the stored copy.
-// The stored copy's maps are never changed in place (every write replaces
-// the object), so a map equal to the previous version's is shared with it
-// rather than copied again: a write that changes only annotations copies
-// only them.
+// storeLocked stores o, maps as given, as the next version and returns it
+// with the stored name and resourceVersion: the result shares every map
+// with the stored object, and nothing is copied.
 func (m *Memory) storeLocked(o Object) Object {
 	m.version++
 	m.writes++
-	var prev Object
-	if m.obj != nil {
-		prev = *m.obj
+	o.Name, o.ResourceVersion = m.name, strconv.FormatUint(m.version, 10)
+	m.obj, m.present = o, true
+	if checkShared {
+		m.sum = checksum(o)
 	}
-	s := Object{
-		Name:            m.name,
-		Labels:          reuse(prev.Labels, o.Labels),
-		Annotations:     reuse(prev.Annotations, o.Annotations),
-		Data:            reuse(prev.Data, o.Data),
-		ResourceVersion: strconv.FormatUint(m.version, 10),
-	}
-	m.obj = &s
-	o.Name, o.ResourceVersion = s.Name, s.ResourceVersion
 	return o
 }
 
-// reuse returns stored if it holds what next holds (both non-nil), and a
-// copy of next otherwise.
-func reuse(stored, next map[string]string) map[string]string {
-	if stored != nil && next != nil && maps.Equal(stored, next) {
-		return stored
+// checkLocked panics if a map of the stored object changed since it was
+// stored, when checkShared is on (race-detector builds): a caller broke the
+// read-only rule of the package documentation.
+func (m *Memory) checkLocked() {
+	if checkShared && m.present && checksum(m.obj) != m.sum {
+		panic(fmt.Sprintf("store: %s: a map of the stored object was modified after it was passed to or returned by the store; objects are read-only, change a copy", m))
 	}
-	return maps.Clone(next)
 }

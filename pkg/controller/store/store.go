@@ -18,7 +18,9 @@ var (
 	ErrNoResourceVersion = errors.New("store: update without resourceVersion")
 )
 
-// Object is the published object.
+// Object is the published object. It is a read-only value once passed to
+// or returned by a Store: its maps may be shared with the store and with
+// other callers (see the package documentation, Sharing); change a copy.
 type Object struct {
 	// Name is the object's name, set by the store.
 	Name        string
@@ -30,7 +32,8 @@ type Object struct {
 	ResourceVersion string
 }
 
-// Clone returns a deep copy of o.
+// Clone returns a deep copy of o, whose maps the caller owns and may
+// change.
 func (o Object) Clone() Object {
 	o.Labels = maps.Clone(o.Labels)
 	o.Annotations = maps.Clone(o.Annotations)
@@ -41,15 +44,19 @@ func (o Object) Clone() Object {
 // Store keeps one named object. See the package documentation for the
 // semantics every implementation follows.
 type Store interface {
-	// Get returns the object, or an error wrapping ErrNotFound.
+	// Get returns the object, or an error wrapping ErrNotFound. Its maps
+	// are read-only: they may be the store's own.
 	Get(ctx context.Context) (Object, error)
 	// Create stores o as a new object; ErrConflict when it exists. The
-	// result, like Update's, may share its maps with o (see the package
-	// documentation), never with the stored object.
+	// store takes o's maps over: the caller does not change them after
+	// the call. The result, like Update's, is read-only and may share its
+	// maps with o and with the stored object.
 	Create(ctx context.Context, o Object) (Object, error)
 	// Update replaces the object if o.ResourceVersion is the stored one;
 	// ErrConflict when it is not, ErrNotFound when the object is gone,
-	// ErrNoResourceVersion when o.ResourceVersion is empty.
+	// ErrNoResourceVersion when o.ResourceVersion is empty. Like Create,
+	// it takes o's maps over, and o may carry maps of an object the store
+	// returned (the unchanged ones).
 	Update(ctx context.Context, o Object) (Object, error)
 	// String names the object for logs: "memory/<name>" or "<namespace>/<name>".
 	String() string

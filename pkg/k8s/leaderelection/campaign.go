@@ -81,16 +81,21 @@ type campaign struct {
 	acquireAt    time.Time
 	acquireRetry backoff
 
-	// Leading. work is closed when the last term's OnStartedLeading returned; nil when
-	// it did (or none ran).
-	term *termContext
+	// Leading. term is the term led, nil while following; terms times it (and the
+	// pending term of an acquiring write). leader runs OnStartedLeading, and work is
+	// its channel while the last term's call runs; nil when it returned (or none ran).
+	term   *termContext
+	terms  *termTimer
+	leader leaderWork
+	work   <-chan struct{}
+	// marker is holderMarker(self), made once: every acquire and renew writes it.
+	marker string
 	// floor is what a new term must be above: the last term, and after the history
 	// went back, the highest resourceVersion seen before, so terms stay increasing
 	// across candidates that saw each other's terms.
 	floor      uint64
 	renewAt    time.Time
 	renewRetry backoff
-	work       chan struct{}
 	// held is the term of an acquiring Create that may have landed after states this
 	// elector never saw, which waits (see hold.go); nil when none. The lease is renewed
 	// every RetryPeriod meanwhile (renewAt). sentSeen is the highest resourceVersion
@@ -112,6 +117,7 @@ func (c *campaign) run() error {
 		if c.term != nil {
 			c.stepDown(context.Cause(c.ctx))
 		}
+		c.leader.close() // also after a panic, so that Start's wait ends
 	}()
 	// wake has room for one tick, so that a timer never blocks; a tick of a timer
 	// stopped too late only makes the loop look once more.
@@ -122,24 +128,19 @@ func (c *campaign) run() error {
 		default:
 		}
 	}
-	var timer Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	// One timer for the whole campaign, re-armed for each wait (see wakeTimer).
+	timer := wakeTimer{clock: c.e.clock, f: tick}
+	defer timer.stop()
 	c.openWatch()
 	for c.ctx.Err() == nil {
 		c.step()
 		if c.ctx.Err() != nil {
 			break
 		}
-		if timer != nil {
-			timer.Stop()
-			timer = nil
-		}
 		if at, ok := c.nextWake(); ok {
-			timer = c.e.clock.AfterFunc(at.Sub(c.e.clock.Now()), tick)
+			timer.reset(at.Sub(c.e.clock.Now()))
+		} else {
+			timer.stop()
 		}
 		c.wait(wake)
 	}
@@ -450,6 +451,7 @@ func (c *campaign) shutdown() error {
 		<-c.work
 		c.work = nil
 	}
+	c.leader.close()
 	if c.handover != nil {
 		return c.finishHandOver()
 	}

@@ -1,9 +1,6 @@
 package leaderelection
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Clock is the time source of an Elector: every time read and timer of the election
 // (expiry waits, the renew deadline of a term, backoff, watch and call timeouts) goes
@@ -34,25 +31,44 @@ type realClock struct{}
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// withTimeout is context.WithTimeout on clock: the context ends when d has passed by
-// clock, with context.Cause context.DeadlineExceeded. On the real clock it is
-// context.WithTimeout itself, so the deadline reaches the store (and the API server).
-func withTimeout(ctx context.Context, clock Clock, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := clock.(realClock); ok {
-		return context.WithTimeout(ctx, d)
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	t := clock.AfterFunc(d, func() { cancel(context.DeadlineExceeded) })
-	return ctx, func() {
-		t.Stop()
-		cancel(context.Canceled)
-	}
-}
-
 // clockOf returns config.Clock, or the real clock when it is nil.
 func clockOf(config Config) Clock {
 	if config.Clock == nil {
 		return realClock{}
 	}
 	return config.Clock
+}
+
+// isRealClock reports whether clock is the real clock, whose timers are *time.Timer and
+// may be re-armed with Reset.
+func isRealClock(clock Clock) bool {
+	_, ok := clock.(realClock)
+	return ok
+}
+
+// wakeTimer calls f once a duration given to reset has passed on clock, re-arming one
+// timer: on the real clock a *time.Timer reset in place (no allocation), on any other
+// Clock a new AfterFunc after stopping the last. Used by one goroutine only; a call of f
+// from an arming replaced too late may still come.
+type wakeTimer struct {
+	clock Clock
+	f     func()
+	timer Timer // nil before the first reset
+}
+
+// reset makes the timer fire once d has passed, instead of when it was set to.
+func (w *wakeTimer) reset(d time.Duration) {
+	if rt, ok := w.timer.(*time.Timer); ok && isRealClock(w.clock) {
+		rt.Reset(d)
+		return
+	}
+	w.stop()
+	w.timer = w.clock.AfterFunc(d, w.f)
+}
+
+// stop stops the timer if it is armed.
+func (w *wakeTimer) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }

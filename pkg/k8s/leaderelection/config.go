@@ -96,10 +96,12 @@ type Config struct {
 
 // Callbacks are called by a started Elector. All are optional.
 type Callbacks struct {
-	// OnStartedLeading runs in its own goroutine when a term starts. ctx is the term
-	// context: it ends with the term, and TermFromContext(ctx) gives the term. The Elector
-	// waits for it to return before it campaigns for a next term, before it releases the
-	// lease, and before Start returns.
+	// OnStartedLeading runs in a goroutine apart from the election's when a term starts:
+	// one leader goroutine, started with the first term and kept for the next (the
+	// calls never overlap), so goroutine-local state it sets (pprof labels) outlives the
+	// term. ctx is the term context: it ends with the term, and TermFromContext(ctx)
+	// gives the term. The Elector waits for it to return before it campaigns for a next
+	// term, before it releases the lease, and before Start returns.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs exactly once for every term that started, after the term
 	// context was cancelled, on the election goroutine (the election waits for it; it may

@@ -188,6 +188,18 @@
 // Value lookup) is called on them past the deadline: leader work that calls
 // TermFromContext before acting never acts on a term that is over.
 //
+// A term costs four heap allocations on the real clock with a MemoryStore
+// (TestTermAllocations guards it): its term context, with the cancel-cause context, its
+// cancel function and Done channel. The acquiring write runs under the context of the
+// term it may start, pending (no term for TermFromContext, IsLeader false) until the
+// write went through, so that context is made once, and it ends a RenewDeadline after
+// the send like the call's own timeout would. The timers (the renew deadline's, the
+// loop's wake-up) are made once per Start and re-armed; the term context carries its
+// term itself (a termctx.Carrier); the rarer store calls (reads after a conflict,
+// catch-up writes, renews of a held lease, releases) run under a call context that
+// makes its timer only when the store waits on it; one goroutine runs every term's
+// OnStartedLeading.
+//
 // Losing the lease ends the term, not the elector: it follows again and campaigns for a
 // new term in place, once the previous term's OnStartedLeading has returned.
 //
@@ -195,8 +207,9 @@
 //
 // One election goroutine (the caller of Start) does all store reads and writes and runs
 // OnStoppedLeading; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
-// List cannot stall renews), each term's OnStartedLeading runs in a goroutine of its
-// own, and OnNewLeader calls come in order from one notifier goroutine. Start waits for
+// List cannot stall renews), the terms' OnStartedLeading calls run one after the other
+// on one leader goroutine, and OnNewLeader calls come in order from one notifier
+// goroutine. Start waits for
 // all of them, and for abandoned watches to close, before it returns. OnStoppedLeading
 // runs exactly once per started term, after the term context was cancelled, also when
 // the election goroutine panics. Terms of one elector never overlap. IsLeader, Term,

@@ -117,7 +117,7 @@ func (e *Elector) IsLeader() bool {
 // Term returns the term of the current leadership, 0 when IsLeader is false.
 func (e *Elector) Term() uint64 {
 	if t := e.current.Load(); t != nil && t.Err() == nil {
-		return t.term
+		return t.Term()
 	}
 	return 0
 }
@@ -175,6 +175,8 @@ func (e *Elector) Start(ctx context.Context) error {
 		ctx:          ctx,
 		notify:       n,
 		self:         e.config.Identity,
+		marker:       holderMarker(e.config.Identity),
+		terms:        newTermTimer(e.clock.Now, e.clock),
 		watchRetry:   backoff{initial: e.config.RetryPeriod / 16, max: e.config.RetryPeriod, factor: 0.5, rand: e.rand},
 		acquireRetry: backoff{initial: e.config.RetryPeriod / 4, max: e.config.RetryPeriod, factor: retryJitterFactor, rand: e.rand},
 		renewRetry:   backoff{initial: e.config.RetryPeriod / 4, max: e.config.RetryPeriod, factor: retryJitterFactor, rand: e.rand},

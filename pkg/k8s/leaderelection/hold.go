@@ -57,7 +57,7 @@ func (c *campaign) stepHeld(now time.Time) {
 		c.held = nil
 		// The term runs a RenewDeadline from the send of the last renew that went
 		// through, as any term does.
-		c.startTerm(term, c.wroteAt)
+		c.startTerm(term, c.wroteAt, nil)
 		c.checkTerm()
 		return
 	}
@@ -71,8 +71,8 @@ func (c *campaign) stepHeld(now time.Time) {
 // holdUntil keeps a new acquisition behind the held term's start.
 func (c *campaign) renewHeld() {
 	sentAt := c.e.clock.Now()
-	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline)
-	defer cancel()
+	ctx := newCallContext(c.ctx, c.e.clock, c.e.config.RenewDeadline)
+	defer ctx.stop()
 	out, err := c.e.store.Update(ctx, c.renewal(sentAt))
 	switch {
 	case err == nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -27,6 +28,28 @@ type MemoryStore struct {
 	record   LeaseRecord
 	exists   bool
 	watchers map[chan LeaseEvent]struct{}
+	// versions is the buffer resourceVersion strings are cut from: one buffer holds
+	// many, so a write costs no allocation of its own (see versionLocked).
+	versions strings.Builder
+}
+
+// versionsChunk is the room of each buffer of resourceVersion strings: a hundred
+// versions or so.
+const versionsChunk = 2048
+
+// versionLocked returns v as a decimal resourceVersion string, cut from the versions
+// buffer: a strings.Builder only appends, so the strings cut before stay intact, and a
+// full buffer is left to the strings that still refer to it for a new one.
+func (s *MemoryStore) versionLocked(v uint64) string {
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], v, 10)
+	if s.versions.Cap()-s.versions.Len() < len(d) {
+		s.versions = strings.Builder{}
+		s.versions.Grow(versionsChunk)
+	}
+	start := s.versions.Len()
+	s.versions.Write(d)
+	return s.versions.String()[start:]
 }
 
 var _ LeaseStore = (*MemoryStore)(nil)
@@ -101,7 +124,7 @@ func (s *MemoryStore) Delete() {
 	}
 	s.version++
 	last := s.record
-	last.ResourceVersion = strconv.FormatUint(s.version, 10)
+	last.ResourceVersion = s.versionLocked(s.version)
 	s.exists = false
 	s.record = LeaseRecord{}
 	s.notifyLocked(LeaseEvent{Record: last, Deleted: true})
@@ -118,7 +141,7 @@ func (s *MemoryStore) Restore(version uint64, r LeaseRecord, exists bool) {
 	s.version, s.exists = version, exists
 	s.record = LeaseRecord{}
 	if exists {
-		r.ResourceVersion = strconv.FormatUint(version, 10)
+		r.ResourceVersion = s.versionLocked(version)
 		s.record = r
 	}
 	s.failWatchersLocked(fmt.Errorf("%s: %w", s, ErrHistoryRestored))
@@ -168,14 +191,14 @@ func (s *MemoryStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 
 func (s *MemoryStore) currentLocked() LeaseEvent {
 	if !s.exists {
-		return LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: strconv.FormatUint(s.version, 10)}}
+		return LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: s.versionLocked(s.version)}}
 	}
 	return LeaseEvent{Record: s.record}
 }
 
 func (s *MemoryStore) storeLocked(r LeaseRecord) LeaseRecord {
 	s.version++
-	r.ResourceVersion = strconv.FormatUint(s.version, 10)
+	r.ResourceVersion = s.versionLocked(s.version)
 	s.record = r
 	s.exists = true
 	s.notifyLocked(LeaseEvent{Record: r})

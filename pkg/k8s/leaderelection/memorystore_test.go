@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"testing/synctest"
 )
@@ -122,4 +123,32 @@ func TestMemoryStoreWatch(t *testing.T) {
 			t.Fatalf("%d watchers left after their contexts ended", n)
 		}
 	})
+}
+
+// TestMemoryStoreVersionStrings: the resourceVersion strings cut from the store's
+// shared buffer stay what they were when handed out, across many buffers and a
+// restore to short versions, and a write costs no allocation for its string.
+func TestMemoryStoreVersionStrings(t *testing.T) {
+	s := NewMemoryStore("lease")
+	var got []string
+	for range 5000 {
+		got = append(got, s.Set(LeaseRecord{HolderIdentity: "a"}).ResourceVersion)
+	}
+	s.Restore(7, LeaseRecord{HolderIdentity: "b"}, true)
+	for range 3 {
+		got = append(got, s.Set(LeaseRecord{HolderIdentity: "a"}).ResourceVersion)
+	}
+	for i, v := range got {
+		want := uint64(i + 1)
+		if i >= 5000 {
+			want = uint64(8 + i - 5000)
+		}
+		if v != strconv.FormatUint(want, 10) {
+			t.Fatalf("write %d got resourceVersion %q, want %d", i, v, want)
+		}
+	}
+	r := LeaseRecord{HolderIdentity: "a"}
+	if n := testing.AllocsPerRun(1000, func() { s.Set(r) }); n != 0 {
+		t.Errorf("a write costs %.2f allocations, want 0", n)
+	}
 }

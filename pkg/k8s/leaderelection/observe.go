@@ -1,7 +1,9 @@
 package leaderelection
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -127,12 +129,13 @@ func (c *campaign) checkTerm() {
 		c.confirm(r, sent.at)
 		c.term.markRenewed(sent.at)
 	default:
-		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.exists, "term", c.term.term)
+		c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "lease lost", slog.String("holder", r.HolderIdentity),
+			slog.Bool("deleted", !c.exists), slog.Uint64("term", c.term.Term()))
 		c.stepDown(ErrLeaseLost)
 		return
 	}
 	if p := c.wrote.PreferredHolder; p != "" && p != c.self && c.handover == nil {
-		c.e.logger.Info("lease prefers another holder: handing over", "to", p, "term", c.term.term)
+		c.e.logger.Info("lease prefers another holder: handing over", "to", p, "term", c.term.Term())
 		c.beginHandOver(handoverRequest{target: p})
 	}
 }
@@ -277,7 +280,7 @@ func (c *campaign) takeAt() time.Time {
 // by someone else: it still carries our holder marker and our transitions (an
 // acquisition in between would have counted one more).
 func (c *campaign) clearedFromUs(r LeaseRecord) bool {
-	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == holderMarker(c.self) &&
+	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == c.marker &&
 		r.LeaseTransitions == c.wrote.LeaseTransitions && c.sentRecently(c.wroteAt)
 }
 

@@ -17,7 +17,7 @@ func (e *Elector) Resign(term uint64) bool {
 		return false
 	}
 	t := e.current.Load()
-	if t == nil || t.term != term || t.Err() != nil {
+	if t == nil || t.Term() != term || t.Err() != nil {
 		return false
 	}
 	t.end(ErrResigned)

@@ -65,7 +65,10 @@ func sameSpec(a, b LeaseRecord) bool {
 func zeroSpec(r LeaseRecord) bool { return sameSpec(r, LeaseRecord{}) }
 
 // holderMarker is the Marker of a Baton acquire or renew by identity.
-func holderMarker(identity string) string { return "holder:" + identity }
+func holderMarker(identity string) string { return holderMarkerPrefix + identity }
+
+// holderMarkerPrefix starts every holder marker.
+const holderMarkerPrefix = "holder:"
 
 // releaseMarker is the Marker of a Baton release by identity of a lease with the given
 // transitions.
@@ -75,9 +78,10 @@ func releaseMarker(transitions int32, identity string) string {
 
 // heldByBaton reports whether r's holder is a Baton elector: its marker is the holder
 // marker of that holder, which other writers keep but cannot have made for their own
-// holder.
+// holder. It compares without building the marker (it runs on every observed state).
 func heldByBaton(r LeaseRecord) bool {
-	return r.HolderIdentity != "" && r.Marker == holderMarker(r.HolderIdentity)
+	identity, ok := strings.CutPrefix(r.Marker, holderMarkerPrefix)
+	return r.HolderIdentity != "" && ok && identity == r.HolderIdentity
 }
 
 // releasedByBaton reports whether r is a Baton release as written: holder cleared, the

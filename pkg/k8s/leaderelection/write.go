@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -17,9 +18,9 @@ func wallClock(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
 // refresh reads the lease (outside the watch) and observes it.
 func (c *campaign) refresh(ctx context.Context) error {
-	ctx, cancel := withTimeout(ctx, c.e.clock, c.e.config.RenewDeadline)
-	defer cancel()
-	r, err := c.e.store.Get(ctx)
+	call := newCallContext(ctx, c.e.clock, c.e.config.RenewDeadline)
+	defer call.stop()
+	r, err := c.e.store.Get(call)
 	switch {
 	case err == nil:
 		c.observe(LeaseEvent{Record: r}, c.seen, true)
@@ -42,7 +43,13 @@ func (c *campaign) written(r LeaseRecord, at time.Time) {
 	c.observe(LeaseEvent{Record: r}, c.seen, true)
 }
 
-// acquire tries to take the lease with a compare-and-swap on the observed version.
+// acquire tries to take the lease with a compare-and-swap on the observed version. The
+// write runs under the context of the term it may start, pending (term 0, not current,
+// no term for termctx) until the write went through: it ends when that term would, a
+// RenewDeadline after the send, as the call's own timeout would, and renews run under
+// the term context too. So the term that starts is the context the write made, and a
+// term costs one context. If the term does not start, its context ends with
+// context.Canceled when acquire returns.
 func (c *campaign) acquire() {
 	cfg := c.e.config
 	sentAt := c.e.clock.Now()
@@ -51,10 +58,14 @@ func (c *campaign) acquire() {
 		LeaseDuration:  cfg.LeaseDuration,
 		AcquireTime:    wallClock(sentAt),
 		RenewTime:      wallClock(sentAt),
-		Marker:         holderMarker(c.self),
+		Marker:         c.marker,
 	}
-	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline)
-	defer cancel()
+	ctx := newTermContextOn(c.ctx, 0, sentAt, cfg.RenewDeadline, c.terms)
+	defer func() {
+		if c.term != ctx {
+			ctx.end(context.Canceled) // a no-op for a term that started and ended
+		}
+	}()
 	var out LeaseRecord
 	var err error
 	create := !c.exists
@@ -78,7 +89,7 @@ func (c *campaign) acquire() {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
-		c.acquired(out, sentAt, answeredAt, create)
+		c.acquired(out, sentAt, answeredAt, create, ctx)
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -108,12 +119,13 @@ func (c *campaign) overtaken() bool {
 }
 
 // acquired starts the term of the acquiring write out (a Create if create), sent at
-// sentAt and answered at answeredAt. Its resourceVersion is the term; if that is not
-// above the floor (the previous term, and the versions seen before the history went
-// back), it first renews until it is, within half the RenewDeadline, and otherwise
-// releases. A Create that may have landed after states this elector never saw holds
-// the lease before its term starts (see hold).
-func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool) {
+// sentAt and answered at answeredAt, on pending, the context the write ran under. Its
+// resourceVersion is the term; if that is not above the floor (the previous term, and
+// the versions seen before the history went back), it first renews until it is,
+// within half the RenewDeadline, and otherwise releases. A Create that may have landed
+// after states this elector never saw holds the lease before its term starts (see
+// hold), on a term context of its own.
+func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool, pending *termContext) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
 	if err == nil && term <= c.floor {
@@ -138,7 +150,7 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 			return
 		}
 	}
-	c.startTerm(term, sentAt)
+	c.startTerm(term, sentAt, pending)
 	c.term.markRenewed(renewed)
 	c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
 }
@@ -147,8 +159,8 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 // it returns that version and the send time of its write.
 func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 	deadline := sentAt.Add(c.e.config.RenewDeadline / 2)
-	ctx, cancel := withTimeout(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()))
-	defer cancel()
+	ctx := newCallContext(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()))
+	defer ctx.stop()
 	for range maxCatchUpWrites {
 		at := c.e.clock.Now()
 		if !at.Before(deadline) {
@@ -196,7 +208,7 @@ func (c *campaign) renew() {
 		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
 	default:
 		if c.term.Err() == nil {
-			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.term)
+			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.Term())
 			c.renewAt = c.e.clock.Now().Add(c.renewRetry.Next())
 		}
 	}
@@ -208,28 +220,29 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r := c.wrote
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
-	r.Marker = holderMarker(c.self)
+	r.Marker = c.marker
 	c.addSend(r, sentAt)
 	return r
 }
 
-// startTerm begins leading under term, whose acquiring write was sent at sentAt.
-func (c *campaign) startTerm(term uint64, sentAt time.Time) {
-	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.e.clock)
+// startTerm begins leading under term, whose acquiring write was sent at sentAt, on
+// pending, the context that write ran under (made with sentAt as its start), or on a
+// new term context when pending is nil.
+func (c *campaign) startTerm(term uint64, sentAt time.Time, pending *termContext) {
+	t := pending
+	if t == nil {
+		t = newTermContextOn(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.terms)
+	}
+	t.term.Store(term)
 	c.term, c.floor = t, max(c.floor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
 	c.e.current.Store(t)
-	c.e.logger.Info("became leader", "term", term)
-	done := make(chan struct{})
-	c.work = done
-	f := c.e.callbacks.OnStartedLeading
-	c.e.wg.Go(func() {
-		defer close(done)
-		if f != nil {
-			f(t)
-		}
-	})
+	// LogAttrs: no allocation for the attributes, none at all when the level is off.
+	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "became leader", slog.Uint64("term", term))
+	if f := c.e.callbacks.OnStartedLeading; f != nil {
+		c.work = c.leader.run(&c.e.wg, f, t)
+	}
 }
 
 // stepDown ends the current term with cause and calls OnStoppedLeading.
@@ -238,7 +251,8 @@ func (c *campaign) stepDown(cause error) {
 	c.term = nil
 	c.e.current.Store(nil)
 	t.end(cause)
-	c.e.logger.Info("stopped leading", "term", t.term, "cause", context.Cause(t))
+	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "stopped leading",
+		slog.Uint64("term", t.Term()), slog.Any("cause", context.Cause(t)))
 	if f := c.e.callbacks.OnStoppedLeading; f != nil {
 		f()
 	}
@@ -251,7 +265,7 @@ func (c *campaign) requestHandOver(req handoverRequest) {
 		req.reply <- ErrNotLeader
 		return
 	}
-	c.e.logger.Info("handing over", "to", req.target, "term", c.term.term)
+	c.e.logger.Info("handing over", "to", req.target, "term", c.term.Term())
 	c.beginHandOver(req)
 }
 
@@ -291,8 +305,8 @@ func (c *campaign) finishHandOver() error {
 // "", leaseDurationSeconds 1, both times now), with a compare-and-swap, naming
 // preferred as preferredHolder. It reports whether it wrote the release.
 func (c *campaign) release(preferred string) (bool, error) {
-	ctx, cancel := withTimeout(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline)
-	defer cancel()
+	ctx := newCallContext(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline)
+	defer ctx.stop()
 	for range 2 {
 		if !c.exists || !c.ours(c.record) {
 			return false, nil // not ours any more: nothing to release

@@ -1,0 +1,5 @@
+//go:build !race
+
+package leaderelection_test
+
+const raceEnabled = false

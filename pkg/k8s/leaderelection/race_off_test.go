@@ -1,0 +1,5 @@
+//go:build !race
+
+package leaderelection
+
+const raceEnabled = false
