@@ -77,9 +77,10 @@
 // when it closes, so that a component blocked on ctx.Done() returns
 // before the LostLeadershipEvent arrives.
 //
-// A term starts no goroutine and costs the runtime five heap allocations
-// with leader-only components (its state, its cancel-cause context and
-// cancel function, the context's Done channel, the stamp of its term) and
+// A term starts no goroutine and costs the runtime four heap allocations
+// with leader-only components (its state, which also carries the term for
+// TermFromContext, its cancel-cause context and cancel function, and the
+// context's Done channel) and
 // its two events, TermReadyEvent and TermStoppedEvent; a leadership loss
 // for the reason of the one before, or an end of the elector's context
 // with the cause of the one before, costs none (BenchmarkTermReady,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
-	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel, link
@@ -71,6 +70,10 @@ type member struct {
 	run        runCtx // the context of the member's run, once started
 }
 
+// Term returns the term: a run's context answers termctx.FromContext with
+// its termState (see runCtx.Value).
+func (t *termState) Term() uint64 { return t.term }
+
 // holds reports whether mem holds every type its unit requires.
 func (mem *member) holdsAll() bool {
 	n := len(mem.u.required)
@@ -85,7 +88,7 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 		acquired = now
 	}
 	t := &termState{term: e.Term, acquired: acquired}
-	ctx, cancel := context.WithCancelCause(termctx.NewContext(base, e.Term))
+	ctx, cancel := context.WithCancelCause(base) // the runs' contexts carry the term (runCtx)
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
 			lc := &t.link // in t: one allocation less per term

@@ -69,8 +69,10 @@ func TestTermContextKeepsTheContextContract(t *testing.T) {
 		derived, stop := context.WithCancel(run)
 		defer stop()
 
-		if n, ok := termctx.FromContext(run); !ok || n != 15 {
-			t.Errorf("term of the run's context = %d, %v; want 15, true", n, ok)
+		for name, c := range map[string]context.Context{"run": run, "derived": derived} {
+			if n, ok := termctx.FromContext(c); !ok || n != 15 {
+				t.Errorf("term of the %s context = %d, %v; want 15, true", name, n, ok)
+			}
 		}
 		if run.Err() != nil || isClosed(run.Done()) {
 			t.Fatalf("live term: Err %v, Done closed %v", run.Err(), isClosed(run.Done()))
@@ -162,6 +164,7 @@ func TestSourceEndReachesWaitingRuns(t *testing.T) {
 			lifecycle.Subscribed(ctx)
 			derived <- d
 			<-done
+			<-d.Done() // cancelled right after done closed, by the same cancel
 			returned <- context.Cause(d)
 			return nil
 		}}
