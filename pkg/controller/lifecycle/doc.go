@@ -80,11 +80,10 @@
 // A term starts no goroutine and costs the runtime four heap allocations
 // with leader-only components (its state, which also carries the term for
 // TermFromContext, its cancel-cause context and cancel function, and the
-// context's Done channel) and
-// its two events, TermReadyEvent and TermStoppedEvent; a leadership loss
-// for the reason of the one before, or an end of the elector's context
-// with the cause of the one before, costs none (BenchmarkTermReady,
-// TestTermAllocations).
+// context's Done channel) and its two events, TermReadyEvent and
+// TermStoppedEvent. A leadership loss for the reason of the one before, or
+// an end of the elector's context with the cause of the one before, costs
+// none (BenchmarkTermReady, TestTermAllocations).
 //
 // # Why a term ended
 //
@@ -181,12 +180,13 @@
 // callbacks. It starts one goroutine per all-replica component, and one
 // worker goroutine per leader-only component at its first term, which
 // calls its Start once per term, one run after the other, and ends with
-// the last run once Run returned: a term starts no goroutine. TermFromContext,
-// Subscribed, HoldsState and Status never block on anything but a short
-// internal mutex, which is never held while calling out (components, hooks,
-// callbacks, the bus). Run returns once every component it started returned
-// or overstayed; Done's channel, closed by the Manager, tells when the last
-// overstaying component goroutine has ended too. While Run waits for a term
-// to stop, leadership events queue in its subscription buffer
-// (LeadershipBuffer); the stop is bounded by StopTimeout.
+// the last run once Run returned: a term starts no goroutine.
+// TermFromContext, Subscribed, HoldsState and Status never block on
+// anything but a short internal mutex, which is never held while calling
+// out (components, hooks, callbacks, the bus). Run returns once every
+// component it started returned or overstayed; Done's channel, closed by
+// the Manager, tells when the last overstaying component goroutine has
+// ended too. While Run waits for a term to stop, leadership events queue
+// in its subscription buffer (LeadershipBuffer); the stop is bounded by
+// StopTimeout.
 package lifecycle
