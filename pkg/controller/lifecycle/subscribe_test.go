@@ -223,7 +223,7 @@ func TestSubscribeFallsBack(t *testing.T) {
 // TestTermAllocations guards the allocations of a term: three leader-only
 // components with five subscriptions, two replayers and a hook, a whole
 // term (lead, ready, lose, stopped, the harness's events included) in at
-// most 18 heap allocations, 21 under the race detector (as measured when
+// most 18 heap allocations, 22 under the race detector (18 and 21 measured when
 // the bound was set; 24 and 27 before the runtime's per-unit workers,
 // ~175 before issue 10). Ten of them are the five channels the term's
 // subscriptions get (a channel and its buffer each), new in every term so
@@ -243,7 +243,7 @@ func TestTermAllocations(t *testing.T) {
 	t.Logf("%.1f allocations per term", n)
 	bound := 18.0
 	if raceEnabled {
-		bound = 21
+		bound = 22 // 21 measured; one spare for sync.Pool's random drops under -race
 	}
 	if n > bound {
 		t.Fatalf("a term costs %.1f allocations, want at most %.0f", n, bound)
