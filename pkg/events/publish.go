@@ -145,7 +145,8 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 //
 // While it holds t.mu without having let go of it, a delivery of a
 // published event sends to each plain subscription directly (on chan
-// Event here, on another type in deliverFrom) and writes nothing per
+// Event in sendEvents, on another type or LatestValue and keeping up in
+// sendDirectRuns, and in deliverFrom after a drop) and writes nothing per
 // route: such a route is in t.routes, so its channel is open (see
 // topic.routes), its delivered count follows from t.published, and its
 // lastSeq needs a write only when seq is above t.seqFloor. Whatever does
