@@ -6,10 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
@@ -62,13 +62,7 @@ func TestDirectSendsRandomized(t *testing.T) {
 	for i := range seeds {
 		seeds[i] = uint64(i)
 	}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds = testseed.Seeds(t, seeds...)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			defer func() {

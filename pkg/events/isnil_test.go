@@ -3,12 +3,12 @@ package events_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"reflect"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
@@ -197,14 +197,7 @@ func TestIsNilFirstValueOfEachKind(t *testing.T) {
 // goroutines ask at once. A failure names its seed; BATON_SEED=<seed>
 // replays it.
 func TestIsNilRandomized(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	var pool []kindValue
 	for _, vs := range kindValues[nilFirst]() {
 		pool = append(pool, vs...)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	"github.com/baton-dev/baton/pkg/controller/config"
 	"github.com/baton-dev/baton/pkg/controller/events"
@@ -85,14 +86,7 @@ func (r *keptReader) Start(ctx context.Context) error {
 //
 // A failure names its seed; BATON_SEED=<seed> replays it.
 func TestRandomizedKeptSubscription(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { keptTerms(t, seed) })
