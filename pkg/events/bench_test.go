@@ -106,6 +106,32 @@ func (p *plainBus) publish(e busevents.Event) int {
 	return n
 }
 
+// plainTypedBus is plainBus over channels of a concrete event type T: it
+// asserts the event's Go type once per publish. It is the third contender
+// of the typed case of BenchmarkCompareFanOut.
+type plainTypedBus[T busevents.Event] struct {
+	mu   sync.Mutex
+	subs []chan T
+}
+
+func (p *plainTypedBus[T]) publish(e busevents.Event) int {
+	v, ok := e.(T)
+	if !ok {
+		return 0
+	}
+	p.mu.Lock()
+	n := 0
+	for _, c := range p.subs {
+		select {
+		case c <- v:
+			n++
+		default:
+		}
+	}
+	p.mu.Unlock()
+	return n
+}
+
 // BenchmarkFanOut publishes one event type to n draining subscribers:
 // Baton, the plain bus, and n bare channel sends (no lock, no routing).
 func BenchmarkFanOut(b *testing.B) {
@@ -270,7 +296,7 @@ type variant struct {
 
 // compare runs the variants in turns of benchBatch events each, every turn
 // timed until its readers received the batch, and reports each variant's
-// time per event and the ratio of the first to the second: over the whole
+// time per event and the ratio of the first to each other: over the whole
 // run ("baton/plain"), and the median over the rounds of the ratio of
 // their turns in the round ("baton/plain-median"), which a turn slowed by
 // another process on the machine moves less. Taking turns every few
@@ -281,7 +307,10 @@ type variant struct {
 // the machine gave to other processes does not count there.
 func compare(b *testing.B, vs ...*variant) {
 	order := slices.Clone(vs)
-	ratios := make([]float64, 0, b.N/benchBatch+1)
+	ratios := make([][]float64, len(vs)) // of vs[0] to vs[i], by round
+	for i := 1; i < len(vs); i++ {
+		ratios[i] = make([]float64, 0, b.N/benchBatch+1)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; done += benchBatch {
@@ -303,19 +332,23 @@ func compare(b *testing.B, vs ...*variant) {
 				v.drain()
 			}
 		}
-		ratios = append(ratios, float64(vs[0].turn)/float64(vs[1].turn))
+		for i := 1; i < len(vs); i++ {
+			ratios[i] = append(ratios[i], float64(vs[0].turn)/float64(vs[i].turn))
+		}
 	}
 	b.StopTimer()
 	for _, v := range vs {
 		b.ReportMetric(float64(v.elapsed.Nanoseconds())/float64(v.sent), v.name+"-ns/event")
 		b.ReportMetric(float64(v.cpu.Nanoseconds())/float64(v.sent), v.name+"-cpu-ns/event")
 	}
-	first, second := vs[0], vs[1]
-	name := first.name + "/" + second.name
-	b.ReportMetric(float64(first.elapsed)/float64(second.elapsed), name)
-	slices.Sort(ratios)
-	b.ReportMetric(ratios[len(ratios)/2], name+"-median")
-	b.ReportMetric(float64(first.cpu)/float64(second.cpu), name+"-cpu")
+	first := vs[0]
+	for i, other := range vs[1:] {
+		name := first.name + "/" + other.name
+		b.ReportMetric(float64(first.elapsed)/float64(other.elapsed), name)
+		slices.Sort(ratios[i+1])
+		b.ReportMetric(ratios[i+1][len(ratios[i+1])/2], name+"-median")
+		b.ReportMetric(float64(first.cpu)/float64(other.cpu), name+"-cpu")
+	}
 }
 
 // cpuTime returns the CPU time the process has used, user and system.
@@ -331,7 +364,10 @@ func cpuTime() time.Duration {
 // publishing one event type to n draining subscribers each. The allocs/op
 // are Baton's: the plain bus allocates nothing. In the "typed" case
 // Baton's subscribers subscribe with Subscribe[*Event] rather than on chan
-// Event, so that each send asserts the event's Go type first.
+// Event, so that a publish asserts the event's Go type first, and a
+// channel carries a pointer rather than an interface; a third contender,
+// the plain bus over chan *Event ("plain-typed"), shows what that alone is
+// worth.
 func BenchmarkCompareFanOut(b *testing.B) {
 	for _, n := range []int{1, 10, 50} {
 		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
@@ -362,13 +398,57 @@ func compareFanOut[T busevents.Event](b *testing.B, n int, subscribe func(*busev
 	e := newEv("a", 1)
 	baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, r: drainAll(batonChans...)}
 	plain := &variant{name: "plain", publish: func() { p.publish(e) }, r: drainAll(plainChans...)}
-	compare(b, baton, plain)
+	vs := []*variant{baton, plain}
+	pt := &plainTypedBus[T]{}
+	if _, isEvent := any(batonChans[0]).(<-chan busevents.Event); !isEvent {
+		var typedChans []<-chan T
+		for range n {
+			c := make(chan T, benchBuffer)
+			pt.subs = append(pt.subs, c)
+			typedChans = append(typedChans, c)
+		}
+		vs = append(vs, &variant{name: "plain-typed", publish: func() { pt.publish(e) }, r: drainAll(typedChans...)})
+	}
+	compare(b, vs...)
 	bus.Stop()
 	for _, c := range p.subs {
 		close(c)
 	}
-	baton.r.wg.Wait()
-	plain.r.wg.Wait()
+	for _, c := range pt.subs {
+		close(c)
+	}
+	for _, v := range vs {
+		v.r.wg.Wait()
+	}
+}
+
+// BenchmarkCompareNoiseFloor takes turns between two identical plain buses
+// with 50 draining subscribers each, as BenchmarkCompareFanOut does with
+// Baton and one: how far their ratio strays from 1 is how far the harness
+// strays on this machine at the moment, the margin within which a ratio of
+// BenchmarkCompareFanOut means nothing.
+func BenchmarkCompareNoiseFloor(b *testing.B) {
+	var vs []*variant
+	var buses []*plainBus
+	e := newEv("a", 1)
+	for _, name := range []string{"plain", "plain2"} {
+		p := &plainBus{}
+		var chans []<-chan busevents.Event
+		for range 50 {
+			c := make(chan busevents.Event, benchBuffer)
+			p.subs = append(p.subs, c)
+			chans = append(chans, c)
+		}
+		buses = append(buses, p)
+		vs = append(vs, &variant{name: name, publish: func() { p.publish(e) }, r: drainAll(chans...)})
+	}
+	compare(b, vs...)
+	for i, p := range buses {
+		for _, c := range p.subs {
+			close(c)
+		}
+		vs[i].r.wg.Wait()
+	}
 }
 
 // BenchmarkComparePublishCost is BenchmarkCompareFanOut with no reader
@@ -378,33 +458,48 @@ func compareFanOut[T busevents.Event](b *testing.B, n int, subscribe func(*busev
 // cost of the publish path itself (the routing, the accounting, the sends
 // into a buffer), without the scheduling that dominates a fan-out to
 // draining readers.
+//
+// In the "typed" case Baton's subscribers subscribe with Subscribe[*Event],
+// as in BenchmarkCompareFanOut.
 func BenchmarkComparePublishCost(b *testing.B) {
 	for _, n := range []int{1, 50} {
 		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
-			bus := busevents.NewEventBus(0)
-			p := &plainBus{}
-			var batonChans, plainChans []<-chan busevents.Event
-			for i := range n {
-				batonChans = append(batonChans, busevents.Subscribe[busevents.Event](context.Background(), bus, fmt.Sprint("s", i), benchBuffer, busevents.Types("a")))
-				c := make(chan busevents.Event, benchBuffer)
-				p.subs = append(p.subs, c)
-				plainChans = append(plainChans, c)
-			}
-			bus.Start()
-			e := newEv("a", 1)
-			baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, drain: func() { empty(batonChans) }}
-			plain := &variant{name: "plain", publish: func() { p.publish(e) }, drain: func() { empty(plainChans) }}
-			compare(b, baton, plain)
-			if len(batonChans[0]) > 0 || len(plainChans[0]) > 0 {
-				b.Fatal("events left in a channel")
-			}
-			bus.Stop()
+			comparePublishCost(b, n, func(bus *busevents.EventBus, name string) <-chan busevents.Event {
+				return busevents.Subscribe[busevents.Event](context.Background(), bus, name, benchBuffer, busevents.Types("a"))
+			})
 		})
 	}
+	b.Run("typed-subscribers=50", func(b *testing.B) {
+		comparePublishCost(b, 50, func(bus *busevents.EventBus, name string) <-chan *ev {
+			return busevents.Subscribe[*ev](context.Background(), bus, name, benchBuffer, busevents.Types("a"))
+		})
+	})
+}
+
+func comparePublishCost[T busevents.Event](b *testing.B, n int, subscribe func(*busevents.EventBus, string) <-chan T) {
+	bus := busevents.NewEventBus(0)
+	p := &plainBus{}
+	var batonChans []<-chan T
+	var plainChans []<-chan busevents.Event
+	for i := range n {
+		batonChans = append(batonChans, subscribe(bus, fmt.Sprint("s", i)))
+		c := make(chan busevents.Event, benchBuffer)
+		p.subs = append(p.subs, c)
+		plainChans = append(plainChans, c)
+	}
+	bus.Start()
+	e := newEv("a", 1)
+	baton := &variant{name: "baton", publish: func() { bus.Publish(e) }, drain: func() { empty(batonChans) }}
+	plain := &variant{name: "plain", publish: func() { p.publish(e) }, drain: func() { empty(plainChans) }}
+	compare(b, baton, plain)
+	if len(batonChans[0]) > 0 || len(plainChans[0]) > 0 {
+		b.Fatal("events left in a channel")
+	}
+	bus.Stop()
 }
 
 // empty receives what each channel holds.
-func empty(chans []<-chan busevents.Event) {
+func empty[T any](chans []<-chan T) {
 	for _, c := range chans {
 		for len(c) > 0 {
 			<-c

@@ -108,19 +108,22 @@ type topic struct {
 	// and latest change with EventBus.mu held too, so that they may be
 	// read under either.
 	mu sync.Mutex
-	// routes lists the routes the type goes to. chans and typed hold,
-	// index for index, what a delivery sends to directly: the channel of
-	// each that is a plain subscription on chan Event, and the sink of
-	// each that is a Subscribe[T] channel of another T and not
-	// LatestValue (nil for the others), so that a delivery to those reads
-	// no route. A route leaves routes, chans and typed (under mu) before
-	// its subscription's channel is closed, so a delivery that holds mu
-	// and has not let go of it since it read them can send to every
-	// channel there without checking route.closed. When a delivery lets go
-	// of mu in the middle (to report a drop) it counts itself in
-	// iterating, checks route.closed from then on, and while any does, a
-	// removal copies the slices instead of editing them in place (appends
-	// never touch what an older slice header covers).
+	// routes lists the routes the type goes to. chans and typed hold, index
+	// for index, what a delivery sends to directly: the channel of each
+	// that is a plain subscription on chan Event, and the sink of each that
+	// is a Subscribe[T] channel of another T and not LatestValue (nil for
+	// the others), so that a delivery to those reads no route; consecutive
+	// sinks of one T take a run of sends with one assertion of the event's
+	// Go type, and a LatestValue route, nil in both, the direct send its
+	// sink makes while it keeps up (see sink.sendRun). A route leaves
+	// routes, chans and typed (under mu) before its subscription's channel
+	// is closed, so a delivery that holds mu and has not let go of it since
+	// it read them can send to every channel there without checking
+	// route.closed. When a delivery lets go of mu in the middle (to report
+	// a drop) it counts itself in iterating, checks route.closed from then
+	// on, and while any does, a removal copies the slices instead of
+	// editing them in place (appends never touch what an older slice header
+	// covers).
 	routes    []*route
 	chans     []chan Event
 	typed     []sink

@@ -99,32 +99,36 @@
 //
 // A publish costs what the plainest fan-out does (a mutex-guarded slice of
 // buffered channels, each sent to without blocking) plus a constant: the
-// check for a nil event, the lookup of its type's topic and one counter.
-// Nothing is read or written per subscriber beyond the send itself: while
-// every subscriber of the type has room in its buffer and is a plain
-// subscription (on chan Event, or on another type T, which adds a type
-// assertion per send), a publish walks one array of channels under the
-// topic's lock, and each subscription's Delivered count is derived from
-// the topic's count of publishes (frozen when the subscription leaves the
-// topic). It grows with the number of subscribers that want the event
-// type, not with all subscribers, and allocates nothing, whether the event
-// is queued, dropped, or makes room by evicting older state.
+// check for a nil event (a load and a compare once its Go type has been
+// seen), the lookup of its type's topic and one counter. Nothing is read or
+// written per subscriber beyond the send itself: while every subscriber of
+// the type has room in its buffer and is a plain subscription (on chan
+// Event, or on another type T, which adds one type assertion per run of
+// subscribers of that T, not one per send), a publish walks one array of
+// channels under the topic's lock, and each subscription's Delivered count
+// is derived from the topic's count of publishes (frozen when the
+// subscription leaves the topic). It grows with the number of subscribers
+// that want the event type, not with all subscribers, and allocates
+// nothing, whether the event is queued, dropped, or makes room by evicting
+// older state.
 //
-// Other deliveries take the checked path, which reads and writes the
+// A LatestValue subscription that keeps up takes the same direct send
+// (its route is found through the topic's list, one pointer more). Other
+// deliveries take the checked path, which reads and writes the
 // subscription's state: to a subscriber whose buffer is full (counted as a
 // drop, and reported outside the lock for a Critical one), to a
-// LatestValue subscription (one uncontended lock more while it keeps up;
-// once its buffer is full, a newer version replaces the waiting one in
-// constant time), and every Republish (each subscriber's newest stamp is
-// checked).
+// LatestValue subscription whose buffer is full (a newer version replaces
+// the waiting one in constant time), and every Republish (each
+// subscriber's newest stamp is checked).
 //
 // The benchmarks measure each figure beside its baseline in the same run,
 // taking turns every few hundred events: BenchmarkCompareFanOut (draining
 // readers, where the scheduler's wake-ups dominate and the two are within
-// the run-to-run spread of each other), BenchmarkComparePublishCost (the
-// publish path alone: the constant shows at one subscriber and fades as
-// subscribers are added), BenchmarkCompareSend (one subscriber against a
-// bare channel send), BenchmarkCompareLatestValue and
+// the run-to-run spread of each other, which BenchmarkCompareNoiseFloor
+// measures with two identical plain buses), BenchmarkComparePublishCost
+// (the publish path alone: the constant shows at one subscriber and fades
+// as subscribers are added), BenchmarkCompareSend (one subscriber against
+// a bare channel send), BenchmarkCompareLatestValue and
 // BenchmarkLatestValueEviction.
 //
 // # Expected subscriber behavior

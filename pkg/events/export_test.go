@@ -26,3 +26,11 @@ func ScopeKeeps(s *Scope, ch any) bool {
 	}
 	return false
 }
+
+// ForgetNilShapes empties the cache of IsNil (see nilShapes), so that a
+// test sees each type's first IsNil again.
+func ForgetNilShapes() {
+	for i := range nilShapes {
+		nilShapes[i].Store(0)
+	}
+}

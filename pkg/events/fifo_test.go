@@ -2,23 +2,17 @@ package events
 
 import (
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
+
+	"github.com/baton-dev/baton/internal/testseed"
 )
 
 // TestFIFOAgainstModel runs random operations on a fifo and on a plain
 // slice that does the same in O(n), and compares them after each step. A
 // failing seed replays with BATON_SEED=<seed>.
 func TestFIFOAgainstModel(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := testseed.Seeds(t, rand.Uint64())[0]
 	t.Logf("seed %d (replay with BATON_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
 	type item struct {

@@ -145,7 +145,8 @@ func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 //
 // While it holds t.mu without having let go of it, a delivery of a
 // published event sends to each plain subscription directly (on chan
-// Event here, on another type in deliverFrom) and writes nothing per
+// Event in sendEvents, on another type or LatestValue and keeping up in
+// sendDirectRuns, and in deliverFrom after a drop) and writes nothing per
 // route: such a route is in t.routes, so its channel is open (see
 // topic.routes), its delivered count follows from t.published, and its
 // lastSeq needs a write only when seq is above t.seqFloor. Whatever does
@@ -160,16 +161,12 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		t.published++ // counts for every route in t.routes now
 		if seq <= t.seqFloor {
 			// Every route has lastSeq >= seq: send until a channel is
-			// full or the route is not a plain one on chan Event (the
-			// rest, typed ones included, are for deliverFrom).
+			// full or the route is not a plain one (the rest are for
+			// deliverFrom).
 			chans := t.chans
-			for ; n < len(chans); n++ {
-				select {
-				case chans[n] <- e: // a nil channel is never ready
-					continue
-				default:
-				}
-				break
+			n = sendEvents(chans, e, 0)
+			if n < len(chans) && chans[n] == nil {
+				n = sendDirectRuns(t, e, n)
 			}
 		}
 		if n < len(t.routes) {
@@ -181,6 +178,50 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		b.offerResponse(e)
 	}
 	return n
+}
+
+// sendEvents sends e to chans[i], chans[i+1], ... until a channel is nil
+// or full, and returns the index of that channel (len(chans) if none):
+// the whole of a fan-out to plain subscribers on chan Event.
+func sendEvents(chans []chan Event, e Event, i int) int {
+	for ; i < len(chans); i++ {
+		select {
+		case chans[i] <- e: // a nil channel is never ready
+			continue
+		default:
+		}
+		break
+	}
+	return i
+}
+
+// sendDirectRuns makes the direct sends of a delivery of e to t, whose
+// lock must be held, from route i on, which must not be on chan Event,
+// until a route takes none, and returns the index of that route (the rest
+// are for deliverFrom). Each route not on chan Event takes its send from
+// its sink (see sink.sendRun): a run of routes on chan T costs one type
+// assertion, and a LatestValue route that keeps up takes its event
+// straight into its channel, as its sink's send would. A run of routes on
+// chan Event goes to sendEvents.
+//
+// No route's state is read or written: t.mu has been held throughout, so
+// every route in t.routes is open, and the delivery is stamped at or below
+// t.seqFloor (see deliverTo), so no lastSeq needs a write.
+func sendDirectRuns(t *topic, e Event, i int) int {
+	chans, typed, routes := t.chans, t.typed, t.routes
+	for {
+		var n int
+		if s := typed[i]; s != nil {
+			n = s.sendRun(e, typed, i)
+		} else {
+			n = routes[i].sub.sink.sendRun(e, typed, i)
+		}
+		n = sendEvents(chans, e, n)
+		if n == i || n == len(chans) || chans[n] != nil {
+			return n
+		}
+		i = n
+	}
 }
 
 // deliverFrom delivers e to the routes of t from index i on, all before

@@ -29,6 +29,16 @@ type sink interface {
 	// send offers e, whose type has LatestValue key key (-1: not
 	// LatestValue) in this subscription.
 	send(e Event, key int32) (sendResult, eviction)
+	// sendRun makes the direct sends of a delivery that sends to route i
+	// of a topic, this sink's, whose sinks of direct typed sends are typed
+	// (see topic.routes), as long as routes take them, and returns the
+	// index it stopped at: i if it sent nothing. A typedSink sends on
+	// along the run of routes of its T that follows; a latestSink sends
+	// to its own channel only, when nothing waits in its queue; an
+	// eventSink sends nothing (deliverTo sends to those itself). The
+	// topic's lock is held, and the sends are plain ones: nothing to
+	// count or report (see sendDirectRuns).
+	sendRun(e Event, typed []sink, i int) int
 	close()
 	// addEvictions adds, by event type, the events removed from the queue
 	// that were lost (of a type not LatestValue) to lost and those skipped
@@ -50,8 +60,9 @@ func (s eventSink) send(e Event, _ int32) (sendResult, eviction) {
 	}
 }
 
-func (s eventSink) close()                            { close(s.ch) }
-func (eventSink) addEvictions(_, _ map[string]uint64) {}
+func (eventSink) sendRun(_ Event, _ []sink, i int) int { return i }
+func (s eventSink) close()                             { close(s.ch) }
+func (eventSink) addEvictions(_, _ map[string]uint64)  {}
 
 // typedSink is the sink of a subscription on a chan T.
 type typedSink[T Event] struct{ ch chan T }
@@ -67,6 +78,33 @@ func (s typedSink[T]) send(e Event, _ int32) (sendResult, eviction) {
 	default:
 		return sendFull, eviction{}
 	}
+}
+
+// sendRun sends e, as a T, to the channel of each sink of typed from index
+// i on, as long as they are typedSinks of this T with room, and returns
+// the index of the first it did not send to. e's Go type is asserted once
+// for the run, not once per sink: with subscribers of one Go type, a
+// publish makes one interface call, and then per subscriber a comparison
+// of the sink's type word and a non-blocking send, as a fan-out over a
+// slice of chan T would.
+func (typedSink[T]) sendRun(e Event, typed []sink, i int) int {
+	v, ok := e.(T)
+	if !ok {
+		return i
+	}
+	for ; i < len(typed); i++ {
+		s, ok := typed[i].(typedSink[T])
+		if !ok {
+			break
+		}
+		select {
+		case s.ch <- v:
+			continue
+		default:
+		}
+		break
+	}
+	return i
 }
 
 func (s typedSink[T]) close()                            { close(s.ch) }
@@ -202,6 +240,21 @@ func (s *latestSink[T]) send(e Event, key int32) (sendResult, eviction) {
 		}
 	}
 	return sendOK, ev
+}
+
+// sendRun makes the fast path of send for route i, whose sink s is: when e
+// is a T, nothing waits in overflow and the channel has room, e goes to
+// the channel and sendRun returns i+1. Otherwise it returns i, and the
+// delivery offers e through send, which queues it in overflow if need be.
+func (s *latestSink[T]) sendRun(e Event, _ []sink, i int) int {
+	if v, ok := e.(T); ok && !s.moving.Load() {
+		select {
+		case s.ch <- v:
+			return i + 1
+		default:
+		}
+	}
+	return i
 }
 
 // loseLocked counts old, removed from overflow for state of another type.

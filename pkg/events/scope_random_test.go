@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-dev/baton/internal/testseed"
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
@@ -83,14 +84,7 @@ func TestScopeConcurrentRandomized(t *testing.T) {
 	for i := range seeds {
 		seeds[i] = uint64(i + 1)
 	}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
-	for _, seed := range seeds {
+	for _, seed := range testseed.Seeds(t, seeds...) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { newScopeRun(t, seed).run() })
 	}
 }

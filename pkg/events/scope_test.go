@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/events/eventstest"
@@ -368,14 +369,7 @@ func TestScopePeriodAllocations(t *testing.T) {
 // publisher's order kept), none twice, then the close. A failure names its
 // seed; BATON_SEED=<seed> replays the schedule of periods.
 func TestScopeRandomized(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4}...)
 	for _, seed := range seeds {
 		for _, latest := range []bool{false, true} {
 			t.Run(fmt.Sprintf("seed=%d,latest=%t", seed, latest), func(t *testing.T) { scopeRandom(t, seed, latest) })

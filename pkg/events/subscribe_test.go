@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/events/eventstest"
@@ -103,13 +103,7 @@ func TestSubscriberThatNeverReads(t *testing.T) {
 // event published is received or counted. A failing seed replays with
 // BATON_SEED=<seed>.
 func TestLatestValueRandomized(t *testing.T) {
-	seed := uint64(rand.Int64())
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := testseed.Seeds(t, uint64(rand.Int64()))[0]
 	t.Logf("seed %d (replay with BATON_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for round := range 20 {

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -182,4 +183,64 @@ func TestReturningTheCauseIsACleanStop(t *testing.T) {
 			t.Errorf("status %+v, want a clean stop", s)
 		}
 	})
+}
+
+// valueError is an error of a type == cannot compare (it holds a slice):
+// the runtime must neither panic on it nor mistake two of them for one.
+type valueError struct{ parts []string }
+
+func (e valueError) Error() string { return strings.Join(e.parts, ", ") }
+
+// TestCausesAcrossTerms: each term's context ends with the cause of its own
+// end, whatever ended the terms before: a lost-leadership reason or a
+// source's cause equal to the last term's may be reused, but a new one is
+// never answered with the one before. Five terms per case, each ended as
+// the case says.
+func TestCausesAcrossTerms(t *testing.T) {
+	errA, errB := errors.New("source: a"), errors.New("source: b")
+	for _, tc := range []struct {
+		name        string
+		termContext bool
+		// end ends term n; it returns what its cause must wrap and what
+		// the cause's message must contain.
+		end func(c *causeHarness, n uint64) (error, string)
+	}{
+		{"lost leadership reasons", false, func(c *causeHarness, n uint64) (error, string) {
+			reason := []string{"lease taken", "lease taken", "renew failed", "lease taken", "renew failed"}[n-1]
+			c.lose(n, reason)
+			return lifecycle.ErrLeadershipLost, reason
+		}},
+		{"source causes", true, func(c *causeHarness, n uint64) (error, string) {
+			err := []error{errA, errA, errB, errA, errB}[n-1]
+			(<-c.srcs)(err)
+			c.lose(n, "source ended")
+			return err, err.Error()
+		}},
+		{"uncomparable source causes", true, func(c *causeHarness, n uint64) (error, string) {
+			text := []string{"x", "x", "y", "y", "x"}[n-1]
+			(<-c.srcs)(valueError{parts: []string{"source", text}})
+			c.lose(n, "source ended")
+			return lifecycle.ErrLeadershipLost, "source, " + text
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCauseHarness(t, lifecycle.Options{}, tc.termContext)
+				for n := uint64(1); n <= 5; n++ {
+					c.lead(n)
+					run := <-c.runs
+					want, text := tc.end(c, n)
+					<-run.Done()
+					what := fmt.Sprintf("term %d", n)
+					checkCause(t, what, run, []error{lifecycle.ErrLeadershipLost, want})
+					if cause := context.Cause(run); !strings.HasSuffix(cause.Error(), ": "+text) {
+						t.Errorf("%s: cause %q, want it to end in %q", what, cause, text)
+					}
+					if rep := c.awaitStopped(n); !tc.termContext && rep.Reason != "lost leadership: "+text {
+						t.Errorf("%s: stop reason %q, want %q", what, rep.Reason, "lost leadership: "+text)
+					}
+				}
+			})
+		})
+	}
 }

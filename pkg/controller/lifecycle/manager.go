@@ -84,10 +84,11 @@ type Options struct {
 	// even before its Done channel closes or a LostLeadershipEvent arrives:
 	// a replica resumed after a pause sees at once that it no longer leads.
 	// Contexts the components derive from it end once the term's context is
-	// cancelled, which happens as soon as the source's Done closes, or the
-	// first time the term's context's Err or Done is called after the
-	// source's Err turned non-nil; its Err is never non-nil while its Done
-	// is open.
+	// cancelled, which the Manager's goroutine does as soon as it sees the
+	// source's Done closed (it waits on it with the leadership events), or
+	// which happens the first time the term's context's Err or Done is
+	// called after the source's Err turned non-nil; its Err is never
+	// non-nil while its Done is open.
 	TermContext func(term uint64) (context.Context, bool)
 }
 
@@ -146,6 +147,16 @@ type Manager struct {
 	// done is closed once Run returned and every component goroutine ended.
 	done              chan struct{}
 	leadershipDropped atomic.Uint64
+	// lost is the reason and cause made for the last LostLeadershipEvent
+	// with a reason (see lostReason); only Run's goroutine touches it.
+	lost struct {
+		text string
+		err  *leadershipLost
+	}
+	// srcEnded is the cause made for the last term whose source ended
+	// (see linkedContext.end), reused while sources end with the same
+	// cause.
+	srcEnded atomic.Pointer[sourceEnded]
 
 	// mu guards the fields below, the fields of every unit, and the
 	// mutable fields of every termState and member.
@@ -159,7 +170,7 @@ type Manager struct {
 	hooks      []hook
 	names      map[string]bool // component names
 	hookNames  map[string]bool
-	goroutines int    // component goroutines alive
+	goroutines int    // component goroutines alive: all-replica runs and leader-only workers
 	lastTerm   uint64 // highest term started
 	lastReady  TermReport
 	counters   counters
@@ -191,6 +202,10 @@ type unit struct {
 	lastErr                                        error
 	starts, failures, overstays, subscribeTimeouts uint64
 	panics                                         uint64
+	// work is a leader-only unit's worker's queue (see worker), made at
+	// its first start and closed by shutdown; only Run's goroutine sets,
+	// sends to and closes it, so it reads it without mu.
+	work chan launch
 	// scope keeps a leader-only unit's subscriptions across terms: each
 	// run is a period of it (see busevents.Scope). Nil for all-replica
 	// units.
@@ -408,6 +423,10 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 	defer timer.Stop()
 	var timerC <-chan time.Time
 	for {
+		var srcDone <-chan struct{}
+		if t := m.term; t != nil {
+			srcDone = t.srcDone
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -417,6 +436,9 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 				return ErrBusStopped
 			}
 			m.handleLeadership(base, ev)
+		case <-srcDone:
+			m.term.srcDone = nil
+			m.term.link.end()
 		case <-m.kick:
 		case <-timerC:
 		case <-gate.tick():
@@ -467,6 +489,11 @@ func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
 	m.waitStopped(waiting, 0)
 	m.mu.Lock()
 	m.runState = runDone
+	for _, u := range m.leaderOnly {
+		if u.work != nil {
+			close(u.work) // its worker ends once its run in flight, if any, returned
+		}
+	}
 	if m.goroutines == 0 {
 		close(m.done)
 	}
@@ -507,13 +534,14 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 		}
 		reason, cause := "lost leadership", ErrLeadershipLost
 		if e.Reason != "" {
-			reason += ": " + e.Reason
-			// Made only if it can still be the term's cause: a context
+			var lost *leadershipLost
+			reason, lost = m.lostReason(e.Reason)
+			// The cause only if it can still be the term's: a context
 			// linked to the elector's has usually ended with it already.
 			// (context.Cause, not Err: a linked context's Err would end it
 			// with the source's cause first.)
 			if context.Cause(cur.ctx) == nil {
-				cause = &leadershipLost{reason: e.Reason}
+				cause = lost
 			}
 		}
 		m.endTerm(cur, reason, cause)
@@ -522,8 +550,21 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 
 // leadershipLost is ErrLeadershipLost with the reason of the
 // LostLeadershipEvent, as fmt.Errorf("%w: %s") would make it, in one
-// allocation rather than three: it is made once per term.
+// allocation rather than three.
 type leadershipLost struct{ reason string }
+
+// lostReason returns the term's end reason and cause for a
+// LostLeadershipEvent with reason r. An elector gives the same few reasons
+// over and over, so the last pair is kept and reused while r repeats: a
+// term lost for the reason of the one before costs no allocation. It runs
+// on Run's goroutine.
+func (m *Manager) lostReason(r string) (string, *leadershipLost) {
+	if m.lost.err == nil || m.lost.err.reason != r {
+		m.lost.err = &leadershipLost{reason: r}
+		m.lost.text = "lost leadership: " + r
+	}
+	return m.lost.text, m.lost.err
+}
 
 func (e *leadershipLost) Error() string { return ErrLeadershipLost.Error() + ": " + e.reason }
 func (e *leadershipLost) Unwrap() error { return ErrLeadershipLost }
@@ -533,6 +574,9 @@ type launch struct {
 	u   *unit
 	ctx context.Context
 	tok *runToken
+	// spawn asks launchAll to start the unit's worker: this is its first
+	// leader-only run.
+	spawn bool
 }
 
 // prepareLocked marks u as running in term t (nil for all-replica) and
@@ -542,11 +586,18 @@ type launch struct {
 // unit's is allocated here, once per process.
 func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
 	var rc *runCtx
+	spawn := false
 	if mem != nil {
 		rc = &mem.run
 		parent = t.ctx
+		if u.work == nil {
+			u.work = make(chan launch, 1)
+			spawn = true
+			m.goroutines++ // the worker
+		}
 	} else {
 		rc = new(runCtx)
+		m.goroutines++ // the run's own goroutine
 	}
 	*rc = runCtx{Context: parent, tok: runToken{m: m, u: u, t: t, mem: mem}}
 	u.running = true
@@ -555,17 +606,45 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 	if t != nil {
 		u.runTerm = t.term
 	}
-	m.goroutines++
-	return launch{u: u, ctx: rc, tok: &rc.tok}
+	return launch{u: u, ctx: rc, tok: &rc.tok, spawn: spawn}
 }
 
 // launchAll starts the runs of ls and then clears ls, which may be
-// m.launches, so that the reused slice keeps no term alive.
+// m.launches, so that the reused slice keeps no term alive. An
+// all-replica run gets a goroutine of its own (it runs once per Run); a
+// leader-only run goes to its unit's worker, which is idle: a unit is
+// prepared again only after its last run returned (u.running), so the
+// worker's queue of one never holds more than this run and the send never
+// blocks. It runs on Run's goroutine.
 func (m *Manager) launchAll(ls []launch) {
 	for _, l := range ls {
-		go m.runComponent(l)
+		if l.tok.mem == nil {
+			go m.runComponent(l)
+			continue
+		}
+		if l.spawn {
+			go m.worker(l.u.work)
+		}
+		l.u.work <- l
 	}
 	clear(ls)
+}
+
+// worker runs the leader-only runs of one unit, one after the other, for
+// the life of Run, so that a term costs no goroutine per component. A run
+// that overstays its term keeps the worker, as it kept its goroutine
+// before: the unit is not started again until it returned. The worker
+// ends once shutdown closed work and its last run returned.
+func (m *Manager) worker(work <-chan launch) {
+	for l := range work {
+		m.runComponent(l)
+	}
+	m.mu.Lock()
+	m.goroutines--
+	if m.goroutines == 0 && m.runState == runDone {
+		close(m.done)
+	}
+	m.mu.Unlock()
 }
 
 // runComponent is the goroutine of one run of one component.
@@ -624,10 +703,11 @@ func (m *Manager) exited(l launch, err error) {
 	}
 	if tok.mem != nil {
 		tok.mem.exited = true
-	}
-	m.goroutines--
-	if m.goroutines == 0 && m.runState == runDone {
-		close(m.done)
+	} else {
+		m.goroutines-- // the run's own goroutine ends; a worker counts itself
+		if m.goroutines == 0 && m.runState == runDone {
+			close(m.done)
+		}
 	}
 	m.mu.Unlock()
 	var term uint64

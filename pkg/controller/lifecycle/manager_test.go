@@ -951,3 +951,52 @@ func TestTermContextFollowsSource(t *testing.T) {
 		}
 	})
 }
+
+// TestDoneWaitsForLeaderOnlyRuns: Done closes once Run returned and every
+// leader-only run returned, also one that overstayed the last term past
+// Run's return, and not before; the Manager leaves no goroutine behind
+// (the bubble would not end otherwise), idle ones included.
+func TestDoneWaitsForLeaderOnlyRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var stubborn, quick *holder
+		h := newHarness(t, lifecycle.Options{StopTimeout: time.Second}, func(h *harness) {
+			stubborn = newHolder(h.bus, "stubborn")
+			quick = newHolder(h.bus, "quick")
+			for _, err := range []error{h.m.AddLeaderOnly(stubborn), h.m.AddLeaderOnly(quick)} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		for term := uint64(1); term <= 3; term++ {
+			h.lead(term)
+			h.awaitReady(term)
+			h.lose(term, "test")
+			h.awaitStopped(term)
+		}
+		stubborn.stopDelay = 10 * time.Second // the Manager reads it in no other goroutine: term 3 ended
+		h.lead(4)
+		h.awaitReady(4)
+		stoppedAt := time.Now()
+		h.cancel()
+		if err := <-h.runErr; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		h.cancel = nil // h.stop would wait for Done
+		if got := time.Since(stoppedAt); got != time.Second {
+			t.Errorf("Run returned %v after the stop, want StopTimeout (1s)", got)
+		}
+		synctest.Wait()
+		if isClosed(h.m.Done()) {
+			t.Fatal("Done closed while a leader-only run still runs")
+		}
+		<-h.m.Done()
+		if got := time.Since(stoppedAt); got != 10*time.Second {
+			t.Errorf("Done closed %v after the stop, want when the overstaying run returned (10s)", got)
+		}
+		if got := stubborn.startedTerms(); !slices.Equal(got, []uint64{1, 2, 3, 4}) {
+			t.Errorf("stubborn started in terms %v", got)
+		}
+		h.bus.Stop()
+	})
+}

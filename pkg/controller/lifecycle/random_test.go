@@ -32,7 +32,9 @@ const (
 // TestRandomTermHistories drives a Manager with seeded random histories:
 // leadership events in every order the elector adapter could publish them
 // (new terms, repeated and stale terms, losses of the current, an earlier
-// and a later term, bursts), state published through a replayer, and
+// and a later term, bursts), the end of a term's source context
+// (Options.TermContext) before its LostLeadershipEvent, state published
+// through a replayer, and
 // leader-only components that per term subscribe on time or late, fail,
 // panic, return early or overstay their stop. After every step, once the
 // bubble settled, a checker compares the Manager with a model of the
@@ -41,6 +43,10 @@ const (
 //   - a component never runs twice at once;
 //   - a leader-only component runs (context not done) only in the current
 //     term, and only while the replica leads;
+//   - once a term's source ended, its runs end (those that do not overstay
+//     return) with the cause ErrLeadershipLost (or ErrSteppedDown) before
+//     the LostLeadershipEvent, though nobody calls Err or Done on their
+//     contexts;
 //   - Status reports the model's leadership and term;
 //   - every running component that subscribed holds the newest state, and
 //     the versions it received never went backwards or repeated;
@@ -248,7 +254,12 @@ type randomHistory struct {
 	stepDownsMu sync.Mutex
 	stepDowns   []stepDownCall
 	resigned    map[uint64]bool // terms whose step-down the driver answered
+	srcMu       sync.Mutex
+	srcs        map[uint64]context.CancelCauseFunc // each term's source's end
 }
+
+// errSourceLost is the cause a term's source ends with.
+var errSourceLost = errors.New("source: lease lost")
 
 type stepDownCall struct {
 	term    uint64
@@ -257,7 +268,8 @@ type stepDownCall struct {
 }
 
 func newRandomHistory(t *testing.T, seed uint64) *randomHistory {
-	h := &randomHistory{t: t, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6c69666563)), runErr: make(chan error, 1), resigned: map[uint64]bool{}}
+	h := &randomHistory{t: t, seed: seed, r: rand.New(rand.NewPCG(seed, 0x6c69666563)), runErr: make(chan error, 1), resigned: map[uint64]bool{},
+		srcs: map[uint64]context.CancelCauseFunc{}}
 	h.bus = busevents.NewEventBusWithLogger(0, discard())
 	h.state = leadership.NewStateReplayer[*events.ConfigValidatedEvent](h.bus)
 	m, err := lifecycle.NewManager(h.bus, lifecycle.Options{
@@ -266,6 +278,7 @@ func newRandomHistory(t *testing.T, seed uint64) *randomHistory {
 		SubscribeTimeout: rhSubscribeTimeout,
 		StepDownGrace:    rhStepDownGrace,
 		StepDown:         h.stepDown,
+		TermContext:      h.termContext,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +307,16 @@ func (h *randomHistory) stepDown(term uint64, _ error) bool {
 	return true
 }
 
+// termContext is Options.TermContext: a source per term, which the driver
+// ends (endSource) as an elector's term context ends.
+func (h *randomHistory) termContext(term uint64) (context.Context, bool) {
+	ctx, end := context.WithCancelCause(context.Background())
+	h.srcMu.Lock()
+	h.srcs[term] = end
+	h.srcMu.Unlock()
+	return ctx, true
+}
+
 func (h *randomHistory) run() {
 	h.bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -303,7 +326,7 @@ func (h *randomHistory) run() {
 	steps := 25 + h.r.IntN(25)
 	for step := 0; step < steps && !h.t.Failed(); step++ {
 		h.answerStepDowns()
-		h.act()
+		h.act(step)
 		time.Sleep(rhStopTimeout + 10*time.Millisecond + time.Duration(h.r.IntN(2500))*time.Millisecond)
 		synctest.Wait()
 		h.check(step)
@@ -340,7 +363,7 @@ func (h *randomHistory) answerStepDowns() {
 }
 
 // act performs one random step, or a burst of up to four.
-func (h *randomHistory) act() {
+func (h *randomHistory) act(step int) {
 	n := 1
 	if h.r.IntN(5) == 0 {
 		n = 2 + h.r.IntN(3)
@@ -353,8 +376,10 @@ func (h *randomHistory) act() {
 			h.lead(h.current + 1 + uint64(h.r.IntN(2)))
 		case x < 62:
 			h.lead(uint64(h.r.IntN(int(h.current) + 1))) // repeated or stale
-		case x < 82:
+		case x < 74:
 			h.lose(h.current, "lost")
+		case x < 82:
+			h.endSource(step)
 		case x < 88:
 			h.lose(uint64(h.r.IntN(int(h.current)+1)), "lost (earlier)")
 		case x < 93:
@@ -363,6 +388,40 @@ func (h *randomHistory) act() {
 			// nothing: time passes
 		}
 	}
+}
+
+// endSource ends the source of the current term, as an elector's term
+// context ends when the lease is lost, checks once the bubble settled that
+// the Manager ended the term's runs by itself, and then publishes the
+// term's LostLeadershipEvent, as the elector does after.
+func (h *randomHistory) endSource(step int) {
+	term := h.current
+	h.srcMu.Lock()
+	end := h.srcs[term]
+	h.srcMu.Unlock()
+	if !h.leading || end == nil {
+		h.lose(term, "lost")
+		return
+	}
+	end(errSourceLost)
+	h.record("source of term %d ended", term)
+	synctest.Wait()
+	for _, c := range h.comps {
+		runs, _ := c.snapshot()
+		for _, run := range runs {
+			if run.term != term {
+				continue
+			}
+			// exited first: Err and Done on the run's context would end it.
+			if !run.exited && run.behavior != rcOverstay {
+				h.t.Errorf("step %d: %s still runs in term %d after the term's source ended", step, c.name, term)
+			}
+			if cause := context.Cause(run.ctx); !errors.Is(cause, lifecycle.ErrLeadershipLost) && !errors.Is(cause, lifecycle.ErrSteppedDown) {
+				h.t.Errorf("step %d: %s's context in term %d ended with %v after the source ended", step, c.name, term, cause)
+			}
+		}
+	}
+	h.lose(term, "source ended")
 }
 
 func (h *randomHistory) publishState() {

@@ -4,27 +4,31 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
-	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// termState is one leadership term. term, acquired, ctx, cancel, unlink
+// termState is one leadership term. term, acquired, ctx, cancel, link
 // and members (the slice) are set before the term is published in
-// Manager.term; stepDown is atomic; the rest is guarded by Manager.mu.
+// Manager.term; srcDone is Run's goroutine's; stepDown is atomic; the rest
+// is guarded by Manager.mu.
 type termState struct {
 	term     uint64
 	acquired time.Time
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	// unlink, set when the term is linked to the source of its context
-	// (Options.TermContext), stops the link; endTerm calls it before
-	// cancel.
-	unlink func() bool
+	// srcDone, while the term is linked to the source of its context
+	// (Options.TermContext) and the source has not been seen to end, is
+	// the source's Done: Run's loop waits on it, with the leadership
+	// events, and ends the term's context when it closes (link.end). A
+	// goroutine that watches the source for the term alone
+	// (context.AfterFunc) would cost four allocations per term.
+	srcDone <-chan struct{}
 	// link is the term's context when it is linked (t.ctx is then &link).
 	link linkedContext
 	// stepDown is the cause of the term's end while the Manager asks
@@ -66,6 +70,10 @@ type member struct {
 	run        runCtx // the context of the member's run, once started
 }
 
+// Term returns the term: a run's context answers termctx.FromContext with
+// its termState (see runCtx.Value).
+func (t *termState) Term() uint64 { return t.term }
+
 // holds reports whether mem holds every type its unit requires.
 func (mem *member) holdsAll() bool {
 	n := len(mem.u.required)
@@ -80,12 +88,12 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 		acquired = now
 	}
 	t := &termState{term: e.Term, acquired: acquired}
-	ctx, cancel := context.WithCancelCause(termctx.NewContext(base, e.Term))
+	ctx, cancel := context.WithCancelCause(base) // the runs' contexts carry the term (runCtx)
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
 			lc := &t.link // in t: one allocation less per term
-			*lc = linkedContext{Context: ctx, src: src, t: t, cancel: cancel}
-			t.unlink = context.AfterFunc(src, lc.end)
+			*lc = linkedContext{Context: ctx, src: src, t: t, m: m, cancel: cancel}
+			t.srcDone = src.Done()
 			ctx = lc
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
@@ -160,9 +168,6 @@ func (m *Manager) endTerm(t *termState, reason string, cause error) {
 		}
 	}
 	m.mu.Unlock()
-	if t.unlink != nil {
-		t.unlink()
-	}
 	t.cancel(t.endCause(cause))
 	for _, mem := range t.members {
 		mem.u.scope.End(&mem.run) // the term's subscriptions end with it
@@ -375,28 +380,54 @@ func (t *termState) endCause(cause error) error {
 }
 
 // linkedContext is a term context that also reports the term over as soon as
-// its source (the elector's term context) does, even before the goroutine
-// that propagates the end of the source (context.AfterFunc in startTerm) has
-// run, or when the source's end shows in its Err before its Done closes.
-// Err and Done check the source first and, when it has ended, cancel the
-// embedded context at once, so Err is non-nil only once Done is closed (the
-// context.Context contract) and contexts derived from it end with it. The
-// cause is ErrLeadershipLost wrapping the source's cause (see end).
+// its source (the elector's term context) does: Run's loop ends it when the
+// source's Done closes (termState.srcDone), and Err and Done check the
+// source first, so that a caller sees the end before the loop has run, or
+// when the source's end shows in its Err before its Done closes. When the
+// source has ended, they cancel the embedded context at once, so Err is
+// non-nil only once Done is closed (the context.Context contract) and
+// contexts derived from it end with it. The cause is ErrLeadershipLost
+// wrapping the source's cause (see end).
 type linkedContext struct {
 	context.Context
 	src    context.Context
 	t      *termState
+	m      *Manager
 	cancel context.CancelCauseFunc // the embedded context's
 }
 
 // end cancels the embedded context because the source ended.
 func (c *linkedContext) end() {
-	c.cancel(c.t.endCause(&sourceEnded{cause: context.Cause(c.src)}))
+	c.cancel(c.t.endCause(c.m.sourceEnded(context.Cause(c.src))))
+}
+
+// sourceEnded returns ErrLeadershipLost wrapping cause, the cause of a
+// term's source's end. The error made for the last term is reused when its
+// source ended with the same cause (an elector's are a few sentinels), so
+// such a term costs no allocation; a cause that is not a pointer is
+// wrapped anew (see sameError). It is safe for concurrent use.
+func (m *Manager) sourceEnded(cause error) *sourceEnded {
+	if last := m.srcEnded.Load(); last != nil && sameError(last.cause, cause) {
+		return last
+	}
+	e := &sourceEnded{cause: cause}
+	m.srcEnded.Store(e)
+	return e
+}
+
+// sameError reports whether a and b are the same error: nil both, or the
+// same pointer. Errors of other kinds are never the same here: == on them
+// could panic (a struct holding an uncomparable value).
+func sameError(a, b error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return reflect.TypeOf(a).Kind() == reflect.Pointer && a == b
 }
 
 // sourceEnded is ErrLeadershipLost with the cause of the source context's
 // end, as fmt.Errorf("%w: %w") would make it, in one allocation rather
-// than four: it is made once per term.
+// than four.
 type sourceEnded struct{ cause error }
 
 func (e *sourceEnded) Error() string {

@@ -69,8 +69,10 @@ func TestTermContextKeepsTheContextContract(t *testing.T) {
 		derived, stop := context.WithCancel(run)
 		defer stop()
 
-		if n, ok := termctx.FromContext(run); !ok || n != 15 {
-			t.Errorf("term of the run's context = %d, %v; want 15, true", n, ok)
+		for name, c := range map[string]context.Context{"run": run, "derived": derived} {
+			if n, ok := termctx.FromContext(c); !ok || n != 15 {
+				t.Errorf("term of the %s context = %d, %v; want 15, true", name, n, ok)
+			}
 		}
 		if run.Err() != nil || isClosed(run.Done()) {
 			t.Fatalf("live term: Err %v, Done closed %v", run.Err(), isClosed(run.Done()))
@@ -142,4 +144,58 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// TestSourceEndReachesWaitingRuns: when the source's Done closes, the
+// Manager ends the term's context by itself: a run blocked on the Done
+// channel it took at its start returns, and a context derived from the
+// run's ends with the cause, though nobody calls Err or Done on the term's
+// context after the source ended.
+func TestSourceEndReachesWaitingRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errSource := errors.New("source: lease taken")
+		srcs := make(chan context.CancelCauseFunc, 1)
+		derived := make(chan context.Context, 1)
+		returned := make(chan error, 1)
+		waiter := funcComponent{name: "waiter", fn: func(ctx context.Context) error {
+			d, stop := context.WithCancel(ctx)
+			defer stop()
+			done := ctx.Done()
+			lifecycle.Subscribed(ctx)
+			derived <- d
+			<-done
+			<-d.Done() // cancelled right after done closed, by the same cancel
+			returned <- context.Cause(d)
+			return nil
+		}}
+		h := newHarness(t, lifecycle.Options{TermContext: func(uint64) (context.Context, bool) {
+			src, end := context.WithCancelCause(context.Background())
+			srcs <- end
+			return src, true
+		}}, func(h *harness) {
+			if err := h.m.AddLeaderOnly(waiter); err != nil {
+				t.Fatal(err)
+			}
+		})
+		h.lead(1)
+		d := <-derived
+		dDone := d.Done()
+		synctest.Wait()
+		(<-srcs)(errSource)
+		synctest.Wait()
+		if !isClosed(dDone) {
+			t.Fatal("the derived context is live after the source ended")
+		}
+		select {
+		case cause := <-returned:
+			if !errors.Is(cause, lifecycle.ErrLeadershipLost) || !errors.Is(cause, errSource) {
+				t.Errorf("cause %v, want ErrLeadershipLost wrapping the source's", cause)
+			}
+		default:
+			t.Fatal("the run still waits on its Done after the source ended")
+		}
+		if cs := mustStatus(t, h.m.Status(), "waiter"); cs.State != lifecycle.StateStopped {
+			t.Errorf("waiter %+v, want a clean stop", cs)
+		}
+	})
 }

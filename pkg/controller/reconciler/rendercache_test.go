@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"testing/synctest"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	"github.com/baton-dev/baton/pkg/controller/config"
 	"github.com/baton-dev/baton/pkg/controller/events"
@@ -33,14 +33,7 @@ import (
 //
 // A failure names its seed; BATON_SEED=<seed> replays it.
 func TestRandomizedRenderCache(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	for _, seed := range seeds {
 		for _, noCache := range []bool{false, true} {
 			t.Run(fmt.Sprintf("seed=%d,noCache=%t", seed, noCache), func(t *testing.T) {

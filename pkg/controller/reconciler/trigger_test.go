@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/leadership"
@@ -141,14 +141,7 @@ func TestPipelinePanicFailsTheTerm(t *testing.T) {
 // published before the burst's last trigger. A failure
 // names its seed; BATON_SEED=<seed> replays it.
 func TestRandomizedRendersFollowNewestState(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED: %v", err)
-		}
-		seeds = []uint64{v}
-	}
+	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}...)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { randomRenders(t, seed) })

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -129,14 +129,7 @@ func TestFencedClientRefusals(t *testing.T) {
 // read. The checker: the stamps the API server accepted never go back, and no write was
 // accepted after its writer's term ended. BATON_SEED=<n> replays one schedule.
 func TestFencedClientRandomSchedules(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED=%q: %v", s, err)
-		}
-		seeds = []uint64{n}
-	}
+	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	raw := newClient(t)
 	monitor := replicatest.Watch(t, shared.Clientset(), TermAnnotation)
 	for _, seed := range seeds {

@@ -116,7 +116,7 @@
 //
 // All methods of Runtime and the fenced client are safe for concurrent use. The Runtime
 // runs the elector on a goroutine of its own and one goroutine per leader-only
-// component run; a term's controllers and functions have returned, or are reported as
+// component, which runs it once per term; a term's controllers and functions have returned, or are reported as
 // overstaying after GracefulShutdownTimeout, before that component is started for a
 // later term. Start returns when the manager's context ended and the runtime stopped.
 package controllerruntime

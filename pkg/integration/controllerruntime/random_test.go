@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/baton-dev/baton/internal/testseed"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,14 +50,7 @@ func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // continue), and no object's stamp ever goes back (no ended term overwrote a newer
 // one). BATON_SEED=<n> replays a sequence.
 func TestRandomFaults(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BATON_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_SEED=%q: %v", s, err)
-		}
-		seed = n
-	}
+	seed := testseed.Seeds(t, uint64(time.Now().UnixNano()))[0]
 	t.Logf("seed %d (replay with BATON_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	raw := newClient(t)

@@ -1,0 +1,20 @@
+//go:build cgo
+
+package events_test
+
+import (
+	"runtime/cgo"
+	"time"
+)
+
+// kOpaque may not live in Go's heap (as an incomplete C type), so an
+// interface holds a pointer to it boxed rather than in its data word: the
+// one pointer kind IsNil cannot answer from the data word.
+type kOpaque[Tag any] struct{ _ cgo.Incomplete }
+
+func (*kOpaque[Tag]) EventType() string    { return "k" }
+func (*kOpaque[Tag]) Timestamp() time.Time { return time.Time{} }
+
+func cgoKindValues[Tag any]() [][]kindValue {
+	return [][]kindValue{{{"nil pointer to a type outside Go's heap", (*kOpaque[Tag])(nil), true}}}
+}

@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package events_test
+
+func cgoKindValues[Tag any]() [][]kindValue { return nil }
