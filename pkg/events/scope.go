@@ -71,7 +71,9 @@ func NewScope(b *EventBus) *Scope {
 // be of a comparable type (every context of the context package is). It
 // ends the previous period first, if End has not. A ctx already done, or a
 // closed scope, starts no period: calls under ctx get ordinary
-// subscriptions.
+// subscriptions. End tells periods apart by their contexts only: a late
+// End cannot end a later period begun with another context, but can end
+// one begun again with the same.
 func (s *Scope) Begin(ctx context.Context) {
 	if ctx == nil || !reflect.TypeOf(ctx).Comparable() {
 		panic(fmt.Errorf("%w: scope period needs a context of a comparable type", ErrInvalidSubscription))
