@@ -36,8 +36,9 @@ import (
 //     reports happen;
 //   - a Critical subscriber of "a", routed before every scoped one and
 //     never read, makes each delivery of "a" let go of its topic's lock to
-//     report a drop, with the scoped routes still to be offered, and holds
-//     every third delivery there while periods end and begin;
+//     report a drop, with the scoped routes still to be offered; from
+//     there it now and then ends or begins a period (and subscribes) itself,
+//     and holds every third delivery while periods end and begin;
 //   - a sampler reads Stats.
 //
 // The checker asserts: every channel is closed, once (a second close
@@ -366,9 +367,9 @@ func (r *scopeRun) run() {
 	closeAt, stopAt := -1, -1
 	switch r.seed % 4 {
 	case 1:
-		closeAt = 20 + rng.IntN(60)
+		closeAt = 40 + rng.IntN(55)
 	case 2:
-		stopAt = 20 + rng.IntN(60)
+		stopAt = 40 + rng.IntN(55)
 	}
 	r.startCriticalBlocker()
 	var pubs, work sync.WaitGroup
@@ -399,14 +400,22 @@ func (r *scopeRun) run() {
 // read until the end: each delivery of a reports its drop,
 // letting go of the topic's lock with the scoped routes behind it still to
 // be offered. The report marks the event as past its topic's lock (see
-// publisher.locked) and, every third time, waits for periods to end and
-// begin meanwhile.
+// publisher.locked), now and then ends or begins a period itself, and
+// every third time waits for periods to end and begin meanwhile.
 func (r *scopeRun) startCriticalBlocker() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var reports atomic.Int64
+	rng := r.rng(2) // onDrop runs on pubA's goroutine alone
 	onDrop := func(d busevents.Drop) {
 		pub := &r.pubs[pubA]
 		pub.locked.Store(pub.started.Load()) // the event being delivered is started-1
+		if rng.IntN(16) == 0 {
+			// A period operation from inside the delivery, which holds
+			// the routes it is still to offer to.
+			r.opMu.Lock()
+			r.periodOpLocked(rng)
+			r.opMu.Unlock()
+		}
 		if reports.Add(1)%3 != 0 {
 			return
 		}
