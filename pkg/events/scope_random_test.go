@@ -213,6 +213,10 @@ func scopeSpecs() [][]*spec {
 // exactly against the model.
 var soloSpec = mkSpec[*rEv]("solo", 0, 2, false, []string{"a"}, busevents.Types("a"))
 
+// unbegunSpec is subscribed by the period driver under the context of a
+// Begin that started no period (its context done, or the scope closed).
+var unbegunSpec = mkSpec[*rEv]("unbegun", 0, 2, false, []string{"a"}, busevents.Types("a"))
+
 // scopePeriod is one period of the model. Its fields change under
 // scopeRun.opMu; the checker reads them once every goroutine is done.
 type scopePeriod struct {
@@ -644,9 +648,9 @@ func (r *scopeRun) periodOpLocked(rng *rand.Rand) {
 			p.current = true
 			r.cur.Store(p)
 			r.epoch.Add(1)
-			if rng.IntN(2) == 0 {
-				r.subscribeSoloLocked(p)
-			}
+		}
+		if rng.IntN(2) == 0 {
+			r.subscribeSoloLocked(p) // also in the period that did not begin
 		}
 	case k < 6: // as a runtime: cancel, then End
 		r.cancelLocked(cur)
@@ -670,16 +674,24 @@ func (r *scopeRun) periodOpLocked(rng *rand.Rand) {
 	}
 }
 
-// subscribeSoloLocked subscribes "solo" in p, which must be current, and
-// checks that Stats lists it. opMu must be held.
+// subscribeSoloLocked subscribes "solo" in p, just begun, and checks that
+// Stats lists it; if Begin started no period (p's context was done, or the
+// scope closed) it subscribes "unbegun" instead, which the check of kept
+// channels says must not be kept. opMu must be held.
 func (r *scopeRun) subscribeSoloLocked(p *scopePeriod) {
-	rec := &chanRec{spec: soloSpec, p: p, startEpoch: r.epoch.Load(), floorLo: r.floor()}
-	rec.h = soloSpec.sub(p.ctx, r.b)
+	sp := soloSpec
+	if !p.current {
+		sp = unbegunSpec
+	}
+	rec := &chanRec{spec: sp, p: p, startEpoch: r.epoch.Load(), floorLo: r.floor()}
+	rec.h = sp.sub(p.ctx, r.b)
 	rec.floorHi = r.after()
 	rec.kept = busevents.ScopeKeeps(r.sc, rec.h.ch)
-	rec.mustKeep = !r.stopped
+	rec.mustKeep = p.current && !r.stopped
 	r.addRec(rec, r.rng(uint64(len(r.periods))+1000))
-	r.checkSoloLocked(1)
+	if p.current {
+		r.checkSoloLocked(1)
+	}
 }
 
 // checkSoloLocked checks that Stats lists want live "solo" subscriptions
@@ -788,6 +800,9 @@ func (r *scopeRun) specsOf(name string) []*spec {
 		if forms[0].name == name {
 			return forms
 		}
+	}
+	if name == unbegunSpec.name {
+		return []*spec{unbegunSpec}
 	}
 	return []*spec{soloSpec}
 }
