@@ -285,6 +285,7 @@ type scopeRun struct {
 	stopped  bool
 	stopSnap [2]snapshot // before, after Stop
 	closed   bool
+	finished bool // finish cancelled every period: none is made after
 	// epoch counts the model's changes of the current period; cur is the
 	// current one. Both are written under opMu, cur first.
 	epoch atomic.Int64
@@ -417,7 +418,9 @@ func (r *scopeRun) startCriticalBlocker() {
 			// A period operation from inside the delivery, which holds
 			// the routes it is still to offer to.
 			r.opMu.Lock()
-			r.periodOpLocked(rng)
+			if !r.finished {
+				r.periodOpLocked(rng)
+			}
 			r.opMu.Unlock()
 		}
 		if reports.Add(1)%3 != 0 {
@@ -878,7 +881,7 @@ func (r *scopeRun) finish() {
 	p, before := r.leaveCurLocked(), r.before()
 	r.sc.Close()
 	r.endedLocked(p, before, r.after())
-	r.closed = true
+	r.closed, r.finished = true, true
 	for _, p := range r.periods {
 		r.cancelLocked(p)
 	}
@@ -889,15 +892,17 @@ func (r *scopeRun) finish() {
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
-		open := 0
+		var open []string
 		r.recMu.Lock()
 		for _, rec := range r.recs {
 			if !rec.closed.Load() {
-				open++
+				open = append(open, fmt.Sprintf("%q form %d (kept %t, must keep %t, derived %t, unsubscribed %t; period current %t, ended %t, canceled %t)",
+					rec.spec.name, rec.spec.variant, rec.kept, rec.mustKeep, rec.derived, rec.unsubbed, rec.p.current, rec.p.ended, rec.p.canceled))
 			}
 		}
 		r.recMu.Unlock()
-		r.fail("%d of %d channels not closed 20s after every context was done and the scope closed", open, len(r.recs))
+		r.fail("%d of %d channels not closed 20s after every context was done and the scope closed (stopped %t): %v",
+			len(open), len(r.recs), r.stopped, open)
 		r.b.Stop() // let the readers go
 		<-done
 		return
