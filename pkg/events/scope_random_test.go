@@ -66,11 +66,11 @@ import (
 // context starting a period, skipped counts carried over, subscriptions
 // counted twice in Totals: each fails it.
 //
-// Seeds 1 to 12 run by default (4 in -short), BATON_SCOPE_SEEDS=<n> runs
+// Seeds 1 to 8 run by default (4 in -short), BATON_SCOPE_SEEDS=<n> runs
 // 1 to n; a failure names its seed, and BATON_SEED=<seed> replays that
 // seed's schedule (the interleaving is the scheduler's).
 func TestScopeConcurrentRandomized(t *testing.T) {
-	n := 12
+	n := 8
 	if s := os.Getenv("BATON_SCOPE_SEEDS"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
