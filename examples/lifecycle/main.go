@@ -110,13 +110,18 @@ func (w *Writer) Name() string            { return "writer" }
 func (w *Writer) RequiredState() []string { return []string{(*Inventory)(nil).EventType()} }
 
 func (w *Writer) Start(ctx context.Context) error {
-	ch := busevents.Subscribe[*Inventory](ctx, w.Bus, "writer", 1, busevents.LeaderOnly())
+	// Leader-only because the runtime runs Writer as leader-only; the channel
+	// closes when the term ends.
+	ch := busevents.Subscribe[*Inventory](ctx, w.Bus, "writer", 1)
 	lifecycle.Subscribed(ctx) // the replay of the current inventory may go out now
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case inv := <-ch:
+		case inv, ok := <-ch:
+			if !ok {
+				return nil // the term ended
+			}
 			if err := w.Write(ctx, inv); err != nil {
 				slog.Warn("writing the inventory", "error", err)
 			}

@@ -20,13 +20,18 @@ func (p *publisher) RequiredState() []string { return []string{events.EventTypeC
 
 func (p *publisher) Start(ctx context.Context) error {
 	term, _ := lifecycle.TermFromContext(ctx)
-	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, p.bus, "publisher", 4, busevents.LeaderOnly())
+	// Leader-only because the Manager runs it as leader-only; the channel
+	// closes when the term ends.
+	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, p.bus, "publisher", 4)
 	lifecycle.Subscribed(ctx) // the replay may go out now
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case ev := <-ch:
+		case ev, ok := <-ch:
+			if !ok {
+				return ctx.Err() // the term ended
+			}
 			fmt.Printf("publisher: term %d holds config %s\n", term, ev.Version)
 			lifecycle.HoldsState(ctx, ev.EventType())
 		}

@@ -132,7 +132,11 @@ func (h *holder) Start(ctx context.Context) error {
 				time.Sleep(h.stopDelay)
 			}
 			return ctx.Err()
-		case ev := <-ch:
+		case ev, ok := <-ch:
+			if !ok {
+				ch = nil // the term ended: ctx is done too
+				continue
+			}
 			h.mu.Lock()
 			h.got[term] = append(h.got[term], ev)
 			h.mu.Unlock()

@@ -32,8 +32,10 @@ func TestLeaderOnlyContextMarksSubscriptions(t *testing.T) {
 				lifecycle.Subscribed(ctx)
 				leaderCtx <- busevents.IsLeaderOnly(ctx)
 				select {
-				case ev := <-ch:
-					got <- ev
+				case ev, ok := <-ch:
+					if ok {
+						got <- ev
+					}
 				case <-ctx.Done():
 				}
 				<-ctx.Done()

@@ -227,13 +227,16 @@ func TestStateHandedToTheNewLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := n.rt.AddLeaderOnly("writer", func(ctx context.Context) error {
-			ch := busevents.Subscribe[*stateEvent](ctx, n.rt.Bus(), "writer", 4, busevents.LeaderOnly())
+			ch := busevents.Subscribe[*stateEvent](ctx, n.rt.Bus(), "writer", 4)
 			Subscribed(ctx)
 			for {
 				select {
 				case <-ctx.Done():
 					return nil
-				case ev := <-ch:
+				case ev, ok := <-ch:
+					if !ok {
+						return nil // the term ended
+					}
 					if id == "b" {
 						received <- ev.value
 					}
