@@ -91,7 +91,8 @@
 // Bus returns the Runtime's event bus. An all-replica runnable publishes the state it
 // computes there and caches it in a leadership.StateReplayer registered with
 // AddReplayer; a leader-only function (AddLeaderOnly) subscribes with
-// busevents.Subscribe[T](ctx, rt.Bus(), name, n, busevents.LeaderOnly()), then calls
+// busevents.Subscribe[T](ctx, rt.Bus(), name, n) under the ctx it is given (which makes
+// the subscription leader-only, and closes its channel when the term ends), then calls
 // Subscribed(ctx), and receives the cached state at once when its term starts, never
 // older than what it already holds.
 //
