@@ -22,9 +22,10 @@ import (
 // given, and can read the channel with range or a select on ctx.Done().
 //
 // A runtime owns the scope, not the component: it calls Begin with the
-// context it hands the period's run, arranges that Value(ScopeKey) on that
-// context returns the scope (WithScope does, or the runtime's own context
-// type), and calls End once that context is done or the run has returned.
+// context it hands the period's run, arranges that the scope is its value
+// for the scope key (WithScope does, or a context type of the runtime's own
+// whose Value answers a key for which IsScopeKey is true), and calls End
+// once that context is done or the run has returned.
 // The lifecycle Manager does all of this for its leader-only components.
 //
 // Only calls made with the period's context itself are kept: a call with a
@@ -48,18 +49,24 @@ type Scope struct {
 	closed bool
 }
 
-// ScopeKey is the context key under which Subscribe[T] looks for a Scope:
-// a context on which Value(ScopeKey) returns a *Scope makes Subscribe[T]
-// keep its subscriptions in that scope (see Scope).
-var ScopeKey any = scopeKey{}
+// IsScopeKey reports whether k is the context key under which Subscribe[T]
+// looks for a Scope: a context whose Value returns a *Scope for it makes
+// Subscribe[T] keep its subscriptions in that scope (see Scope). A context
+// type of a runtime's own answers it instead of wrapping a parent with
+// WithScope, and asks its parent for any other key.
+func IsScopeKey(k any) bool {
+	_, ok := k.(scopeKey)
+	return ok
+}
 
+// scopeKey is the context key of a Scope.
 type scopeKey struct{}
 
 // WithScope returns a context under which Subscribe[T] keeps its
 // subscriptions in s (see Scope); pass it to Begin. A runtime whose run
-// contexts are its own type can answer Value(ScopeKey) instead.
+// contexts are its own type can answer the key instead (see IsScopeKey).
 func WithScope(parent context.Context, s *Scope) context.Context {
-	return context.WithValue(parent, ScopeKey, s)
+	return context.WithValue(parent, scopeKey{}, s)
 }
 
 // NewScope returns a scope for subscriptions to b.

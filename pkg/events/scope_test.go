@@ -479,3 +479,42 @@ func TestScopeManyTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestScopeKey: WithScope's context answers the key IsScopeKey names with
+// its scope, and IsScopeKey names no other key.
+func TestScopeKey(t *testing.T) {
+	sc := busevents.NewScope(eventstest.NewBus(t, 0))
+	ctx := busevents.WithScope(t.Context(), sc)
+	found := false
+	for _, k := range []any{nil, "scope", struct{}{}, 0} {
+		if busevents.IsScopeKey(k) {
+			t.Errorf("IsScopeKey(%#v) is true", k)
+		}
+	}
+	// The key is unexported: find it through a context that records the
+	// keys Value is asked for.
+	rec := &keyRecorder{Context: ctx}
+	busevents.Subscribe[*routed](rec, eventstest.NewBus(t, 0), "probe", 1, busevents.LeaderOnly())
+	for _, k := range rec.keys {
+		if busevents.IsScopeKey(k) {
+			found = true
+			if ctx.Value(k) != sc {
+				t.Fatal("WithScope's context does not return the scope for the scope key")
+			}
+		}
+	}
+	if !found {
+		t.Fatal("Subscribe did not look the scope up under a key IsScopeKey names")
+	}
+}
+
+// keyRecorder is a context that records the keys its Value is asked for.
+type keyRecorder struct {
+	context.Context
+	keys []any
+}
+
+func (r *keyRecorder) Value(k any) any {
+	r.keys = append(r.keys, k)
+	return r.Context.Value(k)
+}

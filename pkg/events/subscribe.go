@@ -135,7 +135,7 @@ func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSiz
 	if ctx == nil {
 		panic(fmt.Errorf("%w: %q: nil context", ErrInvalidSubscription, name))
 	}
-	if sc, _ := ctx.Value(ScopeKey).(*Scope); sc != nil && sc.b == b {
+	if sc, _ := ctx.Value(scopeKey{}).(*Scope); sc != nil && sc.b == b {
 		if ch, ok := subscribeScoped[T](ctx, sc, name, bufferSize, opts); ok {
 			return ch
 		}
