@@ -156,9 +156,10 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 	t.mu.Lock()
 	if replay {
 		t.replayed.Add(1)
-		n = b.deliverFrom(t, 0, e, seq, true)
+		n = b.deliverFrom(t, 0, e, seq, true, -1)
 	} else {
 		t.published++ // counts for every route in t.routes now
+		full := -1
 		if seq <= t.seqFloor {
 			// Every route has lastSeq >= seq: send until a channel is
 			// full or the route is not a plain one (the rest are for
@@ -168,9 +169,12 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 			if n < len(chans) && chans[n] == nil {
 				n = sendDirectRuns(t, e, n)
 			}
+			if n < len(chans) && chans[n] != nil {
+				full = n // sendEvents stopped there: its channel is full
+			}
 		}
 		if n < len(t.routes) {
-			n += b.deliverFrom(t, n, e, seq, false)
+			n += b.deliverFrom(t, n, e, seq, false, full)
 		}
 	}
 	t.mu.Unlock()
@@ -225,23 +229,31 @@ func sendDirectRuns(t *topic, e Event, i int) int {
 }
 
 // deliverFrom delivers e to the routes of t from index i on, all before
-// having been given it, and returns how many queued it. t.mu must be held;
-// it may let go of it meanwhile (see reportDropUnlocked).
-func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool) int {
+// having been given it, and returns how many queued it. full, if not -1,
+// is the index of a route on chan Event whose channel the caller found
+// full with t.mu held: it is refused at once rather than tried again.
+// t.mu must be held; it may let go of it meanwhile (see
+// reportDropUnlocked).
+func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool, full int) int {
 	n := 0
 	raise := seq > t.seqFloor
 	fast, all := !replay, true // fast: t.mu held throughout, and a Publish
 	routes, chans, typed := t.routes, t.chans, t.typed
 	for ; i < len(routes); i++ {
 		r := routes[i]
-		if fast && sendDirect(chans, typed, i, e) {
+		var queued, report bool
+		switch {
+		case i == full:
+			report = r.refusedLocked() // open: t.mu held since it was found full
+		case fast && sendDirect(chans, typed, i, e):
 			n++
 			if raise { // else lastSeq >= t.seqFloor >= seq already
 				r.lastSeq = max(r.lastSeq, seq)
 			}
 			continue
+		default:
+			queued, report = r.offerLocked(e, seq, replay)
 		}
-		queued, report := r.offerLocked(e, seq, replay)
 		switch {
 		case queued:
 			n++
