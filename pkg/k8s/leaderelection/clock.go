@@ -8,8 +8,10 @@ import "time"
 // its own readings), never with times read elsewhere, so a Clock needs a steady rate, not
 // a correct wall time: time.Now's monotonic reading is what the real clock gives.
 //
-// Implementations must be safe for concurrent use. Set one through Config.Clock to run an
-// elector on another time base (tests, fault injection); nil means the real clock.
+// Implementations must be safe for concurrent use, and Now, AfterFunc and Timer.Stop
+// must never wait for a call of an AfterFunc's f to finish: the elector calls them with
+// a lock held that f takes. Set one through Config.Clock to run an elector on another
+// time base (tests, fault injection); nil means the real clock.
 type Clock interface {
 	// Now returns the current time; the elector subtracts readings of it, so it must
 	// not go backwards.
@@ -48,8 +50,9 @@ func isRealClock(clock Clock) bool {
 
 // wakeTimer calls f once a duration given to reset has passed on clock, re-arming one
 // timer: on the real clock a *time.Timer reset in place (no allocation), on any other
-// Clock a new AfterFunc after stopping the last. Used by one goroutine only; a call of f
-// from an arming replaced too late may still come.
+// Clock a new AfterFunc after stopping the last. Used by one goroutine at a time (the
+// campaign's loop, or a termTimer under its mutex); a call of f from an arming
+// replaced too late may still come.
 type wakeTimer struct {
 	clock Clock
 	f     func()

@@ -165,20 +165,18 @@ func (t *termContext) end(cause error) {
 // the term it times, ends the term if the deadline has passed by the term's clock, and
 // otherwise re-arms for the deadline that renews moved.
 type termTimer struct {
-	now   func() time.Time // the clock read by the terms' check
-	clock Clock            // runs the timer
-	fire  func()           // onTimer, bound once
+	now func() time.Time // the clock read by the terms' check
 
 	// mu guards term and timer. Held while arming or stopping timer (the Clock's call),
 	// never while ending a term.
 	mu    sync.Mutex
 	term  *termContext // the term timed, nil when none
-	timer Timer        // nil before the first arming
+	timer wakeTimer    // calls onTimer
 }
 
 func newTermTimer(now func() time.Time, clock Clock) *termTimer {
-	tt := &termTimer{now: now, clock: clock}
-	tt.fire = tt.onTimer
+	tt := &termTimer{now: now}
+	tt.timer = wakeTimer{clock: clock, f: tt.onTimer}
 	return tt
 }
 
@@ -186,20 +184,8 @@ func newTermTimer(now func() time.Time, clock Clock) *termTimer {
 func (tt *termTimer) start(t *termContext) {
 	tt.mu.Lock()
 	tt.term = t
-	tt.armLocked(t.remaining())
+	tt.timer.reset(t.remaining())
 	tt.mu.Unlock()
-}
-
-// armLocked makes the timer fire once d has passed.
-func (tt *termTimer) armLocked(d time.Duration) {
-	if rt, ok := tt.timer.(*time.Timer); ok && isRealClock(tt.clock) {
-		rt.Reset(d)
-		return
-	}
-	if tt.timer != nil {
-		tt.timer.Stop()
-	}
-	tt.timer = tt.clock.AfterFunc(d, tt.fire)
 }
 
 // onTimer ends the term timed at its renew deadline, or re-arms for the new one after
@@ -216,7 +202,7 @@ func (tt *termTimer) onTimer() {
 	}
 	left := t.remaining()
 	if left > 0 {
-		tt.armLocked(left)
+		tt.timer.reset(left)
 	}
 	tt.mu.Unlock()
 	if left <= 0 {
@@ -230,9 +216,7 @@ func (tt *termTimer) stop(t *termContext) {
 	tt.mu.Lock()
 	if tt.term == t {
 		tt.term = nil
-		if tt.timer != nil {
-			tt.timer.Stop()
-		}
+		tt.timer.stop()
 	}
 	tt.mu.Unlock()
 }
