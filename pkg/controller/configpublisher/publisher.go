@@ -51,7 +51,8 @@ type Options struct {
 	RetryInterval time.Duration
 	// OnWrite, if set, is called after each write the publisher attempts,
 	// successful or not, on Start's goroutine; it must not block. It is
-	// meant for metrics and tests.
+	// meant for metrics and tests. The report's Published.Data is
+	// read-only, as State's Last.Data is.
 	OnWrite func(WriteReport)
 	// Logger receives the component's log lines; nil means slog.Default().
 	Logger *slog.Logger
@@ -407,7 +408,7 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 		return true
 	}
 	t.last, t.wrote = rec, true
-	pub, _ := decodeOwned(res.Object) // res.Object is Write's own copy
+	pub, _ := decodeOwned(res.Object) // read-only: pub.Data is the store's map (see store's Sharing)
 	report.Published, report.Unchanged = pub, res.Unchanged
 	c.mu.Lock()
 	if res.Unchanged {

@@ -99,7 +99,7 @@ func (c *ConfigMap) base(ctx context.Context, rv string) (*corev1.ConfigMap, err
 	last := c.last
 	c.mu.Unlock()
 	if last != nil && last.ResourceVersion == rv {
-		return last.DeepCopy(), nil
+		return copyForUpdate(last), nil
 	}
 	cm, err := c.client.Get(ctx, c.name, metav1.GetOptions{})
 	if err != nil {
@@ -109,12 +109,23 @@ func (c *ConfigMap) base(ctx context.Context, rv string) (*corev1.ConfigMap, err
 	if cm.ResourceVersion != rv {
 		return nil, fmt.Errorf("%w: update configmap %s: resourceVersion %s is not the current %s", ErrConflict, c, rv, cm.ResourceVersion)
 	}
-	return cm.DeepCopy(), nil
+	return copyForUpdate(cm), nil
 }
 
+// copyForUpdate copies cm, read-only, for Update to fill in: all but the
+// labels, annotations and data, which Update replaces with the object's.
+func copyForUpdate(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	cp := *cm
+	cp.Labels, cp.Annotations, cp.Data = nil, nil, nil
+	return cp.DeepCopy()
+}
+
+// remember keeps cm, an object the API server sent back, as the base of
+// the next Update. It is read-only, as the maps fromConfigMap hands out of
+// it are (see Sharing), so it is kept uncopied.
 func (c *ConfigMap) remember(cm *corev1.ConfigMap) {
 	c.mu.Lock()
-	c.last = cm.DeepCopy()
+	c.last = cm
 	c.mu.Unlock()
 }
 
