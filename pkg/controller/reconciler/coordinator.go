@@ -109,8 +109,9 @@ type Coordinator struct {
 	cache renderCache
 
 	// mu guards status and lastRun, which status.Last points at once a
-	// run of the current term finished: one LastRun, rewritten by each run,
-	// so that a run allocates none.
+	// run of the current term finished: one LastRun, rewritten with the
+	// counters of the same run (publishStatus), so that a run allocates
+	// none.
 	mu      sync.Mutex
 	status  CoordinatorStatus
 	lastRun LastRun
@@ -177,7 +178,10 @@ type term struct {
 	// runKey is the render cache key of the run in flight.
 	runKey   renderKey
 	counters CoordinatorStatus
-	last     *LastRun // nil until a run of the term finished, then &c.lastRun
+	// last is the term's last finished run, for publishStatus; hasLast
+	// is false until one finished.
+	last    LastRun
+	hasLast bool
 }
 
 // outcome is the result of one pipeline run.
@@ -437,10 +441,7 @@ func (t *term) finish(o outcome) {
 	case !res.Valid():
 		last.Errors = len(res.Errors)
 	}
-	c.mu.Lock()
-	c.lastRun = last
-	c.mu.Unlock()
-	t.last = &c.lastRun // read and written under c.mu only; publishStatus shares it
+	t.last, t.hasLast = last, true
 	switch {
 	case o.err != nil:
 		t.counters.Failed++
@@ -487,8 +488,11 @@ func (t *term) publishStatus() {
 		s.PodGeneration = t.pods.Generation
 	}
 	s.Waiting = t.pending && (t.cfg == nil || t.pods == nil)
-	s.Last = t.last // c.lastRun, guarded by c.mu; Status copies it
 	t.c.mu.Lock()
+	if t.hasLast { // with its counters, in one step: Status copies both
+		t.c.lastRun = t.last
+		s.Last = &t.c.lastRun
+	}
 	t.c.status = s
 	t.c.mu.Unlock()
 }
