@@ -124,8 +124,9 @@ func IsLeaderOnly(ctx context.Context) bool {
 // on Unsubscribe[T] or on Stop; no goroutine waits on ctx meanwhile. After
 // Stop the channel is returned closed. Read it with range, or in a select
 // as v, ok := <-ch: once ctx is done, the closed channel and ctx.Done()
-// may both be ready, and a receive without ok then yields T's zero value. A subscription made with a context
-// from WithLeaderOnly is leader-only (see LeaderOnly).
+// may both be ready, and a receive without ok then yields T's zero value.
+// A subscription made with a context from WithLeaderOnly is leader-only
+// (see LeaderOnly).
 //
 // Invalid arguments (an empty name, a buffer below 1, a LatestValue type
 // the subscription does not receive) are programming errors: Subscribe

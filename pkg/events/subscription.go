@@ -34,8 +34,8 @@ type subscription struct {
 
 // inlineRoutes is the number of routes a subscription holds without
 // allocating them one by one: six covers the subscriptions of the
-// reference components (the config publisher's has five types), so a kept
-// subscription's Resume allocates no route.
+// reference components (the config publisher's has five types), so a
+// scoped subscription's next period allocates no route.
 const inlineRoutes = 6
 
 // route is one subscription's state for one event type. Its counters are
