@@ -140,7 +140,7 @@ func BenchmarkFanOut(b *testing.B) {
 			bus := busevents.NewEventBus(0)
 			var chans []<-chan busevents.Event
 			for i := range n {
-				chans = append(chans, bus.SubscribeTypes(fmt.Sprint("s", i), benchBuffer, []string{"a"}))
+				chans = append(chans, subscribe(bus, fmt.Sprint("s", i), benchBuffer, busevents.Types("a")))
 			}
 			bus.Start()
 			r := drainAll(chans...)
@@ -220,7 +220,7 @@ func BenchmarkLatestValueEviction(b *testing.B) {
 	for _, size := range []int{16, 4096} {
 		b.Run(fmt.Sprintf("buffer=%d", size), func(b *testing.B) {
 			bus := busevents.NewEventBus(0)
-			bus.SubscribeTypes("never-reads", size, []string{"config", "noise"}, busevents.LatestValue("config"))
+			subscribe(bus, "never-reads", size, busevents.Types("config", "noise"), busevents.LatestValue("config"))
 			bus.Start()
 			// Fill the channel and the overflow with noise, one config
 			// version at the newest end.
@@ -243,7 +243,7 @@ func BenchmarkPublishOneOfFiftyTypes(b *testing.B) {
 	bus := busevents.NewEventBus(0)
 	var chans []<-chan busevents.Event
 	for i := range 50 {
-		chans = append(chans, bus.SubscribeTypes(fmt.Sprint("s", i), benchBuffer, []string{fmt.Sprint("t", i)}))
+		chans = append(chans, subscribe(bus, fmt.Sprint("s", i), benchBuffer, busevents.Types(fmt.Sprint("t", i))))
 	}
 	bus.Start()
 	r := drainAll(chans[17])
@@ -257,7 +257,7 @@ func BenchmarkPublishOneOfFiftyTypes(b *testing.B) {
 // drop path.
 func BenchmarkPublishNoReader(b *testing.B) {
 	bus := busevents.NewEventBus(0)
-	bus.SubscribeTypes("never-reads", 16, []string{"a"})
+	subscribe(bus, "never-reads", 16, busevents.Types("a"))
 	bus.Start()
 	e := newEv("a", 1)
 	b.ReportAllocs()
@@ -511,7 +511,7 @@ func empty[T any](chans []<-chan T) {
 // subscriber and a bare non-blocking channel send to one draining reader.
 func BenchmarkCompareSend(b *testing.B) {
 	bus := busevents.NewEventBus(0)
-	bch := bus.SubscribeTypes("s", benchBuffer, []string{"a"})
+	bch := subscribe(bus, "s", benchBuffer, busevents.Types("a"))
 	bus.Start()
 	ch := make(chan busevents.Event, benchBuffer)
 	e := newEv("a", 1)

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 )
 
 // DefaultCapacity is the number of events held before Start when
@@ -24,9 +23,6 @@ type EventBus struct {
 	state  atomic.Int32  // stateNew, stateStarted or stateStopped
 	seq    atomic.Uint64 // last sequence number handed out by NextSequence
 	routes atomic.Pointer[routeTable]
-	// requests counts the Request calls in flight, so that Publish looks for
-	// responses only while someone waits for one.
-	requests atomic.Int32
 
 	capacity  int
 	logger    *slog.Logger
@@ -37,16 +33,17 @@ type EventBus struct {
 
 	// routeLeft, set by this package's tests only, is called with mu held
 	// each time routes have left topic t (on Unsubscribe, at the end of a
-	// subscription's context, on Stop, at the end of a Scope's period) and
-	// before the counters of their subscriptions are read: a test delivers
-	// to t from it, as a publisher that looked t up just before would, to
-	// check that a route counts nothing published after it left.
+	// subscription's context, on Stop) and before the counters of their
+	// subscriptions are read: a test delivers to t from it, as a publisher
+	// that looked t up just before would, to check that a route counts
+	// nothing published after it left.
 	routeLeft func(t *topic)
 
-	// mu guards the fields below it, and serializes changes to routes.
+	// mu guards the fields below it, and serializes changes to routes and
+	// to the routes of every topic.
 	mu sync.Mutex
 	// pending holds the events published (or republished) before Start,
-	// oldest first; see hold.
+	// oldest first; see holdLocked.
 	pending fifo[pendingEvent]
 	// preStartDropped counts, per event type, events held before Start
 	// that were dropped because pending was full.
@@ -57,9 +54,6 @@ type EventBus struct {
 	nextTopic int
 	// ended adds up, by subscriber name, the counters of ended subscriptions.
 	ended map[string]*SubscriberStats
-
-	waitersMu sync.Mutex
-	waiters   map[string]*waiter // by request ID
 }
 
 // pendingEvent is an event held before Start.
@@ -69,31 +63,25 @@ type pendingEvent struct {
 	replay bool // held by Republish rather than Publish
 }
 
-// routeTable is a snapshot of which event types have a topic. Writers copy
-// it under EventBus.mu and swap it in atomically, which happens only when
-// an event type is seen for the first time or a subscription to every type
-// comes or goes; only its lookup cache changes afterwards. A topic is made
-// once per event type and kept by every later table, so a subscription to
-// a type that has a topic changes only that topic's routes, under its lock,
-// and copies nothing.
+// routeTable is a snapshot of which event types have a topic, read by
+// publishers without a lock. Writers copy it under EventBus.mu and swap it
+// in, which happens only when an event type is seen for the first time or
+// a subscription to every type comes or goes. A topic is made once per
+// event type and kept by every later table, so a subscription to a type
+// that has a topic changes only that topic.
 type routeTable struct {
 	topics map[string]*topic
 	// universal lists the subscriptions that want every event type.
 	universal []*subscription
-	// cache maps the address of an event type string to its topic, in front
-	// of the map: EventType methods return the same constant string every
-	// time, and comparing an address is cheaper than hashing the string. A
-	// slot is filled once; a type whose slot another type took is looked up
-	// in the map, which costs a hash and no allocation. An entry holds the
-	// string, so its memory cannot be reused for another while cached.
-	cache [topicCacheSize]atomic.Pointer[cachedTopic]
 }
 
-const topicCacheSize = 64 // a power of two
-
-type cachedTopic struct {
-	name  string
-	topic *topic
+// clone returns a copy of rt to modify. The copy shares rt's topics.
+func (rt *routeTable) clone() *routeTable {
+	c := &routeTable{topics: make(map[string]*topic, len(rt.topics)+1), universal: rt.universal}
+	for name, t := range rt.topics {
+		c.topics[name] = t
+	}
+	return c
 }
 
 // topic routes one event type, for the life of the bus.
@@ -103,70 +91,26 @@ type topic struct {
 
 	replayed atomic.Uint64 // Republish calls for this type
 
+	// latest counts the routes on which the type is LatestValue. It is
+	// guarded by EventBus.mu.
+	latest int
+
 	// mu serializes the deliveries of this event type, and guards the
-	// counters of its routes and the fields below. routes, chans, typed
-	// and latest change with EventBus.mu held too, so that they may be
-	// read under either.
+	// counters of its routes and the fields below. routes changes with
+	// EventBus.mu held too.
 	mu sync.Mutex
-	// routes lists the routes the type goes to. chans and typed hold, index
-	// for index, what a delivery sends to directly: the channel of each
-	// that is a plain subscription on chan Event, and the sink of each that
-	// is a Subscribe[T] channel of another T and not LatestValue (nil for
-	// the others), so that a delivery to those reads no route; consecutive
-	// sinks of one T take a run of sends with one assertion of the event's
-	// Go type, and a LatestValue route, nil in both, the direct send its
-	// sink makes while it keeps up (see sink.sendRun). A route leaves
-	// routes, chans and typed (under mu) before its subscription's channel
-	// is closed, so a delivery that holds mu and has not let go of it since
-	// it read them can send to every channel there without checking
-	// route.closed. When a delivery lets go of mu in the middle (to report
-	// a drop) it counts itself in iterating, checks route.closed from then
-	// on, and while any does, a removal copies the slices instead of
-	// editing them in place (appends never touch what an older slice header
-	// covers).
-	routes    []*route
-	chans     []chan Event
-	typed     []sink
-	iterating int
-	latest    int // routes on which the type is LatestValue
-	// published counts the deliveries of published (not replayed) events
-	// of the type; a route's delivered count is derived from it (see
-	// route.deliveredLocked), so that a delivery writes nothing per route
-	// while every subscriber takes the event.
-	published uint64
-	// seqFloor is at most the lastSeq of every route in routes: a delivery
-	// stamped at or below it need not update any route's lastSeq.
-	seqFloor uint64
-}
-
-// clone returns a copy of rt to modify, with an empty lookup cache. The
-// copy shares rt's topics.
-func (rt *routeTable) clone() *routeTable {
-	c := &routeTable{topics: make(map[string]*topic, len(rt.topics)+1), universal: rt.universal}
-	for name, t := range rt.topics {
-		c.topics[name] = t
-	}
-	return c
-}
-
-// lookup returns the topic for name, or nil.
-func (rt *routeTable) lookup(name string) *topic {
-	p := unsafe.StringData(name)
-	slot := &rt.cache[(uintptr(unsafe.Pointer(p))>>3)&(topicCacheSize-1)]
-	c := slot.Load()
-	if c != nil && unsafe.StringData(c.name) == p && len(c.name) == len(name) {
-		return c.topic
-	}
-	t := rt.topics[name]
-	if t != nil && c == nil {
-		slot.CompareAndSwap(nil, &cachedTopic{name: name, topic: t})
-	}
-	return t
+	// routes lists the routes the type goes to, in the order they were
+	// added. A removal replaces the slice rather than editing it, so that
+	// a delivery that let go of mu in the middle (see deliverTo) still
+	// ranges over the routes it started with; it skips those that have
+	// left meanwhile (route.left).
+	routes []*route
 }
 
 // NewEventBus returns a bus that holds up to capacity events published
 // before Start (DefaultCapacity when capacity <= 0). What happens to events
-// beyond that is described in the package doc (Usage).
+// beyond that is described in the package doc (Before Start and after
+// Stop).
 //
 // The bus logs through slog.Default(); use NewEventBusWithLogger to choose.
 func NewEventBus(capacity int) *EventBus {
@@ -188,7 +132,6 @@ func NewEventBusWithLogger(capacity int, logger *slog.Logger) *EventBus {
 		preStartDropped: map[string]uint64{},
 		subs:            map[any]*subscription{},
 		ended:           map[string]*SubscriberStats{},
-		waiters:         map[string]*waiter{},
 	}
 	b.routes.Store(&routeTable{topics: map[string]*topic{}})
 	return b
@@ -238,9 +181,9 @@ func (b *EventBus) Stopped() bool { return b.state.Load() == stateStopped }
 
 // Stop closes every subscription channel and makes the bus refuse further
 // use: Publish and Republish return 0 and count the event in
-// Stats().RejectedStopped, new subscriptions get a closed channel, Request
-// returns ErrStopped. Events still held from before Start are discarded,
-// counted in Stats().PreStartDropped. Stop is idempotent.
+// Stats().RejectedStopped, and new subscriptions get a closed channel.
+// Events still held from before Start are discarded, counted in
+// Stats().PreStartDropped. Stop is idempotent.
 func (b *EventBus) Stop() {
 	b.mu.Lock()
 	if b.state.Load() == stateStopped {
@@ -255,11 +198,8 @@ func (b *EventBus) Stop() {
 	b.pending = fifo[pendingEvent]{}
 	old := b.routes.Load()
 	b.routes.Store(&routeTable{topics: map[string]*topic{}})
-	for _, s := range b.subs {
-		s.closeRoutesLocked()
-	}
 	for _, t := range old.topics {
-		t.clearRoutesLocked() // waits for deliveries in progress
+		t.clearRoutesLocked() // waits for the delivery in progress, if any
 		if b.routeLeft != nil {
 			b.routeLeft(t)
 		}
@@ -277,19 +217,12 @@ func (b *EventBus) Stop() {
 
 // endLocked closes the sink of s, which no publisher can reach any more,
 // and adds its counters to the totals of its name. b.mu must be held, so
-// that Stats never sees s neither live nor ended. Once a name has ended
-// once, this allocates nothing for the types it has counted before.
+// that Stats never sees s neither live nor ended.
 func (b *EventBus) endLocked(s *subscription) {
 	s.sink.close()
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}
-	b.countEndedLocked(s)
-}
-
-// countEndedLocked adds the counters of s to the totals of its name. b.mu
-// must be held.
-func (b *EventBus) countEndedLocked(s *subscription) {
 	e := b.ended[s.name]
 	if e == nil {
 		e = &SubscriberStats{Name: s.name, Delivered: map[string]uint64{}, Dropped: map[string]uint64{}, Skipped: map[string]uint64{}}

@@ -3,7 +3,6 @@ package events_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -31,6 +30,12 @@ type stateEvent struct{ v int }
 func (stateEvent) EventType() string    { return "state" }
 func (stateEvent) Timestamp() time.Time { return time.Time{} }
 
+// subscribe subscribes name to every event (narrowed with Types), with no
+// context: the subscription ends on Unsubscribe or Stop.
+func subscribe(b *busevents.EventBus, name string, buffer int, opts ...busevents.SubscribeOption) <-chan busevents.Event {
+	return busevents.Subscribe[busevents.Event](context.Background(), b, name, buffer, opts...)
+}
+
 func values(evs []busevents.Event) []int {
 	out := make([]int, 0, len(evs))
 	for _, e := range evs {
@@ -41,7 +46,7 @@ func values(evs []busevents.Event) []int {
 
 func TestPublishBeforeStartIsHeldAndDeliveredInOrder(t *testing.T) {
 	b := eventstest.NewBus(t, 3)
-	ch := b.Subscribe("all", 10)
+	ch := subscribe(b, "all", 10)
 	for i := 1; i <= 5; i++ {
 		if n := b.Publish(newEv("a", i)); n != 0 {
 			t.Fatalf("Publish before Start returned %d, want 0", n)
@@ -66,7 +71,7 @@ func TestPublishBeforeStartIsHeldAndDeliveredInOrder(t *testing.T) {
 func TestStartConcurrentWithPublishKeepsOrder(t *testing.T) {
 	for range 50 {
 		b := busevents.NewEventBus(100000)
-		ch := b.Subscribe("all", 4000)
+		ch := subscribe(b, "all", 4000)
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			for i := 1; i <= 2000; i++ {
@@ -91,8 +96,8 @@ func TestStartConcurrentWithPublishKeepsOrder(t *testing.T) {
 
 func TestRoutingByType(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
-	all := b.Subscribe("all", 10)
-	typed := b.SubscribeTypes("typed", 10, []string{"a", "c"})
+	all := subscribe(b, "all", 10)
+	typed := subscribe(b, "typed", 10, busevents.Types("a", "c"))
 	b.Start()
 	counts := []int{b.Publish(newEv("a", 1)), b.Publish(newEv("b", 2)), b.Publish(newEv("c", 3))}
 	if want := []int{2, 1, 2}; !slices.Equal(counts, want) {
@@ -103,25 +108,6 @@ func TestRoutingByType(t *testing.T) {
 	}
 	if got := values(eventstest.Drain(typed)); !slices.Equal(got, []int{1, 3}) {
 		t.Fatalf("typed got %v", got)
-	}
-}
-
-// An empty type list is refused by every form, so that it can mean neither
-// "every type" nor "none".
-func TestEmptyTypeListIsRefused(t *testing.T) {
-	b := eventstest.NewBus(t, 0)
-	for name, subscribe := range map[string]func(){
-		"SubscribeTypes nil":        func() { b.SubscribeTypes("x", 1, nil) },
-		"SubscribeTypes empty":      func() { b.SubscribeTypes("x", 1, []string{}) },
-		"SubscribeLeaderOnly nil":   func() { b.SubscribeLeaderOnly("x", 1, nil) },
-		"SubscribeLeaderOnly empty": func() { b.SubscribeLeaderOnly("x", 1, []string{}) },
-	} {
-		if err := panicErr(subscribe); !errors.Is(err, busevents.ErrInvalidSubscription) {
-			t.Errorf("%s: panic %v, want ErrInvalidSubscription", name, err)
-		}
-	}
-	if n := len(b.Stats().Subscribers); n != 0 {
-		t.Fatalf("%d subscriptions made by refused calls", n)
 	}
 }
 
@@ -142,9 +128,9 @@ func panicErr(f func()) (err error) {
 func TestFullBufferDropsForThatSubscriberOnly(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
 	var drops []busevents.Drop
-	slow := b.SubscribeTypes("slow", 2, []string{"a"}, busevents.Critical(func(d busevents.Drop) { drops = append(drops, d) }))
-	lossy := b.SubscribeTypes("lossy", 1, []string{"a"})
-	fast := b.SubscribeTypes("fast", 10, []string{"a"})
+	slow := subscribe(b, "slow", 2, busevents.Types("a"), busevents.Critical(func(d busevents.Drop) { drops = append(drops, d) }))
+	lossy := subscribe(b, "lossy", 1, busevents.Types("a"))
+	fast := subscribe(b, "fast", 10, busevents.Types("a"))
 	b.Start()
 	for i := 1; i <= 5; i++ {
 		b.Publish(newEv("a", i))
@@ -182,7 +168,7 @@ func TestLatestValueNeverLosesNewestState(t *testing.T) {
 
 func testLatestValueNeverLosesNewestState(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
-	ch := b.Subscribe("state-reader", 4, busevents.LatestValue("config", "pods"))
+	ch := subscribe(b, "state-reader", 4, busevents.LatestValue("config", "pods"))
 	b.Start()
 	// Nobody reads: fill the buffer with noise and many versions of state.
 	for i := 1; i <= 100; i++ {
@@ -211,7 +197,7 @@ func testLatestValueNeverLosesNewestState(t *testing.T) {
 
 func TestLatestValueWithConcurrentReaderKeepsOrderAndNewest(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
-	ch := b.Subscribe("state-reader", 3, busevents.LatestValue("config"))
+	ch := subscribe(b, "state-reader", 3, busevents.LatestValue("config"))
 	b.Start()
 	done := make(chan []int)
 	sawNewest := make(chan struct{})
@@ -266,12 +252,12 @@ func drainSettled[T any](ch <-chan T) []T {
 
 func TestRepublishSkipsSubscribersHoldingNewerState(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
-	early := b.SubscribeTypes("early", 10, []string{"config"})
+	early := subscribe(b, "early", 10, busevents.Types("config"))
 	b.Start()
 	old := newEv("config", 1)
 	oldSeq := b.NextSequence()
 	b.Publish(newEv("config", 2)) // newer than old
-	late := b.SubscribeLeaderOnly("late", 10, []string{"config"})
+	late := subscribe(b, "late", 10, busevents.Types("config"), busevents.LeaderOnly())
 	if n := b.Republish(old, oldSeq); n != 1 {
 		t.Fatalf("Republish reached %d subscribers, want 1 (the late one)", n)
 	}
@@ -332,7 +318,7 @@ func TestGenericSubscribeRoutesByEventType(t *testing.T) {
 
 func TestNilAndTypedNilEventsAreRefused(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
-	ch := b.Subscribe("all", 4)
+	ch := subscribe(b, "all", 4)
 	b.Start()
 	var typedNil *ev
 	var nilState *stateEvent
@@ -357,7 +343,7 @@ func TestNilAndTypedNilEventsAreRefused(t *testing.T) {
 
 func TestUseAfterStop(t *testing.T) {
 	b := busevents.NewEventBus(0)
-	ch := b.Subscribe("all", 4)
+	ch := subscribe(b, "all", 4)
 	b.Start()
 	b.Stop()
 	b.Stop()
@@ -370,29 +356,25 @@ func TestUseAfterStop(t *testing.T) {
 	if got := b.Stats().RejectedStopped; got != 1 {
 		t.Fatalf("RejectedStopped = %d, want 1", got)
 	}
-	late := b.Subscribe("late", 4)
+	late := subscribe(b, "late", 4)
 	if _, ok := <-late; ok {
 		t.Fatal("subscription made after Stop is open")
 	}
-	b.Unsubscribe(ch)
-	b.Unsubscribe(late)
+	busevents.Unsubscribe(b, ch)
+	busevents.Unsubscribe(b, late)
 	b.Start() // does nothing
 	if b.Started() || !b.Stopped() {
 		t.Fatal("Start after Stop restarted the bus")
-	}
-	_, err := b.Request(context.Background(), &req{id: "1"}, busevents.RequestOptions{Timeout: time.Second})
-	if !errors.Is(err, busevents.ErrStopped) {
-		t.Fatalf("Request after Stop: %v, want ErrStopped", err)
 	}
 }
 
 func TestUnsubscribeTwiceAndForeignChannel(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
-	ch := b.Subscribe("all", 4)
+	ch := subscribe(b, "all", 4)
 	b.Start()
-	b.Unsubscribe(ch)
-	b.Unsubscribe(ch)
-	b.Unsubscribe(make(chan busevents.Event))
+	busevents.Unsubscribe(b, ch)
+	busevents.Unsubscribe(b, ch)
+	busevents.Unsubscribe(b, make(chan busevents.Event))
 	if _, ok := <-ch; ok {
 		t.Fatal("channel open after Unsubscribe")
 	}
@@ -405,12 +387,12 @@ func TestSubscribeAfterStartWarnsNamingCaller(t *testing.T) {
 	var buf bytes.Buffer
 	b := busevents.NewEventBusWithLogger(0, slog.New(slog.NewTextHandler(&buf, nil)))
 	defer b.Stop()
-	b.Subscribe("before", 1)
+	subscribe(b, "before", 1)
 	b.Start()
 	if buf.Len() != 0 {
 		t.Fatalf("warned before Start: %s", buf.String())
 	}
-	b.SubscribeLeaderOnly("leader-only", 1, []string{"a"})
+	subscribe(b, "leader-only", 1, busevents.Types("a"), busevents.LeaderOnly())
 	busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(t.Context()), b, "leader-only-ctx", 1)
 	busevents.Subscribe[*ev](t.Context(), b, "leader-only-option", 1, busevents.LeaderOnly())
 	if buf.Len() != 0 {
@@ -421,7 +403,7 @@ func TestSubscribeAfterStartWarnsNamingCaller(t *testing.T) {
 			t.Errorf("%s: LeaderOnly %v, want %v", st.Name, st.LeaderOnly, want)
 		}
 	}
-	b.SubscribeTypes("after", 1, []string{"a"})
+	busevents.Subscribe[busevents.Event](context.Background(), b, "after", 1, busevents.Types("a"))
 	out := buf.String()
 	if !strings.Contains(out, "subscriber=after") || !strings.Contains(out, "events_test.TestSubscribeAfterStartWarnsNamingCaller") {
 		t.Fatalf("warning does not name subscriber and caller: %s", out)
@@ -445,12 +427,12 @@ func TestConcurrentPublishSubscribeUnsubscribe(t *testing.T) {
 			for i := 0; i < 200; i++ {
 				var ch <-chan busevents.Event
 				if s%2 == 0 {
-					ch = b.Subscribe("u", 2, busevents.LatestValue("a"))
+					ch = subscribe(b, "u", 2, busevents.LatestValue("a"))
 				} else {
-					ch = b.SubscribeLeaderOnly("t", 2, []string{"b"})
+					ch = subscribe(b, "t", 2, busevents.Types("b"), busevents.LeaderOnly())
 				}
 				eventstest.Drain(ch)
-				b.Unsubscribe(ch)
+				busevents.Unsubscribe(b, ch)
 			}
 		})
 	}
@@ -465,12 +447,12 @@ func TestTotalsOutliveSubscriptions(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
 	b.Start()
 	for term := 1; term <= 3; term++ {
-		ch := b.SubscribeLeaderOnly("publisher", 4, []string{"a"})
+		ch := subscribe(b, "publisher", 4, busevents.Types("a"), busevents.LeaderOnly())
 		b.Publish(newEv("a", term))
-		b.Unsubscribe(ch)
+		busevents.Unsubscribe(b, ch)
 		eventstest.Drain(ch)
 	}
-	live := b.SubscribeLeaderOnly("publisher", 4, []string{"a"})
+	live := subscribe(b, "publisher", 4, busevents.Types("a"), busevents.LeaderOnly())
 	b.Publish(newEv("a", 4))
 	st := b.Stats()
 	if len(st.Subscribers) != 1 || st.Subscribers[0].Delivered["a"] != 1 {
@@ -479,7 +461,7 @@ func TestTotalsOutliveSubscriptions(t *testing.T) {
 	if len(st.Totals) != 1 || st.Totals[0].Name != "publisher" || st.Totals[0].Delivered["a"] != 4 || !st.Totals[0].LeaderOnly {
 		t.Fatalf("totals %+v, want 4 deliveries to publisher over its subscriptions", st.Totals)
 	}
-	b.Unsubscribe(live)
+	busevents.Unsubscribe(b, live)
 	if got := b.Stats().Totals[0].Delivered["a"]; got != 4 {
 		t.Fatalf("totals after the last unsubscribe: %d, want 4", got)
 	}

@@ -1,6 +1,6 @@
 package events
 
-import "reflect"
+import "testing"
 
 // SetRouteLeftHook makes b call hook, with b's lock held, each time routes
 // leave the topic of eventType (see EventBus.routeLeft). deliver delivers
@@ -13,24 +13,5 @@ func SetRouteLeftHook(b *EventBus, hook func(eventType string, deliver func(Even
 	}
 }
 
-// ScopeKeeps reports whether ch, a channel Subscribe returned, is the
-// channel of a subscription s keeps in its current period (see Scope).
-func ScopeKeeps(s *Scope, ch any) bool {
-	p := reflect.ValueOf(ch).Pointer()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, k := range s.live {
-		if reflect.ValueOf(k).Elem().FieldByName("key").Pointer() == p {
-			return true
-		}
-	}
-	return false
-}
-
-// ForgetNilShapes empties the cache of IsNil (see nilShapes), so that a
-// test sees each type's first IsNil again.
-func ForgetNilShapes() {
-	for i := range nilShapes {
-		nilShapes[i].Store(0)
-	}
-}
+// SeedsFor returns the seeds a randomized test runs (see testSeeds).
+func SeedsFor(tb testing.TB, fixed ...uint64) []uint64 { return testSeeds(tb, fixed...) }

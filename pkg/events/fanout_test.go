@@ -26,10 +26,10 @@ import (
 // the Delivered and Dropped figures of Stats, live and total, through
 // publishes, replays with old and new stamps, full buffers, reads, and
 // routes leaving their topics: on Unsubscribe, at the end of a leader-only
-// subscription's term (its context), at the end of a Scope's period
-// (after which the next period routes it afresh), on Stop, and from Critical
-// callbacks in the middle of a delivery, which may also start
-// subscriptions. Each time routes leave a topic, late publishes are
+// subscription's term (its context), at the end of a period after which
+// the subscriber subscribes again under the same name (as a leader-only
+// component does in every term), on Stop, and from Critical callbacks in
+// the middle of a delivery, which may also start subscriptions. Each time routes leave a topic, late publishes are
 // delivered to it (through a hook of the bus, while the subscription's
 // counters are not read yet), as by a publisher that looked the topic up
 // just before: they must count for the routes still there and for none
@@ -48,7 +48,7 @@ func TestRandomFanOutAccounting(t *testing.T) {
 	if late < 300 || lateQueued < 100 || resumed < 100 {
 		t.Fatalf("%d late publishes, %d of them queued, %d resumes: the histories do not exercise routes leaving", late, lateQueued, resumed)
 	}
-	t.Logf("%d late publishes, %d of them queued by routes that stayed; %d scoped subscriptions made again", late, lateQueued, resumed)
+	t.Logf("%d late publishes, %d of them queued by routes that stayed; %d subscriptions made again", late, lateQueued, resumed)
 }
 
 var fanOutTypes = []string{"a", "b"}
@@ -68,12 +68,11 @@ type fanOutSub struct {
 	// endTerm, for a leader-only subscription made under a term's
 	// context, ends the term.
 	endTerm context.CancelFunc
-	// scope, if set, keeps the subscription across periods: endPeriod
-	// ends the current one; paused says that it ended and the next has
-	// not begun, and period holds the counts when the last one began
-	// (the live figures of Stats count from there).
-	scope     *busevents.Scope
-	pctx      context.Context
+	// resumable, if set, makes the subscription anew under its name in
+	// every period: endPeriod ends the current one; paused says that it
+	// ended and the next has not begun, and period holds the counts when
+	// the last one began (the live figures of Stats count from there).
+	resumable bool
 	endPeriod context.CancelFunc
 	paused    bool
 	period    map[string][2]uint64
@@ -99,7 +98,7 @@ type fanOutModel struct {
 	// lateSent counts the late publishes made, and lateQueued those that
 	// some subscriber queued.
 	lateSent, lateQueued int
-	// resumed counts the scoped subscriptions made again in a new period.
+	// resumed counts the subscriptions made again in a new period.
 	resumed int
 }
 
@@ -144,10 +143,7 @@ func runFanOutHistory(t *testing.T, seed uint64) *fanOutModel {
 	}
 	m.bus.Stop()
 	for _, s := range m.subs {
-		if s.scope != nil {
-			s.paused = false
-			s.scope.Close()
-		}
+		s.paused = false
 		m.read(s) // to the end: the channel is closed
 	}
 	m.checkTotals()
@@ -183,9 +179,7 @@ func (m *fanOutModel) subscribe() *fanOutSub {
 	if m.rng.IntN(3) == 0 {
 		s.endTerm = func() {} // made a term's subscription by busSubscribe
 	} else {
-		if m.rng.IntN(3) == 0 {
-			s.scope = busevents.NewScope(m.bus)
-		}
+		s.resumable = m.rng.IntN(3) == 0
 	}
 	m.subs = append(m.subs, s)
 	return s
@@ -199,10 +193,8 @@ func (m *fanOutModel) busSubscribe(s *fanOutSub) {
 		opts = append(opts, busevents.Critical(func(busevents.Drop) { m.onDrop() }))
 	}
 	ctx := context.Background()
-	if s.scope != nil {
-		ctx, s.endPeriod = context.WithCancel(busevents.WithScope(ctx, s.scope))
-		s.pctx = ctx
-		s.scope.Begin(ctx)
+	if s.resumable {
+		ctx, s.endPeriod = context.WithCancel(ctx)
 		s.ch = busevents.Subscribe[busevents.Event](ctx, m.bus, s.name, s.buffer, opts...)
 		return
 	}
@@ -302,16 +294,16 @@ func (m *fanOutModel) endTerm(s *fanOutSub) {
 	s.queue = nil
 }
 
-// pause ends the period of s, if it is scoped: its routes leave their
+// pause ends the period of s, if it is resumable, and waits until the bus
+// has ended the subscription (as endTerm does): its routes leave their
 // topics, its counts so far are in Totals, and its channel, closed, gives
 // what it held and nothing more.
 func (m *fanOutModel) pause(s *fanOutSub) {
-	if s == nil || s.scope == nil {
+	if s == nil || !s.resumable {
 		return
 	}
 	s.live = false
 	s.endPeriod()
-	s.scope.End(s.pctx)
 	var got []int
 	for v, ok := s.recv(m.t); ok; v, ok = s.recv(m.t) {
 		got = append(got, v)
@@ -323,8 +315,9 @@ func (m *fanOutModel) pause(s *fanOutSub) {
 }
 
 // resume begins a new period for a paused subscription, if any, and
-// subscribes again: a new channel, routed afresh, last in the order of
-// delivery, as a new subscription that has been given nothing.
+// subscribes again under its name: a new channel, routed afresh, last in
+// the order of delivery, as a new subscription that has been given
+// nothing.
 func (m *fanOutModel) resume() {
 	i := slices.IndexFunc(m.subs, func(s *fanOutSub) bool { return s.paused })
 	if i < 0 {

@@ -1,19 +1,23 @@
 package events
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/baton-dev/baton/internal/testseed"
 )
 
 // TestFIFOAgainstModel runs random operations on a fifo and on a plain
-// slice that does the same in O(n), and compares them after each step. A
-// failing seed replays with BATON_SEED=<seed>.
+// slice that does the same in O(n), and compares them after each step. CI
+// runs seeds 1 to 8; BATON_FRESH_SEEDS=<n> runs n fresh ones, and
+// BATON_SEED=<seed> replays the seed a failure names.
 func TestFIFOAgainstModel(t *testing.T) {
-	seed := testseed.Seeds(t, rand.Uint64())[0]
-	t.Logf("seed %d (replay with BATON_SEED=%d)", seed, seed)
+	for _, seed := range testSeeds(t, 1, 2, 3, 4, 5, 6, 7, 8) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { checkFIFOAgainstModel(t, seed) })
+	}
+}
+
+func checkFIFOAgainstModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	type item struct {
 		v     int

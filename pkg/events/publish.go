@@ -11,14 +11,10 @@ func (b *EventBus) Publish(e Event) int {
 		b.rejectNil()
 		return 0
 	}
-	if b.state.Load() == stateStarted {
-		seq := b.seq.Load() // the publish begins here (see NextSequence)
-		if t := b.routes.Load().lookup(e.EventType()); t != nil {
-			return b.deliverTo(t, e, seq, false)
-		}
-		return b.deliver(e, seq, false)
+	if b.state.Load() != stateStarted {
+		return b.publishSlow(e, 0, false)
 	}
-	return b.publishSlow(e, 0, false)
+	return b.deliver(e, b.seq.Load(), false) // the publish begins here (see NextSequence)
 }
 
 // NextSequence returns a new sequence number s. A publish that begins after
@@ -131,189 +127,49 @@ func (b *EventBus) holdLocked(p pendingEvent) (dropped string, total uint64) {
 // deliver routes e to its subscribers.
 func (b *EventBus) deliver(e Event, seq uint64, replay bool) int {
 	name := e.EventType()
-	t := b.routes.Load().lookup(name)
+	t := b.routes.Load().topics[name]
 	if t == nil {
-		t = b.topicFor(name)
-		if t == nil {
+		if t = b.topicFor(name); t == nil {
 			return 0
 		}
 	}
 	return b.deliverTo(t, e, seq, replay)
 }
 
-// deliverTo delivers e to the routes of t, its topic.
+// deliverTo offers e to each route of t, its topic, in order, under t.mu,
+// and returns how many queued it. A replay skips the routes that were
+// given an event of the type stamped at or after seq.
 //
-// While it holds t.mu without having let go of it, a delivery of a
-// published event sends to each plain subscription directly (on chan
-// Event in sendEvents, on another type or LatestValue and keeping up in
-// sendDirectRuns, and in deliverFrom after a drop) and writes nothing per
-// route: such a route is in t.routes, so its channel is open (see
-// topic.routes), its delivered count follows from t.published, and its
-// lastSeq needs a write only when seq is above t.seqFloor. Whatever does
-// not take that path goes through offerLocked, which checks everything.
+// Never call out under a lock: a drop a Critical subscriber must hear of is
+// reported with t.mu let go. Meanwhile routes may come, which this delivery
+// does not offer e to, and go, which it skips (see topic.routes).
 func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
-	n := 0
-	t.mu.Lock()
 	if replay {
 		t.replayed.Add(1)
-		n = b.deliverFrom(t, 0, e, seq, true, -1)
-	} else {
-		t.published++ // counts for every route in t.routes now
-		full := -1
-		if seq <= t.seqFloor {
-			// Every route has lastSeq >= seq: send until a channel is
-			// full or the route is not a plain one (the rest are for
-			// deliverFrom).
-			chans := t.chans
-			n = sendEvents(chans, e, 0)
-			if n < len(chans) && chans[n] == nil {
-				n = sendDirectRuns(t, e, n)
-			}
-			if n < len(chans) && chans[n] != nil {
-				full = n // sendEvents stopped there: its channel is full
-			}
-		}
-		if n < len(t.routes) {
-			n += b.deliverFrom(t, n, e, seq, false, full)
-		}
 	}
-	t.mu.Unlock()
-	if b.requests.Load() > 0 {
-		b.offerResponse(e)
-	}
-	return n
-}
-
-// sendEvents sends e to chans[i], chans[i+1], ... until a channel is nil
-// or full, and returns the index of that channel (len(chans) if none):
-// the whole of a fan-out to plain subscribers on chan Event.
-func sendEvents(chans []chan Event, e Event, i int) int {
-	for ; i < len(chans); i++ {
-		select {
-		case chans[i] <- e: // a nil channel is never ready
-			continue
-		default:
-		}
-		break
-	}
-	return i
-}
-
-// sendDirectRuns makes the direct sends of a delivery of e to t, whose
-// lock must be held, from route i on, which must not be on chan Event,
-// until a route takes none, and returns the index of that route (the rest
-// are for deliverFrom). Each route not on chan Event takes its send from
-// its sink (see sink.sendRun): a run of routes on chan T costs one type
-// assertion, and a LatestValue route that keeps up takes its event
-// straight into its channel, as its sink's send would. A run of routes on
-// chan Event goes to sendEvents.
-//
-// No route's state is read or written: t.mu has been held throughout, so
-// every route in t.routes is open, and the delivery is stamped at or below
-// t.seqFloor (see deliverTo), so no lastSeq needs a write.
-func sendDirectRuns(t *topic, e Event, i int) int {
-	chans, typed, routes := t.chans, t.typed, t.routes
-	for {
-		var n int
-		if s := typed[i]; s != nil {
-			n = s.sendRun(e, typed, i)
-		} else {
-			n = routes[i].sub.sink.sendRun(e, typed, i)
-		}
-		n = sendEvents(chans, e, n)
-		if n == i || n == len(chans) || chans[n] != nil {
-			return n
-		}
-		i = n
-	}
-}
-
-// deliverFrom delivers e to the routes of t from index i on, all before
-// having been given it, and returns how many queued it. full, if not -1,
-// is the index of a route on chan Event whose channel the caller found
-// full with t.mu held: it is refused at once rather than tried again.
-// t.mu must be held; it may let go of it meanwhile (see
-// reportDropUnlocked).
-func (b *EventBus) deliverFrom(t *topic, i int, e Event, seq uint64, replay bool, full int) int {
 	n := 0
-	raise := seq > t.seqFloor
-	fast, all := !replay, true // fast: t.mu held throughout, and a Publish
-	routes, chans, typed := t.routes, t.chans, t.typed
-	for ; i < len(routes); i++ {
-		r := routes[i]
-		var queued, report bool
-		switch {
-		case i == full:
-			report = r.refusedLocked() // open: t.mu held since it was found full
-		case fast && sendDirect(chans, typed, i, e):
-			n++
-			if raise { // else lastSeq >= t.seqFloor >= seq already
-				r.lastSeq = max(r.lastSeq, seq)
-			}
-			continue
-		default:
-			queued, report = r.offerLocked(e, seq, replay)
-		}
-		switch {
-		case queued:
-			n++
-			if !fast {
-				r.extra++ // a replay, or after the advance below
-			}
-		case fast:
-			r.extra-- // counted in t.published, yet not queued
-			all = false
-		}
-		if report {
-			if fast {
-				// Letting go of t.mu, routes may go (closed) or come
-				// (not in routes): count the rest as not queued now, and
-				// each one that queues once it is offered.
-				for _, rest := range routes[i+1:] {
-					rest.extra--
-				}
-				fast = false
-			}
-			b.reportDropUnlocked(t, r)
-		}
-	}
-	if fast && all && raise {
-		t.seqFloor = seq // every route in t.routes has lastSeq >= seq
-	}
-	return n
-}
-
-// sendDirect makes the direct send of e to route i of a topic whose chans
-// and typed are given (see topic.routes), if it takes one, and reports
-// whether e was queued.
-func sendDirect(chans []chan Event, typed []sink, i int, e Event) bool {
-	if c := chans[i]; c != nil {
-		select {
-		case c <- e:
-			return true
-		default:
-			return false
-		}
-	}
-	if s := typed[i]; s != nil {
-		res, _ := s.send(e, -1)
-		return res == sendOK
-	}
-	return false
-}
-
-// reportDropUnlocked reports the drop r.lastDrop with t.mu, which must be
-// held, let go of meanwhile. Never call out under a lock: routes are
-// offered one at a time, each under the lock, so letting go of it here
-// changes nothing for the others; deliver counts itself in t.iterating
-// meanwhile (see topic.routes).
-func (b *EventBus) reportDropUnlocked(t *topic, r *route) {
-	d := r.lastDrop
-	t.iterating++
-	t.mu.Unlock()
-	b.reportDrop(r.sub, d)
 	t.mu.Lock()
-	t.iterating--
+	for _, r := range t.routes { // the slice as it is now, whatever happens to t.routes
+		if r.left || replay && r.lastSeq >= seq {
+			continue
+		}
+		res, ev := r.sink.send(e, r.key)
+		if res == sendOK {
+			n++
+			r.delivered++
+			r.lastSeq = max(r.lastSeq, seq)
+			if ev.victim == "" {
+				continue
+			}
+		}
+		if d, report := r.drop(res, ev); report {
+			t.mu.Unlock()
+			b.reportDrop(r.sub, d)
+			t.mu.Lock()
+		}
+	}
+	t.mu.Unlock()
+	return n
 }
 
 // topicFor returns the topic of an event type seen for the first time,
@@ -337,8 +193,12 @@ func (b *EventBus) topicFor(name string) *topic {
 // b.mu must be held.
 func (b *EventBus) addTopicLocked(name string) *topic {
 	old := b.routes.Load()
+	t := &topic{name: name, index: b.nextTopic}
+	b.nextTopic++
+	for _, u := range old.universal {
+		t.addRouteLocked(u.newRouteLocked(t))
+	}
 	rt := old.clone()
-	t := b.newTopicLocked(name, old.universal)
 	rt.topics[name] = t
 	b.routes.Store(rt)
 	return t

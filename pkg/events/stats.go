@@ -115,7 +115,7 @@ func (s *subscription) addTo(st *SubscriberStats) {
 	st.LeaderOnly = st.LeaderOnly || s.cfg.leaderOnly
 	for _, r := range s.routes {
 		r.topic.mu.Lock()
-		delivered, dropped := r.deliveredLocked(), r.dropped
+		delivered, dropped := r.delivered, r.dropped
 		r.topic.mu.Unlock()
 		if delivered > 0 {
 			st.Delivered[r.topic.name] += delivered

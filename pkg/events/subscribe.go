@@ -38,13 +38,8 @@ type subscribeConfig struct {
 // such as Event to receive several types on one channel. At least one type
 // must be named.
 func Types(first string, more ...string) SubscribeOption {
-	types := slices.Clip(append([]string{first}, more...))
 	return func(c *subscribeConfig) {
-		if c.types == nil {
-			c.types = types // clipped: an append to it copies; nothing writes it
-			return
-		}
-		c.types = append(c.types, types...)
+		c.types = append(append(c.types, first), more...)
 	}
 }
 
@@ -136,30 +131,30 @@ func Subscribe[T Event](ctx context.Context, b *EventBus, name string, bufferSiz
 	if ctx == nil {
 		panic(fmt.Errorf("%w: %q: nil context", ErrInvalidSubscription, name))
 	}
-	if sc, _ := ctx.Value(scopeKey{}).(*Scope); sc != nil && sc.b == b {
-		if ch, ok := subscribeScoped[T](ctx, sc, name, bufferSize, opts); ok {
-			return ch
+	s := &subscription{name: name, cfg: subscribeConfig{buffer: bufferSize, leaderOnly: IsLeaderOnly(ctx)}}
+	for _, o := range opts {
+		if o != nil {
+			o(&s.cfg)
 		}
 	}
-	return subscribe[T](ctx, b, name, newSubscribeConfig(bufferSize, opts))
-}
-
-// subscribe is Subscribe with its options applied to s.cfg.
-func subscribe[T Event](ctx context.Context, b *EventBus, name string, s *subscription) <-chan T {
-	var own [1]string
-	types, err := resolveTypes[T](ctx, name, s, own[:0])
-	if err != nil {
+	types := s.cfg.types // nil: every type
+	if types == nil {
+		if t, ok := eventTypeOf[T](); ok {
+			types = []string{t}
+		}
+	}
+	if err := s.cfg.resolve(name, types); err != nil {
 		panic(err)
 	}
 	ch := make(chan T, s.cfg.buffer)
-	initSubscription(s, name, ch)
-	key := (<-chan T)(ch)
+	key := (<-chan T)(ch) // what Unsubscribe[T] is given
+	s.sink = newSink(ch, s.cfg)
 	if !b.add(key, s, types) || ctx.Done() == nil {
 		return ch // a context that is never done needs no watch
 	}
 	stop := context.AfterFunc(ctx, func() { b.remove(key) })
 	b.mu.Lock()
-	if b.subs[key] == s {
+	if b.subs[key] == s { // else it has ended already
 		s.stopCtx = stop
 		stop = nil
 	}
@@ -170,81 +165,13 @@ func subscribe[T Event](ctx context.Context, b *EventBus, name string, s *subscr
 	return ch
 }
 
-// resolveTypes settles the configuration of s, a subscription of name on
-// a chan T made under ctx, and returns the types it is routed (nil: every
-// type; T's own is appended to own), or an error naming what no
-// subscription can have.
-func resolveTypes[T Event](ctx context.Context, name string, s *subscription, own []string) ([]string, error) {
-	cfg := &s.cfg
-	if IsLeaderOnly(ctx) {
-		cfg.leaderOnly = true
-	}
-	types := cfg.types
-	if types == nil {
-		if t, ok := eventTypeOf[T](); ok {
-			types = append(own, t)
-		}
-	}
-	return types, cfg.resolve(name, types)
-}
-
 // Unsubscribe ends a subscription made by Subscribe[T] and closes ch.
 // Calling it again, or with a channel the bus did not hand out, does
 // nothing.
 func Unsubscribe[T Event](b *EventBus, ch <-chan T) { b.remove(ch) }
 
-// Subscribe is Subscribe[Event] with no context: a channel of every event,
-// ended by Unsubscribe or Stop. It is kept for the call sites that predate
-// Subscribe[T].
-//
-// Deprecated: use Subscribe[T], for example
-// Subscribe[Event](ctx, b, name, bufferSize, opts...).
-func (b *EventBus) Subscribe(name string, bufferSize int, opts ...SubscribeOption) <-chan Event {
-	return Subscribe[Event](context.Background(), b, name, bufferSize, opts...)
-}
-
-// SubscribeTypes is Subscribe[Event] with Types(eventTypes...) and no
-// context, ended by Unsubscribe or Stop. eventTypes must not be empty. It
-// is kept for the call sites that predate Subscribe[T].
-//
-// Deprecated: use Subscribe[T] with a concrete event type, or
-// Subscribe[Event] with the Types option.
-func (b *EventBus) SubscribeTypes(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
-	return b.subscribeList(name, bufferSize, eventTypes, false, opts)
-}
-
-// SubscribeLeaderOnly is SubscribeTypes with LeaderOnly: the subscription
-// of a leader-only component, made after Start once leadership is acquired.
-// eventTypes must not be empty.
-//
-// Deprecated: use Subscribe[T] under the context the lifecycle Manager
-// gives a leader-only component, which makes the subscription leader-only;
-// outside the Manager, add the LeaderOnly option.
-func (b *EventBus) SubscribeLeaderOnly(name string, bufferSize int, eventTypes []string, opts ...SubscribeOption) <-chan Event {
-	return b.subscribeList(name, bufferSize, eventTypes, true, opts)
-}
-
-func (b *EventBus) subscribeList(name string, bufferSize int, eventTypes []string, leaderOnly bool, opts []SubscribeOption) <-chan Event {
-	if len(eventTypes) == 0 {
-		panic(fmt.Errorf("%w: %q: empty event type list (use Subscribe for every type)", ErrInvalidSubscription, name))
-	}
-	s := newSubscribeConfig(bufferSize, opts)
-	cfg := &s.cfg
-	if cfg.types == nil {
-		cfg.types = eventTypes // read only
-	} else {
-		cfg.types = slices.Concat(cfg.types, eventTypes)
-	}
-	cfg.leaderOnly = cfg.leaderOnly || leaderOnly
-	return subscribe[Event](context.Background(), b, name, s)
-}
-
-// Unsubscribe ends the subscription whose channel is ch and closes ch. Calling
-// it again, or with a channel the bus did not hand out, does nothing.
-//
-// Deprecated: use Unsubscribe[T], the counterpart of Subscribe[T].
-func (b *EventBus) Unsubscribe(ch <-chan Event) { b.remove(ch) }
-
+// eventTypeOf returns the EventType of T's zero value, if T is a concrete
+// type whose zero value answers it.
 func eventTypeOf[T Event]() (t string, ok bool) {
 	defer func() {
 		if recover() != nil {
@@ -257,19 +184,6 @@ func eventTypeOf[T Event]() (t string, ok bool) {
 	}
 	t = zero.EventType()
 	return t, t != ""
-}
-
-// newSubscribeConfig returns a subscription to be made, with opts applied
-// to its cfg. The options see a field of the subscription, so that they
-// cost no allocation of their own.
-func newSubscribeConfig(bufferSize int, opts []SubscribeOption) *subscription {
-	s := &subscription{cfg: subscribeConfig{buffer: bufferSize}}
-	for _, o := range opts {
-		if o != nil {
-			o(&s.cfg)
-		}
-	}
-	return s
 }
 
 // resolve checks the configuration of subscription name, routed types
@@ -309,9 +223,41 @@ func (c *subscribeConfig) resolve(name string, types []string) error {
 // of what is wrong with it. It reports false, closing s, when the bus is
 // stopped.
 func (b *EventBus) add(key any, s *subscription, eventTypes []string) bool {
-	state := b.addQuiet(key, s, eventTypes)
+	b.mu.Lock()
+	state := b.state.Load()
+	if state != stateStopped {
+		b.subs[key] = s
+		b.routeLocked(s, eventTypes)
+	}
+	b.mu.Unlock()
+	if state == stateStopped {
+		s.sink.close() // never routed
+	}
 	b.warnAdded(s, state)
 	return state != stateStopped
+}
+
+// routeLocked routes eventTypes (nil: all) to s. b.mu must be held.
+func (b *EventBus) routeLocked(s *subscription, eventTypes []string) {
+	old := b.routes.Load()
+	if eventTypes == nil {
+		rt := old.clone()
+		rt.universal = append(slices.Clip(old.universal), s)
+		for _, t := range rt.topics {
+			t.addRouteLocked(s.newRouteLocked(t))
+		}
+		b.routes.Store(rt)
+		return
+	}
+	for _, name := range eventTypes {
+		t := b.routes.Load().topics[name]
+		if t == nil {
+			t = b.addTopicLocked(name)
+		}
+		if !t.routesTo(s) {
+			t.addRouteLocked(s.newRouteLocked(t))
+		}
+	}
 }
 
 // warnAdded warns of a subscription s that add found the bus in state:
@@ -329,62 +275,7 @@ func (b *EventBus) warnAdded(s *subscription, state int32) {
 	}
 }
 
-// addQuiet is add without the warnings: it returns the state of the bus it
-// found, and closes s if that is stateStopped.
-func (b *EventBus) addQuiet(key any, s *subscription, eventTypes []string) int32 {
-	b.mu.Lock()
-	state := b.state.Load()
-	if state == stateStopped {
-		b.mu.Unlock()
-		s.sink.close() // never routed
-		return state
-	}
-	b.subs[key] = s
-	old := b.routes.Load()
-	var rt *routeTable // a copy of old, made only if it must change
-	if eventTypes == nil {
-		rt = old.clone()
-		rt.universal = append(slices.Clip(old.universal), s)
-		for _, t := range rt.topics {
-			t.addRouteLocked(s.newRouteLocked(t))
-		}
-	} else {
-		for _, name := range eventTypes {
-			t := old.topics[name]
-			if t == nil && rt != nil {
-				t = rt.topics[name]
-			}
-			if t == nil {
-				if rt == nil {
-					rt = old.clone()
-				}
-				t = b.newTopicLocked(name, old.universal)
-				rt.topics[name] = t
-			}
-			if !t.routesTo(s) {
-				t.addRouteLocked(s.newRouteLocked(t))
-			}
-		}
-	}
-	if rt != nil {
-		b.routes.Store(rt)
-	}
-	b.mu.Unlock()
-	return state
-}
-
-// newTopicLocked makes the topic of an event type nobody routed yet.
-// b.mu must be held.
-func (b *EventBus) newTopicLocked(name string, universal []*subscription) *topic {
-	t := &topic{name: name, index: b.nextTopic}
-	b.nextTopic++
-	for _, u := range universal {
-		t.addRouteLocked(u.newRouteLocked(t))
-	}
-	return t
-}
-
-// routesTo reports whether t routes to s. EventBus.mu or t.mu must be held.
+// routesTo reports whether t routes to s. EventBus.mu must be held.
 func (t *topic) routesTo(s *subscription) bool {
 	for _, r := range t.routes {
 		if r.sub == s {
@@ -395,64 +286,48 @@ func (t *topic) routesTo(s *subscription) bool {
 }
 
 // addRouteLocked makes t route to r. EventBus.mu must be held; it takes
-// t.mu. An append never changes the part of the arrays that a delivery in
-// progress ranges over.
+// t.mu.
 func (t *topic) addRouteLocked(r *route) {
-	t.mu.Lock()
-	r.base = t.published
-	t.routes = append(t.routes, r)
-	var typed sink
-	if r.sub.ch == nil && len(r.sub.cfg.latest) == 0 {
-		typed = r.sub.sink // a typedSink: it takes direct sends (see topic.routes)
-	}
-	t.chans = append(t.chans, r.sub.ch)
-	t.typed = append(t.typed, typed)
-	t.seqFloor = 0 // r.lastSeq is 0
 	if r.key >= 0 {
 		t.latest++
 	}
+	t.mu.Lock()
+	t.routes = append(t.routes, r) // writes past the end of every older slice
 	t.mu.Unlock()
 }
 
-// removeRouteLocked makes t stop routing to r, which must be closed.
-// EventBus.mu must be held; it takes t.mu, so that once it returns no
-// delivery of t is offering to r, and any that let go of t.mu meanwhile
-// sees r closed before offering to it (see topic.routes).
+// removeRouteLocked makes t stop routing to r. EventBus.mu must be held;
+// it takes t.mu, so that once it returns no delivery of t is offering to
+// r, and any that let go of t.mu meanwhile sees that r left.
 func (t *topic) removeRouteLocked(r *route) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	i := slices.Index(t.routes, r)
 	if i < 0 {
 		return
 	}
-	r.leaveLocked()
 	if r.key >= 0 {
 		t.latest--
 	}
-	if t.iterating == 0 {
-		t.routes = slices.Delete(t.routes, i, i+1)
-		t.chans = slices.Delete(t.chans, i, i+1)
-		t.typed = slices.Delete(t.typed, i, i+1)
-		return
-	}
-	// A delivery that let go of t.mu still ranges over the current arrays.
-	t.routes = slices.Concat(t.routes[:i], t.routes[i+1:])
-	t.chans = slices.Concat(t.chans[:i], t.chans[i+1:])
-	t.typed = slices.Concat(t.typed[:i], t.typed[i+1:])
-}
-
-// clearRoutesLocked makes t route to nobody, on Stop, once every route has
-// been closed. EventBus.mu must be held; it takes t.mu, and so waits for
-// the delivery in progress, if any.
-func (t *topic) clearRoutesLocked() {
 	t.mu.Lock()
-	for _, r := range t.routes {
-		r.leaveLocked()
-	}
-	t.routes, t.chans, t.typed, t.latest = nil, nil, nil, 0
+	r.left = true
+	t.routes = slices.Delete(slices.Clone(t.routes), i, i+1) // a copy (see topic.routes)
 	t.mu.Unlock()
 }
 
+// clearRoutesLocked makes t route to nobody, on Stop. EventBus.mu must be
+// held; it takes t.mu, and so waits for the delivery in progress, if any.
+func (t *topic) clearRoutesLocked() {
+	t.latest = 0
+	t.mu.Lock()
+	for _, r := range t.routes {
+		r.left = true
+	}
+	t.routes = nil
+	t.mu.Unlock()
+}
+
+// remove ends the subscription registered under key, if any: its routes
+// leave their topics, then its channel is closed, once no publisher can
+// be offering to it.
 func (b *EventBus) remove(key any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -471,23 +346,13 @@ func (b *EventBus) remove(key any) {
 		}
 		b.routes.Store(rt)
 	}
-	b.unrouteLocked(s)
-	b.endLocked(s)
-}
-
-// unrouteLocked takes every route of s out of its topic after setting their
-// closed flags: a delivery sends only to the routes its topic lists while it
-// holds the topic's lock, and checks the closed flags once it has let go of
-// it, so once each route has left its topic after the flags were set, no
-// publisher is left offering to s. b.mu must be held.
-func (b *EventBus) unrouteLocked(s *subscription) {
-	s.closeRoutesLocked()
 	for _, r := range s.routes {
 		r.topic.removeRouteLocked(r)
 		if b.routeLeft != nil {
 			b.routeLeft(r.topic)
 		}
 	}
+	b.endLocked(s)
 }
 
 // warns reports whether the bus's logger takes warnings, so that the

@@ -15,7 +15,7 @@ import (
 func BenchmarkUpdate(b *testing.B) {
 	bus := busevents.NewEventBusWithLogger(16, discard)
 	h, _ := configchange.New(bus, configchange.Options{Source: configchange.Static("bench", []byte(docA)), Logger: discard})
-	ch := bus.SubscribeTypes("bench", 1, stateTypes, busevents.LatestValue(stateTypes...))
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "bench", 1, busevents.Types(stateTypes[0], stateTypes[1:]...), busevents.LatestValue(stateTypes...))
 	bus.Start()
 	defer bus.Stop()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -61,7 +61,7 @@ func newRig(t *testing.T, src configchange.Source, logger *slog.Logger) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := bus.SubscribeTypes("test", 64, stateTypes)
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "test", 64, busevents.Types(stateTypes[0], stateTypes[1:]...))
 	bus.Start()
 	t.Cleanup(bus.Stop)
 	return &rig{bus: bus, h: h, ch: ch}
@@ -212,7 +212,7 @@ func TestReplayerReplaysValidThenInvalid(t *testing.T) {
 		r.h.Update(t.Context(), []byte(docBad))
 		r.pending()
 
-		late := r.bus.SubscribeLeaderOnly("leader", 8, stateTypes)
+		late := busevents.Subscribe[busevents.Event](context.Background(), r.bus, "leader", 8, busevents.Types(stateTypes[0], stateTypes[1:]...), busevents.LeaderOnly())
 		if !r.h.Replayer().Replay() {
 			t.Fatal("Replay reported no state")
 		}
@@ -230,7 +230,7 @@ func TestReplayerReplaysValidThenInvalid(t *testing.T) {
 		// Once a valid document follows, the old refusal is not replayed.
 		r.h.Update(t.Context(), []byte(docB))
 		r.pending()
-		later := r.bus.SubscribeLeaderOnly("leader-2", 8, stateTypes)
+		later := busevents.Subscribe[busevents.Event](context.Background(), r.bus, "leader-2", 8, busevents.Types(stateTypes[0], stateTypes[1:]...), busevents.LeaderOnly())
 		r.h.Replayer().Replay()
 		synctest.Wait()
 		if got := len(later); got != 1 {
@@ -394,7 +394,7 @@ func TestConstructorsCheckArguments(t *testing.T) {
 func ExampleConfigChangeHandler_Update() {
 	bus := busevents.NewEventBusWithLogger(16, discard)
 	h, _ := configchange.New(bus, configchange.Options{Source: configchange.Default(), Logger: discard})
-	outcomes := bus.SubscribeTypes("example", 16, stateTypes)
+	outcomes := busevents.Subscribe[busevents.Event](context.Background(), bus, "example", 16, busevents.Types(stateTypes[0], stateTypes[1:]...))
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

@@ -49,8 +49,8 @@ func newRig(t *testing.T, opts deploymentscheduler.Options) *rig {
 	if err := m.AddLeaderOnly(s); err != nil {
 		t.Fatal(err)
 	}
-	deps := bus.SubscribeTypes("test-deployments", 64, []string{events.EventTypeDeploymentScheduled})
-	ready := bus.SubscribeTypes("test-ready", 8, []string{events.EventTypeTermReady})
+	deps := busevents.Subscribe[busevents.Event](context.Background(), bus, "test-deployments", 64, busevents.Types(events.EventTypeDeploymentScheduled))
+	ready := busevents.Subscribe[busevents.Event](context.Background(), bus, "test-ready", 8, busevents.Types(events.EventTypeTermReady))
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

@@ -37,7 +37,7 @@ func newRig(t *testing.T, d func(*busevents.EventBus) (*discovery.Discovery, err
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := bus.SubscribeTypes("test", 64, []string{events.EventTypeHAProxyPodsDiscovered})
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "test", 64, busevents.Types(events.EventTypeHAProxyPodsDiscovered))
 	bus.Start()
 	t.Cleanup(bus.Stop)
 	return &rig{bus: bus, d: disc, ch: ch}
@@ -186,7 +186,7 @@ func TestReplayToLateSubscriber(t *testing.T) {
 		r.pending()
 		r.d.SetPod(pod("c", "10.0.0.3", true))
 		r.pending()
-		late := r.bus.SubscribeLeaderOnly("leader", 4, []string{events.EventTypeHAProxyPodsDiscovered})
+		late := busevents.Subscribe[busevents.Event](context.Background(), r.bus, "leader", 4, busevents.Types(events.EventTypeHAProxyPodsDiscovered), busevents.LeaderOnly())
 		if !r.d.Replayer().Replay() {
 			t.Fatal("nothing to replay")
 		}

@@ -128,10 +128,10 @@ type replica struct {
 func newReplica(t *testing.T, id string, store k8sle.LeaseStore, edit func(*k8sle.Config)) *replica {
 	t.Helper()
 	r := &replica{t: t, id: id, bus: busevents.NewEventBusWithLogger(0, discard()), done: make(chan error, 1)}
-	r.ch = r.bus.SubscribeTypes("recorder", 4096, []string{
+	r.ch = busevents.Subscribe[busevents.Event](context.Background(), r.bus, "recorder", 4096, busevents.Types(
 		events.EventTypeLeaderElectionStarted, events.EventTypeBecameLeader,
 		events.EventTypeLostLeadership, events.EventTypeNewLeaderObserved,
-	}, busevents.Critical(func(d busevents.Drop) { t.Errorf("%s: recorder dropped %+v", id, d) }))
+	), busevents.Critical(func(d busevents.Drop) { t.Errorf("%s: recorder dropped %+v", id, d) }))
 	r.bus.Start()
 	cfg := config(id)
 	if edit != nil {

@@ -1,6 +1,7 @@
 package leadership_test
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,7 +93,7 @@ func BenchmarkReplay(b *testing.B) {
 	b.Run("replayer", func(b *testing.B) {
 		bus := newStarted(b)
 		r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(nil)
-		bus.SubscribeLeaderOnly("late", 1, []string{events.EventTypeConfigValidated})
+		busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 1, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
 		r.Cache(validated("v"))
 		r.Replay()
 		b.ReportAllocs()
@@ -102,7 +103,7 @@ func BenchmarkReplay(b *testing.B) {
 	})
 	b.Run("publish", func(b *testing.B) {
 		bus := newStarted(b)
-		bus.SubscribeLeaderOnly("late", 1, []string{events.EventTypeConfigValidated})
+		busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 1, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
 		e := validated("v")
 		bus.Publish(e)
 		b.ReportAllocs()

@@ -1,6 +1,7 @@
 package leadership_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -36,7 +37,7 @@ func TestCacheGetReplay(t *testing.T) {
 	if e, ok := r.Get(); !ok || e.Version != "v2" || !r.HasState() {
 		t.Fatalf("Get = %v, %v; want v2", e, ok)
 	}
-	ch := bus.SubscribeLeaderOnly("late", 4, []string{events.EventTypeConfigValidated})
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 4, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
 	if !r.Replay() {
 		t.Fatal("Replay with state returned false")
 	}
@@ -61,7 +62,7 @@ func TestNilAndTypedNilEventsAreNotCached(t *testing.T) {
 	r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
 	ri := leadership.NewStateReplayer[busevents.Event](bus)
 	bus.Start()
-	ch := bus.Subscribe("all", 4)
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "all", 4)
 	r.Cache(nil)
 	ri.Cache(nil)
 	var typedNil *events.ConfigValidatedEvent
@@ -130,7 +131,7 @@ func replayRace(t *testing.T, it int, cacheFirst bool) {
 		}
 	})
 	<-time.After(0)
-	ch := bus.SubscribeLeaderOnly("late", versions*2+2, []string{"test.state"})
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "late", versions*2+2, busevents.Types("test.state"), busevents.LeaderOnly())
 	close(start)
 	// Let the producer get a head start of a varying length.
 	for range it % 50 {
@@ -192,7 +193,7 @@ func TestPublishCachesAndPublishes(t *testing.T) {
 	bus := eventstest.NewBus(t, 0)
 	r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(nil)
 	bus.Start()
-	ch := bus.SubscribeLeaderOnly("sub", 4, []string{events.EventTypeConfigValidated})
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "sub", 4, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
 	if n := r.Publish(nil); n != 0 || r.HasState() {
 		t.Fatalf("Publish(nil) = %d, HasState %v", n, r.HasState())
 	}
@@ -236,7 +237,7 @@ func TestPublishLeavesNoSubscriberBehind(t *testing.T) {
 		for range it % 40 {
 			_ = r.HasState()
 		}
-		ch := bus.SubscribeLeaderOnly("late", 8, []string{"test.state"})
+		ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 8, busevents.Types("test.state"), busevents.LeaderOnly())
 		r.Replay()
 		wg.Wait()
 		got := eventstest.Drain(ch)
@@ -263,9 +264,9 @@ func TestSubscriberMadeDuringPublishIsNotBehind(t *testing.T) {
 	bus.Start()
 	var late <-chan busevents.Event
 	armed := false
-	full := bus.SubscribeTypes("full", 1, []string{"test.state"}, busevents.Critical(func(busevents.Drop) {
+	full := busevents.Subscribe[busevents.Event](context.Background(), bus, "full", 1, busevents.Types("test.state"), busevents.Critical(func(busevents.Drop) {
 		if armed && late == nil {
-			late = bus.SubscribeLeaderOnly("late", 4, []string{"test.state"})
+			late = busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 4, busevents.Types("test.state"), busevents.LeaderOnly())
 			r.Replay()
 		}
 	}))

@@ -92,7 +92,7 @@ func BenchmarkTermReady(b *testing.B) {
 	b.Run("baseline=bus-roundtrip", func(b *testing.B) {
 		b.ReportAllocs()
 		bus := busevents.NewEventBusWithLogger(0, discard())
-		ch := bus.SubscribeTypes("echo", 8, []string{events.EventTypeBecameLeader})
+		ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "echo", 8, busevents.Types(events.EventTypeBecameLeader))
 		bus.Start()
 		defer bus.Stop()
 		got := make(chan time.Duration)

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 
-	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -63,8 +62,7 @@ func tokenFrom(ctx context.Context) *runToken {
 // runCtx is the context handed to one run: its parent, with the run's token
 // as the value of ctxKey and, for a leader-only run, the run's term (for
 // termctx.FromContext: the termState is the termctx.Carrier, so a term
-// needs no context to stamp it) and the unit's scope as the value of the
-// scope key (busevents.IsScopeKey). A leader-only run's runCtx lives inside
+// needs no context to stamp it). A leader-only run's runCtx lives inside
 // its member, so a term allocates no context per component.
 type runCtx struct {
 	context.Context
@@ -77,8 +75,6 @@ func (c *runCtx) Value(key any) any {
 		return &c.tok
 	case c.tok.t != nil && termctx.IsKey(key):
 		return c.tok.t // the run's term, as a termctx.Carrier
-	case c.tok.u.scope != nil && busevents.IsScopeKey(key):
-		return c.tok.u.scope
 	}
 	return c.Context.Value(key)
 }

@@ -114,11 +114,11 @@ func (h *holder) Start(ctx context.Context) error {
 	}
 	var ch <-chan busevents.Event
 	if len(h.types) == 0 {
-		ch = h.bus.Subscribe(h.name, 16, busevents.LeaderOnly())
+		ch = busevents.Subscribe[busevents.Event](context.Background(), h.bus, h.name, 16, busevents.LeaderOnly())
 	} else {
-		ch = h.bus.SubscribeLeaderOnly(h.name, 16, h.types)
+		ch = busevents.Subscribe[busevents.Event](context.Background(), h.bus, h.name, 16, busevents.Types(h.types[0], h.types[1:]...), busevents.LeaderOnly())
 	}
-	defer h.bus.Unsubscribe(ch)
+	defer busevents.Unsubscribe(h.bus, ch)
 	lifecycle.Subscribed(ctx)
 	if h.fail != nil {
 		if err := h.fail(term); err != nil {
@@ -254,10 +254,10 @@ func newHarness(t *testing.T, opts lifecycle.Options, setup func(h *harness)) *h
 		t.Fatalf("NewManager: %v", err)
 	}
 	h.m = m
-	lifeCh := h.bus.SubscribeTypes("test-lifecycle", 1024, []string{
+	lifeCh := busevents.Subscribe[busevents.Event](context.Background(), h.bus, "test-lifecycle", 1024, busevents.Types(
 		events.EventTypeTermReady, events.EventTypeTermStopped,
 		events.EventTypeComponentFailed, events.EventTypeComponentOverstayed,
-	})
+	))
 	if setup != nil {
 		setup(h)
 	}

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -226,7 +227,7 @@ func TestHistograms(t *testing.T) {
 // they happen.
 func TestRealBus(t *testing.T) {
 	bus := busevents.NewEventBusWithLogger(16, discardLogger())
-	ch := bus.SubscribeTypes("slow", 1, []string{configType})
+	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "slow", 1, busevents.Types(configType))
 	bus.Start()
 	defer bus.Stop()
 	m, err := metrics.New(metrics.Sources{Bus: bus}, metrics.Options{})
@@ -257,9 +258,9 @@ func TestCountersSurviveTerms(t *testing.T) {
 	}
 	ev := &configEvent{}
 	for term := 1; term <= 3; term++ {
-		ch := bus.SubscribeLeaderOnly("publisher", 4, []string{configType})
+		ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "publisher", 4, busevents.Types(configType), busevents.LeaderOnly())
 		bus.Publish(ev)
-		bus.Unsubscribe(ch)
+		busevents.Unsubscribe(bus, ch)
 		expect(t, gather(t, m.Registry()), map[string]float64{
 			"baton_bus_delivered_total{subscriber=publisher,type=config.validated}": float64(term),
 		})

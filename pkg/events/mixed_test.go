@@ -14,18 +14,18 @@ import (
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
-// Kinds of subscription in TestDirectSendsRandomized.
+// Kinds of subscription in TestPublishToMixedSubscriptionsRandomized.
 const (
-	directEvent    = iota // Subscribe[Event]: a direct send on chan Event
-	directRouted          // Subscribe[*routed]: a direct typed send
-	directEv              // Subscribe[*ev] on the same event type: another Go type
-	directCritical        // Critical on chan Event: reports drops, letting go of the topic lock
-	directLatest          // LatestValue: never a direct send
-	directKinds
+	mixedEvent    = iota // Subscribe[Event]: on chan Event
+	mixedRouted          // Subscribe[*routed]: on the event type's own Go type
+	mixedEv              // Subscribe[*ev] on the same event type: another Go type
+	mixedCritical        // Critical on chan Event: reports drops, letting go of the topic lock
+	mixedLatest          // LatestValue, with room for every event
+	mixedKinds
 )
 
-// directSub is the model of one subscription of TestDirectSendsRandomized.
-type directSub struct {
+// mixedSub is the model of one subscription of TestPublishToMixedSubscriptionsRandomized.
+type mixedSub struct {
 	name                         string
 	kind                         int
 	read                         func() (int, bool) // receives one event's value without blocking
@@ -37,27 +37,25 @@ type directSub struct {
 
 // accepts reports whether s receives an event of Go type *routed (routed)
 // or *ev.
-func (s *directSub) accepts(routed bool) bool {
+func (s *mixedSub) accepts(routed bool) bool {
 	switch s.kind {
-	case directRouted:
+	case mixedRouted:
 		return routed
-	case directEv:
+	case mixedEv:
 		return !routed
 	}
 	return true
 }
 
-// A publish sends directly to runs of plain subscriptions (on chan Event,
-// or of one Go type T with one type assertion per run) and leaves the rest
-// to the checked path. These histories mix, on one event type, every kind
-// of subscription in random order (plain on chan Event, on two Go types
-// that report the same event type, Critical, LatestValue), with full
-// buffers, reads, new stamps (which send a delivery down the checked path
-// once), subscriptions and unsubscriptions, and check against a model what
-// each Publish returns, every event each subscriber reads, in order, and
-// the Delivered and Dropped figures and drop reports of each. A failure
+// A publish reaches every kind of subscription of its event type. These
+// histories mix, on one event type, every kind of subscription in random
+// order (plain on chan Event, on two Go types that report the same event
+// type, Critical, LatestValue), with full buffers, reads, new stamps,
+// subscriptions and unsubscriptions, and check against a model what each
+// Publish returns, every event each subscriber reads, in order, and the
+// Delivered and Dropped figures and drop reports of each. A failure
 // names its seed; BATON_SEED=<seed> replays it.
-func TestDirectSendsRandomized(t *testing.T) {
+func TestPublishToMixedSubscriptionsRandomized(t *testing.T) {
 	seeds := make([]uint64, 200)
 	for i := range seeds {
 		seeds[i] = uint64(i)
@@ -70,35 +68,35 @@ func TestDirectSendsRandomized(t *testing.T) {
 					t.Logf("replay with BATON_SEED=%d", seed)
 				}
 			}()
-			runDirectHistory(t, seed)
+			runMixedHistory(t, seed)
 		})
 	}
 }
 
-func runDirectHistory(t *testing.T, seed uint64) {
+func runMixedHistory(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0xd1))
 	b := busevents.NewEventBusWithLogger(0, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer b.Stop()
-	var subs []*directSub
+	var subs []*mixedSub
 	made := 0
 	subscribe := func() {
-		s := &directSub{name: fmt.Sprint("s", made), kind: rng.IntN(directKinds), cap: 1 + rng.IntN(4)}
+		s := &mixedSub{name: fmt.Sprint("s", made), kind: rng.IntN(mixedKinds), cap: 1 + rng.IntN(4)}
 		made++
 		ctx := busevents.WithLeaderOnly(context.Background())
 		switch s.kind {
-		case directRouted:
+		case mixedRouted:
 			ch := busevents.Subscribe[*routed](ctx, b, s.name, s.cap)
 			s.read, s.stop = recvValue(ch, func(e *routed) int { return e.v }), func() { busevents.Unsubscribe(b, ch) }
-		case directEv:
+		case mixedEv:
 			ch := busevents.Subscribe[*ev](ctx, b, s.name, s.cap, busevents.Types("routed"))
 			s.read, s.stop = recvValue(ch, func(e *ev) int { return e.Value }), func() { busevents.Unsubscribe(b, ch) }
 		default:
 			opts := []busevents.SubscribeOption{busevents.Types("routed")}
 			switch s.kind {
-			case directCritical:
+			case mixedCritical:
 				opts = append(opts, busevents.Critical(func(busevents.Drop) { s.reported++ }))
-			case directLatest:
-				s.cap = 1000 // never full: it takes every event, later than the direct sends
+			case mixedLatest:
+				s.cap = 1000 // never full: it skips nothing the model must know of
 				opts = append(opts, busevents.LatestValue())
 			}
 			ch := busevents.Subscribe[busevents.Event](ctx, b, s.name, s.cap, opts...)
@@ -175,15 +173,15 @@ func runDirectHistory(t *testing.T, seed uint64) {
 	check(300)
 }
 
-func (s *directSub) droppedIfCritical() uint64 {
-	if s.kind == directCritical {
+func (s *mixedSub) droppedIfCritical() uint64 {
+	if s.kind == mixedCritical {
 		return s.dropped
 	}
 	return 0
 }
 
 // readOne reads the next event of s, if the model holds one, and checks it.
-func (s *directSub) readOne(t *testing.T, step int) {
+func (s *mixedSub) readOne(t *testing.T, step int) {
 	t.Helper()
 	if len(s.queue) == 0 {
 		return
