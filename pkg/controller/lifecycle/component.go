@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 
-	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -16,11 +15,9 @@ import (
 // instance, and must therefore reset its per-term state at its top. Its
 // context carries busevents.WithLeaderOnly, so every subscription it makes
 // with busevents.Subscribe[T](ctx, ...) is leader-only and ends with the
-// term, with no option to remember, and the unit's busevents.Scope, which
-// reuses the subscription in the next term. It subscribes so, then calls
-// Subscribed(ctx),
-// and calls HoldsState(ctx, type) once it has processed state of each type
-// it declared in RequiredState.
+// term, with no option to remember. It subscribes so, then calls
+// Subscribed(ctx), and calls HoldsState(ctx, type) once it has processed
+// state of each type it declared in RequiredState.
 type Component interface {
 	Name() string
 	Start(ctx context.Context) error
@@ -63,8 +60,7 @@ func tokenFrom(ctx context.Context) *runToken {
 // runCtx is the context handed to one run: its parent, with the run's token
 // as the value of ctxKey and, for a leader-only run, the run's term (for
 // termctx.FromContext: the termState is the termctx.Carrier, so a term
-// needs no context to stamp it) and the unit's scope as the value of the
-// scope key (busevents.IsScopeKey). A leader-only run's runCtx lives inside
+// needs no context to stamp it). A leader-only run's runCtx lives inside
 // its member, so a term allocates no context per component.
 type runCtx struct {
 	context.Context
@@ -77,8 +73,6 @@ func (c *runCtx) Value(key any) any {
 		return &c.tok
 	case c.tok.t != nil && termctx.IsKey(key):
 		return c.tok.t // the run's term, as a termctx.Carrier
-	case c.tok.u.scope != nil && busevents.IsScopeKey(key):
-		return c.tok.u.scope
 	}
 	return c.Context.Value(key)
 }

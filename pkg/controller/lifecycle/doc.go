@@ -113,15 +113,9 @@
 //
 // A leader-only component subscribes at the top of every Start, with
 // busevents.Subscribe[T] under the run's context, as any component does.
-// The Manager gives each leader-only unit a busevents.Scope, reached
-// through that context, and each run is a period of it: the call returns a
-// new channel, routed from the call on, reached by the term's replays as
-// any new subscription is, and closed when the term ends (or the run
-// returns), while the scope reuses the subscription's record, routes and
-// options, so that a term costs one channel per subscription. Calls the
-// scope does not keep (under a context derived from the run's, or a second
-// call for one name in one run) get an ordinary subscription, ended with
-// its context. Run closes the scopes when it returns.
+// Each call returns a new channel, routed from the call on and reached by
+// the term's replays as any new subscription is; the bus closes it when
+// the term's context ends.
 //
 // # Failures and overstays
 //

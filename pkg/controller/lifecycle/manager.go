@@ -206,10 +206,6 @@ type unit struct {
 	// its first start and closed by shutdown; only Run's goroutine sets,
 	// sends to and closes it, so it reads it without mu.
 	work chan launch
-	// scope keeps a leader-only unit's subscriptions across terms: each
-	// run is a period of it (see busevents.Scope). Nil for all-replica
-	// units.
-	scope *busevents.Scope
 }
 
 // hook is work run once per term.
@@ -269,9 +265,6 @@ func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 		return fmt.Errorf("%w: component name is empty (%T)", ErrInvalidRegistration, c)
 	}
 	u := &unit{c: c, name: name, leaderOnly: leaderOnly, campaigner: campaigner}
-	if leaderOnly {
-		u.scope = busevents.NewScope(m.bus)
-	}
 	if sd, ok := c.(StateDependent); ok {
 		if !leaderOnly {
 			return fmt.Errorf("%w: %s: only leader-only components can be StateDependent", ErrInvalidRegistration, name)
@@ -454,17 +447,6 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 	}
 }
 
-// closeScopes ends every leader-only unit's scope, when Run ends. It runs
-// with no lock held.
-func (m *Manager) closeScopes() {
-	m.mu.Lock()
-	units := m.leaderOnly // fixed once Run started
-	m.mu.Unlock()
-	for _, u := range units {
-		u.scope.Close()
-	}
-}
-
 // shutdown ends the term, then stops the all-replica components. It runs
 // on Run's goroutine.
 func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
@@ -475,7 +457,6 @@ func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
 	if t := m.term; t != nil {
 		m.endTerm(t, reason, cause)
 	}
-	m.closeScopes()
 	procCancel(cause)
 	m.mu.Lock()
 	var waiting []*unit
@@ -660,9 +641,6 @@ func (m *Manager) callStart(l launch) (err error) {
 			m.logger.Error("component panicked", "component", l.u.name, "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
-	if l.tok.t != nil {
-		l.u.scope.Begin(l.ctx) // Subscribe[T] under l.ctx reuses the unit's subscriptions
-	}
 	return l.u.c.Start(l.ctx)
 }
 
@@ -713,7 +691,6 @@ func (m *Manager) exited(l launch, err error) {
 	var term uint64
 	if tok.t != nil {
 		term = tok.t.term
-		u.scope.End(l.ctx) // the run is over: its subscriptions end with it
 	}
 	m.wake()
 

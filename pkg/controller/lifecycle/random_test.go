@@ -522,10 +522,8 @@ func (h *randomHistory) check(step int) {
 	h.checkStepDowns(step, s)
 }
 
-// checkChannel fails when a run's channel (its unit's scope keeps the
-// subscription) was closed while the run's context was live, or is still
-// open once that context is done: the scope's period is the run, ended by
-// the term's end or the run's return, and by nothing else. With the
+// checkChannel fails when a run's channel was closed while the run's
+// context was live, or is still open once that context is done. With the
 // bubble settled, a run whose context is done reads nothing any more, so
 // the check may drain what it left.
 func (h *randomHistory) checkChannel(step int, name string, run *rcRun) {

@@ -15,8 +15,7 @@ import (
 // keptComponent is a leader-only component that subscribes at the top of
 // every term, as every leader-only component does: with
 // busevents.Subscribe[T] under the ctx the Manager gives it. Each term
-// gets a new channel, closed when the term ends; the Manager's scope reuses
-// everything else.
+// gets a new channel, closed when the term ends.
 type keptComponent struct {
 	bus   *busevents.EventBus
 	chans map[<-chan *events.ConfigValidatedEvent]bool

@@ -19,8 +19,7 @@ import (
 )
 
 // keptReader is a leader-only component that subscribes with
-// busevents.Subscribe[T] under its run's context (the unit's scope keeps
-// the subscription) and records, per term, the channel it got and the
+// busevents.Subscribe[T] under its run's context and records, per term, the channel it got and the
 // configuration versions it read. In a lazy term it reads one event and
 // then nothing, so that events are left unread in its channel when the
 // term ends.
@@ -68,8 +67,8 @@ func (r *keptReader) Start(ctx context.Context) error {
 	}
 }
 
-// TestRandomizedKeptSubscription runs terms of a leader-only component
-// whose subscription its unit's scope keeps, with seeded random publishes
+// TestSubscriptionPerTermRandomized runs terms of a leader-only component
+// that subscribes at the top of every term, with seeded random publishes
 // of configuration versions (increasing numbers) between terms and during
 // them, through the config replayer, and terms in which the component
 // leaves events unread. Checked for each term:
@@ -85,7 +84,7 @@ func (r *keptReader) Start(ctx context.Context) error {
 //     lists none live).
 //
 // A failure names its seed; BATON_SEED=<seed> replays it.
-func TestRandomizedKeptSubscription(t *testing.T) {
+func TestSubscriptionPerTermRandomized(t *testing.T) {
 	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -177,11 +176,9 @@ func keptTerms(t *testing.T, seed uint64) {
 	}
 }
 
-// TestSubscribeFallsBack: calls the unit's scope does not keep get
-// subscriptions of their own, ended with their context: a second call for
-// one name in one run (both channels close with the term), and a call
-// outside a run.
-func TestSubscribeFallsBack(t *testing.T) {
+// TestTwoSubscriptionsOfOneNameEndWithTheTerm: a second call for one name
+// in one run gets a channel of its own, and both close with the term.
+func TestTwoSubscriptionsOfOneNameEndWithTheTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := make(chan [2]<-chan *events.ConfigValidatedEvent, 1)
 		var h *harness
@@ -212,34 +209,4 @@ func TestSubscribeFallsBack(t *testing.T) {
 		}
 		h.stop()
 	})
-}
-
-// TestTermAllocations guards the allocations of a term: three leader-only
-// components with five subscriptions, two replayers and a hook, a whole
-// term (lead, ready, lose, stopped, the harness's events included) in at
-// most 18 heap allocations, 22 under the race detector (18 and 21 measured when
-// the bound was set; 24 and 27 before the runtime's per-unit workers,
-// ~175 before issue 10). Ten of them are the five channels the term's
-// subscriptions get (a channel and its buffer each), new in every term so
-// that each closes when its term ends (the scopes reuse the rest); four
-// are events (the harness's two, TermReady and TermStopped); four are the
-// term itself: its termState (which also carries the term for
-// TermFromContext), cancel-cause context and cancel func, and Done
-// channel. BenchmarkTermReady reports the figure.
-func TestTermAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation count: not in -short")
-	}
-	rig := newTermRig(t, false)
-	rig.term() // first use: the scopes' subscription records are made
-	rig.term()
-	n := testing.AllocsPerRun(200, func() { rig.term() })
-	t.Logf("%.1f allocations per term", n)
-	bound := 18.0
-	if raceEnabled {
-		bound = 22 // 21 measured; one spare for sync.Pool's random drops under -race
-	}
-	if n > bound {
-		t.Fatalf("a term costs %.1f allocations, want at most %.0f", n, bound)
-	}
 }

@@ -169,9 +169,6 @@ func (m *Manager) endTerm(t *termState, reason string, cause error) {
 	}
 	m.mu.Unlock()
 	t.cancel(t.endCause(cause))
-	for _, mem := range t.members {
-		mem.u.scope.End(&mem.run) // the term's subscriptions end with it
-	}
 	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
 		m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
 	}
