@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Timings of the randomized histories (fake time).
@@ -152,7 +153,7 @@ func (c *randomComp) plan(term uint64) (rcBehavior, time.Duration) {
 }
 
 func (c *randomComp) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	b, d := c.plan(term)
 	run := &rcRun{term: term, ctx: ctx, behavior: b}
 	c.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // keptComponent is a leader-only component that subscribes at the top of
@@ -25,7 +26,7 @@ func (k *keptComponent) Name() string            { return "keeper" }
 func (k *keptComponent) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
 
 func (k *keptComponent) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, k.bus, "keeper", 4)
 	k.chans[ch] = true
 	lifecycle.Subscribed(ctx)

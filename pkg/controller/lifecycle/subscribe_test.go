@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // keptReader is a leader-only component that subscribes with
@@ -36,7 +37,7 @@ func (r *keptReader) Name() string            { return "kept-reader" }
 func (r *keptReader) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
 
 func (r *keptReader) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, r.bus, "cfg", 64)
 	r.mu.Lock()
 	r.chans[term] = ch
