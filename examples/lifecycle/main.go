@@ -34,6 +34,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Names this controller reads and writes.
@@ -134,7 +135,7 @@ func (w *Writer) Start(ctx context.Context) error {
 // the term ended (by the elector's clock), refused over a newer term's stamp, and
 // written under the resourceVersion it read, so a newer write in between conflicts.
 func (w *Writer) Write(ctx context.Context, inv *Inventory) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	api := w.Clients.CoreV1().ConfigMaps(w.Namespace)
 	for {
 		if ctx.Err() != nil {

@@ -120,15 +120,18 @@ func (r *Replica) buildCore(opts Options) (err error) {
 	}
 
 	// 3. The runtime, before the bus starts.
+	stepDown := r.elector.Resign
+	if opts.NoStepDown {
+		stepDown = nil
+	}
 	r.manager, err = lifecycle.NewManager(r.bus, lifecycle.Options{
 		Logger:           r.logger,
 		StopTimeout:      opts.StopTimeout,
 		SubscribeTimeout: opts.SubscribeTimeout,
 		TermContext:      r.elector.TermContext,
 		StepDownGrace:    opts.StepDownGrace,
-		NoStepDown:       opts.NoStepDown,
 		CampaignUnsynced: opts.CampaignUnsynced,
-		StepDown:         r.elector.Resign,
+		StepDown:         stepDown,
 		OnTermReady:      r.termReady,
 		OnTermStopped:    opts.Hooks.OnTermStopped,
 	})

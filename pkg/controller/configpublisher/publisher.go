@@ -13,6 +13,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/store"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Name is the component name of the publisher.
@@ -188,7 +189,7 @@ type term struct {
 // returns ErrNoTerm if ctx carries no term and ErrAlreadyRunning if another
 // Start runs.
 func (c *Component) Start(ctx context.Context) error {
-	number, ok := lifecycle.TermFromContext(ctx)
+	number, ok := termctx.FromContext(ctx)
 	if !ok {
 		return ErrNoTerm
 	}

@@ -18,7 +18,8 @@ import (
 // as the all-replica side does, and reaches the scheduler through replays.
 func ExampleComponent() {
 	bus := busevents.NewEventBusWithLogger(16, discard)
-	m, _ := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard})
+	ready := make(chan lifecycle.TermReport, 1)
+	m, _ := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard, OnTermReady: func(r lifecycle.TermReport) { ready <- r }})
 	sched, _ := deploymentscheduler.New(bus, deploymentscheduler.Options{MinInterval: time.Second, Logger: discard})
 	m.AddLeaderOnly(sched)
 	cfgState := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
@@ -26,7 +27,6 @@ func ExampleComponent() {
 	m.AddReplayer("config", cfgState)
 	m.AddReplayer("pods", podState)
 	deployed := busevents.Subscribe[*events.DeploymentScheduledEvent](context.Background(), bus, "example", 4)
-	ready := busevents.Subscribe[*events.TermReadyEvent](context.Background(), bus, "example-ready", 4)
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Name is the component name of the scheduler.
@@ -187,7 +188,7 @@ type run struct {
 // deploying for the rest of the term. It returns ErrNoTerm if ctx carries no
 // term and ErrAlreadyRunning if another Start runs.
 func (c *Component) Start(ctx context.Context) error {
-	term, ok := lifecycle.TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	if !ok {
 		return ErrNoTerm
 	}

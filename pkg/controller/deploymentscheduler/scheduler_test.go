@@ -29,13 +29,14 @@ type rig struct {
 	m     *lifecycle.Manager
 	s     *deploymentscheduler.Component
 	deps  <-chan busevents.Event
-	ready <-chan busevents.Event
+	ready <-chan lifecycle.TermReport
 }
 
 func newRig(t *testing.T, opts deploymentscheduler.Options) *rig {
 	t.Helper()
 	bus := busevents.NewEventBusWithLogger(64, discard)
-	m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard})
+	ready := make(chan lifecycle.TermReport, 8)
+	m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard, OnTermReady: func(r lifecycle.TermReport) { ready <- r }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,6 @@ func newRig(t *testing.T, opts deploymentscheduler.Options) *rig {
 		t.Fatal(err)
 	}
 	deps := busevents.Subscribe[busevents.Event](context.Background(), bus, "test-deployments", 64, busevents.Types(events.EventTypeDeploymentScheduled))
-	ready := busevents.Subscribe[busevents.Event](context.Background(), bus, "test-ready", 8, busevents.Types(events.EventTypeTermReady))
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -112,7 +112,7 @@ func TestHoldsUntilBothThenRateLimitsAndCoalesces(t *testing.T) {
 			t.Fatalf("first deployment: %+v", d)
 		}
 		if len(r.ready) != 1 {
-			t.Error("no TermReadyEvent once both were held")
+			t.Error("no term-ready report once both were held")
 		}
 
 		// A burst within the interval: held back, then one deployment.

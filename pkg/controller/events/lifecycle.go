@@ -10,8 +10,6 @@ import (
 // pkg/controller/lifecycle, which publishes them; the names here are aliases
 // of those.
 const (
-	EventTypeTermReady           = lifecycle.EventTypeTermReady
-	EventTypeTermStopped         = lifecycle.EventTypeTermStopped
 	EventTypeComponentFailed     = lifecycle.EventTypeComponentFailed
 	EventTypeComponentOverstayed = lifecycle.EventTypeComponentOverstayed
 )
@@ -23,25 +21,11 @@ const (
 )
 
 type (
-	// TermReadyEvent is lifecycle.TermReadyEvent.
-	TermReadyEvent = lifecycle.TermReadyEvent
-	// TermStoppedEvent is lifecycle.TermStoppedEvent.
-	TermStoppedEvent = lifecycle.TermStoppedEvent
 	// ComponentFailedEvent is lifecycle.ComponentFailedEvent.
 	ComponentFailedEvent = lifecycle.ComponentFailedEvent
 	// ComponentOverstayedEvent is lifecycle.ComponentOverstayedEvent.
 	ComponentOverstayedEvent = lifecycle.ComponentOverstayedEvent
 )
-
-// NewTermReadyEvent calls lifecycle.NewTermReadyEvent.
-func NewTermReadyEvent(term uint64, latency time.Duration) *TermReadyEvent {
-	return lifecycle.NewTermReadyEvent(term, latency)
-}
-
-// NewTermStoppedEvent calls lifecycle.NewTermStoppedEvent.
-func NewTermStoppedEvent(term uint64, reason string, overstayed []string) *TermStoppedEvent {
-	return lifecycle.NewTermStoppedEvent(term, reason, overstayed)
-}
 
 // NewComponentFailedEvent calls lifecycle.NewComponentFailedEvent.
 func NewComponentFailedEvent(component string, leaderOnly bool, term uint64, err error) *ComponentFailedEvent {

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -553,7 +554,7 @@ type workerComponent struct{ terms chan uint64 }
 func (workerComponent) Name() string { return "worker" }
 
 func (w workerComponent) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	lifecycle.Subscribed(ctx)
 	w.terms <- term
 	<-ctx.Done()

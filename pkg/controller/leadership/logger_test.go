@@ -11,31 +11,23 @@ import (
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
-// TestInheritLogger: a replayer logs through an inherited logger unless
-// WithLogger chose one, and a nil logger changes nothing.
-func TestInheritLogger(t *testing.T) {
+// TestWithLogger: a replayer logs through the logger WithLogger gave it,
+// and a nil logger discards.
+func TestWithLogger(t *testing.T) {
 	bus := busevents.NewEventBusWithLogger(8, slog.New(slog.DiscardHandler))
 	bus.Start()
 	defer bus.Stop()
-	var inherited, chosen bytes.Buffer
-	logTo := func(b *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
-
-	r := leadership.NewStateReplayer[*stateEvent](bus)
-	r.InheritLogger(nil)
-	r.InheritLogger(logTo(&inherited))
+	var chosen bytes.Buffer
+	r := leadership.NewStateReplayer[*stateEvent](bus).WithLogger(slog.New(slog.NewTextHandler(&chosen, nil)))
 	r.Cache(&stateEvent{v: "v1"})
 	r.Replay()
-	if !strings.Contains(inherited.String(), "replaying stateEvent") {
-		t.Errorf("inherited logger got %q", inherited.String())
+	if !strings.Contains(chosen.String(), "replaying stateEvent") {
+		t.Errorf("the chosen logger got %q", chosen.String())
 	}
-
-	inherited.Reset()
-	own := leadership.NewStateReplayer[*stateEvent](bus).WithLogger(logTo(&chosen))
-	own.InheritLogger(logTo(&inherited))
-	own.Cache(&stateEvent{v: "v1"})
-	own.Replay()
-	if inherited.Len() != 0 || !strings.Contains(chosen.String(), "replaying stateEvent") {
-		t.Errorf("WithLogger's logger was replaced: chosen %q, inherited %q", chosen.String(), inherited.String())
+	quiet := leadership.NewStateReplayer[*stateEvent](bus).WithLogger(nil)
+	quiet.Cache(&stateEvent{v: "v1"})
+	if !quiet.Replay() {
+		t.Error("a replayer with a nil logger did not replay")
 	}
 }
 

@@ -1,7 +1,6 @@
 package leadership
 
 import (
-	"context"
 	"log/slog"
 	"reflect"
 	"sync"
@@ -14,11 +13,8 @@ import (
 // on demand. Create one with NewStateReplayer.
 type StateReplayer[T busevents.Event] struct {
 	bus    *busevents.EventBus
-	name   string // T's type name, for logs
-	msg    string // "replaying <name>"
-	logger atomic.Pointer[slog.Logger]
-	// chosen is set by WithLogger: InheritLogger then leaves the logger be.
-	chosen atomic.Bool
+	name   string       // T's type name, for logs
+	logger *slog.Logger // set by NewStateReplayer or WithLogger, before use
 	slot   atomic.Pointer[entry[T]]
 
 	// publishMu serialises Publish, so that the order in which the slot
@@ -37,8 +33,7 @@ type entry[T busevents.Event] struct {
 // NewStateReplayer returns a replayer that re-publishes on bus. It panics,
 // naming the argument, when bus is nil: a replayer without a bus is a
 // programming error that must not surface only at the first failover.
-// It logs through slog.Default() until WithLogger or InheritLogger gives it
-// a logger.
+// It logs through slog.Default() unless WithLogger gives it a logger.
 func NewStateReplayer[T busevents.Event](bus *busevents.EventBus) *StateReplayer[T] {
 	if bus == nil {
 		panic("leadership: NewStateReplayer: bus is nil")
@@ -47,42 +42,26 @@ func NewStateReplayer[T busevents.Event](bus *busevents.EventBus) *StateReplayer
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	r := &StateReplayer[T]{bus: bus, name: t.Name(), msg: "replaying " + t.Name()}
-	r.logger.Store(slog.Default())
-	return r
+	return &StateReplayer[T]{bus: bus, name: t.Name(), logger: slog.Default()}
 }
 
 // WithLogger makes the replayer log through logger (nil: discard) and
-// returns it, for use right after NewStateReplayer. A logger chosen so is
-// kept by InheritLogger.
+// returns it. Call it right after NewStateReplayer, before the replayer is
+// shared: it is the one way to give a replayer its logger.
 func (r *StateReplayer[T]) WithLogger(logger *slog.Logger) *StateReplayer[T] {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r.chosen.Store(true)
-	r.logger.Store(logger)
+	r.logger = logger
 	return r
 }
-
-// InheritLogger makes the replayer log through logger unless WithLogger
-// chose one. lifecycle.Manager.AddReplayer calls it with the Manager's
-// logger, so a replayer registered there logs with the runtime's lines
-// rather than through slog.Default(). A nil logger does nothing. It is safe
-// to call concurrently with the other methods.
-func (r *StateReplayer[T]) InheritLogger(logger *slog.Logger) {
-	if logger != nil && !r.chosen.Load() {
-		r.logger.Store(logger)
-	}
-}
-
-func (r *StateReplayer[T]) log() *slog.Logger { return r.logger.Load() }
 
 // Cache stores event as the current state, replacing what was cached. A nil
 // or typed-nil event is ignored: it is never cached, and what was cached
 // stays. When calls race, the one that took the later bus sequence wins.
 func (r *StateReplayer[T]) Cache(event T) {
 	if busevents.IsNil(event) {
-		r.log().Warn("state replayer ignored a nil event", "type", r.name)
+		r.logger.Warn("state replayer ignored a nil event", "type", r.name)
 		return
 	}
 	r.store(&entry[T]{event: event, seq: r.bus.NextSequence()})
@@ -113,7 +92,7 @@ func (r *StateReplayer[T]) store(e *entry[T]) {
 // the newest state.
 func (r *StateReplayer[T]) Publish(event T) int {
 	if busevents.IsNil(event) {
-		r.log().Warn("state replayer ignored a nil event", "type", r.name)
+		r.logger.Warn("state replayer ignored a nil event", "type", r.name)
 		return 0
 	}
 	r.publishMu.Lock()
@@ -131,9 +110,7 @@ func (r *StateReplayer[T]) Replay() bool {
 		return false
 	}
 	n := r.bus.Republish(e.event, e.seq)
-	if l := r.log(); l.Enabled(context.Background(), slog.LevelInfo) {
-		l.Info(r.msg, "type", e.event.EventType(), "subscribers", n)
-	}
+	r.logger.Info("replaying "+r.name, "type", e.event.EventType(), "subscribers", n)
 	return true
 }
 

@@ -23,7 +23,7 @@ type benchComponent struct {
 	pods  bool // also needs pods
 	dummy int
 	// perTerm makes the subscriptions under a context derived from the
-	// run's, which the unit's scope does not keep: anew in every term.
+	// run's.
 	perTerm           bool
 	cfgName, podsName string
 }

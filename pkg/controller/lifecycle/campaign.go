@@ -15,9 +15,9 @@ type Syncer interface {
 	Synced() bool
 }
 
-// SyncPoll is how often the Manager asks the Syncers whether they synced
+// syncPoll is how often the Manager asks the Syncers whether they synced
 // while a campaigner waits for them.
-const SyncPoll = 10 * time.Millisecond
+const syncPoll = 10 * time.Millisecond
 
 // AddCampaigner registers the all-replica component that campaigns for
 // leadership, typically the election adapter (leaderelection.Component).
@@ -68,7 +68,7 @@ func (m *Manager) startAllReplica(procCtx context.Context) *campaignGate {
 	m.mu.Unlock()
 	m.logger.Info("waiting for the all-replica state a leader needs before campaigning",
 		"campaigners", names(gate.waiting), "waiting_for", gate.unsynced())
-	gate.ticker = time.NewTicker(SyncPoll)
+	gate.ticker = time.NewTicker(syncPoll)
 	return gate
 }
 

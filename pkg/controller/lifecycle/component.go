@@ -1,10 +1,6 @@
 package lifecycle
 
-import (
-	"context"
-
-	"github.com/baton-dev/baton/pkg/termctx"
-)
+import "context"
 
 // Component is anything the Manager runs. Start blocks until ctx is done
 // and then returns nil or ctx.Err() (possibly wrapped): that is a clean
@@ -13,13 +9,12 @@ import (
 //
 // A leader-only component's Start is called once per term, on the same
 // instance, and must therefore reset its per-term state at its top. Its
-// context carries busevents.WithLeaderOnly, so every subscription it makes
-// with busevents.Subscribe[T](ctx, ...) is leader-only and ends with the
-// term, with no option to remember, and the unit's busevents.Scope, which
-// reuses the subscription in the next term. It subscribes so, then calls
-// Subscribed(ctx),
-// and calls HoldsState(ctx, type) once it has processed state of each type
-// it declared in RequiredState.
+// context carries the term (termctx.FromContext) and
+// busevents.WithLeaderOnly, so every subscription it makes with
+// busevents.Subscribe[T](ctx, ...) is leader-only and ends with the term,
+// with no option to remember. It subscribes so, then calls
+// Subscribed(ctx), and calls HoldsState(ctx, type) once it has processed
+// state of each type it declared in RequiredState.
 type Component interface {
 	Name() string
 	Start(ctx context.Context) error
@@ -40,10 +35,12 @@ type StateDependent interface {
 	RequiredState() []string
 }
 
-type ctxKey struct{}
+// runKey is the context key of a run's token.
+type runKey struct{}
 
-// runToken identifies one run of one component; it is the value the
-// Manager puts in the context it hands to Start.
+// runToken identifies one run of one component; the Manager puts it in
+// the context it hands to Start, so that Subscribed and HoldsState know
+// whose signal they carry.
 type runToken struct {
 	m   *Manager
 	u   *unit
@@ -55,37 +52,8 @@ func tokenFrom(ctx context.Context) *runToken {
 	if ctx == nil {
 		return nil
 	}
-	tok, _ := ctx.Value(ctxKey{}).(*runToken)
+	tok, _ := ctx.Value(runKey{}).(*runToken)
 	return tok
-}
-
-// runCtx is the context handed to one run: its parent, with the run's token
-// as the value of ctxKey and, for a leader-only run, the run's term (for
-// termctx.FromContext: the termState is the termctx.Carrier, so a term
-// needs no context to stamp it). A leader-only run's runCtx lives inside
-// its member, so a term allocates no context per component.
-type runCtx struct {
-	context.Context
-	tok runToken
-}
-
-func (c *runCtx) Value(key any) any {
-	switch {
-	case key == (ctxKey{}):
-		return &c.tok
-	case c.tok.t != nil && termctx.IsKey(key):
-		return c.tok.t // the run's term, as a termctx.Carrier
-	}
-	return c.Context.Value(key)
-}
-
-// TermFromContext returns the term of the leader-only run whose context ctx
-// is (or derives from). It reports false for an all-replica component's
-// context and for any context no term was stamped on. It is
-// termctx.FromContext, the one term accessor of the core: the same lookup
-// answers for a context of the elector's (pkg/k8s/leaderelection).
-func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	return termctx.FromContext(ctx)
 }
 
 // Subscribed tells the Manager that the leader-only component running under

@@ -32,18 +32,18 @@
 // The component that campaigns for leadership (the election adapter) is
 // registered with AddCampaigner: an all-replica component that the Manager
 // starts only once every all-replica component implementing Syncer (the
-// configuration handler, the discovery) reports Synced, polled every
-// SyncPoll. A replica that has not read the state a leader needs therefore
-// never takes the lease; Status.CampaignWaiting says it waits, and the log
-// says for whom. Options.CampaignUnsynced starts it at once instead.
+// configuration handler, the discovery) reports Synced. A replica that has
+// not read the state a leader needs therefore never takes the lease;
+// Status.CampaignWaiting says it waits, and the log says for whom.
+// Options.CampaignUnsynced starts it at once instead.
 //
 // # A term
 //
 // On a BecameLeaderEvent with a term newer than any seen, the Manager:
 //
 //  1. starts every leader-only component, in registration order, each on
-//     its own goroutine (one per component, kept from term to term), under
-//     a context carrying the term (TermFromContext);
+//     a goroutine of its own, under a context that carries the term
+//     (termctx.FromContext);
 //  2. waits until each has called Subscribed, has returned, or has let
 //     SubscribeTimeout pass (reported as an overstay of the "subscribe"
 //     phase);
@@ -55,35 +55,23 @@
 //  4. declares the term ready once every leader-only component started in
 //     it (none is still running from an earlier term) and every
 //     StateDependent one reported HoldsState for each type in its
-//     RequiredState: it records the latency
-//     from the BecameLeaderEvent's timestamp (the lease acquisition), logs
-//     "term ready", publishes TermReadyEvent and calls
-//     Options.OnTermReady.
+//     RequiredState: it logs "term ready" and calls Options.OnTermReady
+//     with a TermReport, whose latency runs from the BecameLeaderEvent's
+//     timestamp (the lease acquisition).
 //
 // The term ends on a LostLeadershipEvent for it (or for a later or unknown
 // term), on a BecameLeaderEvent with a newer term, and when Run's context
 // ends: the Manager cancels the term's context, waits up to StopTimeout for
-// its components to return, publishes TermStoppedEvent and calls
-// Options.OnTermStopped. BecameLeaderEvents repeating the current term, or
-// for a term not newer than the last one started, are ignored; so are
+// its components to return and calls Options.OnTermStopped with a
+// TermStopReport. BecameLeaderEvents repeating the current term, or for a
+// term not newer than the last one started, are ignored; so are
 // LostLeadershipEvents for an earlier term.
 //
-// With Options.TermContext (wired to leaderelection.Component.TermContext)
-// the term's context also reports the term over the moment the elector's
-// term context does: by the elector's own clock, so a replica resumed after
-// a pause past its renew deadline sees ctx.Err() != nil at once, before any
-// event was handled. The Manager's goroutine watches the elector's term
-// context's Done with the leadership events, and ends the term's context
-// when it closes, so that a component blocked on ctx.Done() returns
-// before the LostLeadershipEvent arrives.
-//
-// A term starts no goroutine and costs the runtime four heap allocations
-// with leader-only components (its state, which also carries the term for
-// TermFromContext, its cancel-cause context and cancel function, and the
-// context's Done channel) and its two events, TermReadyEvent and
-// TermStoppedEvent. A leadership loss for the reason of the one before, or
-// an end of the elector's context with the cause of the one before, costs
-// none (BenchmarkTermReady, TestTermAllocations).
+// With Options.TermContext (wired to the elector's term context) the
+// term's context also ends when the elector's does, and reports the term
+// over the moment the elector's does: by the elector's own clock, so a
+// replica resumed after a pause past its renew deadline sees
+// ctx.Err() != nil at once, before any event was handled.
 //
 // # Why a term ended
 //
@@ -113,22 +101,17 @@
 //
 // A leader-only component subscribes at the top of every Start, with
 // busevents.Subscribe[T] under the run's context, as any component does.
-// The Manager gives each leader-only unit a busevents.Scope, reached
-// through that context, and each run is a period of it: the call returns a
-// new channel, routed from the call on, reached by the term's replays as
-// any new subscription is, and closed when the term ends (or the run
-// returns), while the scope reuses the subscription's record, routes and
-// options, so that a term costs one channel per subscription. Calls the
-// scope does not keep (under a context derived from the run's, or a second
-// call for one name in one run) get an ordinary subscription, ended with
-// its context. Run closes the scopes when it returns.
+// Each call returns a new channel, routed from the call on and reached by
+// the term's replays as any new subscription is; the bus closes it when
+// the term's context ends.
 //
 // # Failures and overstays
 //
 // Only a return after the context ended, with nil, a context error or the
-// context's cause (context.Cause), is a clean stop. Any other return, and a panic (recovered, logged with its
-// stack), marks the component failed: it is logged with slog at error level,
-// counted in Status and published as ComponentFailedEvent.
+// context's cause (context.Cause), is a clean stop. Any other return, and a
+// panic (recovered, logged with its stack), marks the component failed: it
+// is logged with slog at error level, counted in Status and published as
+// ComponentFailedEvent.
 //
 //   - A failed leader-only component is not restarted within its term; it is
 //     started again in the next term. Meanwhile its term may never become
@@ -159,9 +142,9 @@
 // Options.StepDownGrace (an overstayer that returns is started late in the
 // term), that is logged and the term is healthy again. Otherwise, once the
 // grace passed, the Manager calls Options.StepDown (wired to the elector's
-// resignation, leaderelection.Component.Resign) once for the term, so that
-// another replica leads; it logs and counts that too (Status.StepDowns).
-// Options.NoStepDown keeps the reports and drops the step-down.
+// resignation) once for the term, so that another replica leads; it logs
+// and counts that too (Status.StepDowns). Without a StepDown the Manager
+// only reports.
 //
 // # Status
 //
@@ -170,23 +153,20 @@
 // ready, the last term-ready report (with its latency), counters of terms,
 // ready terms, failures, panics, overstays, subscribe timeouts, terms that
 // missed a component, step-downs and dropped leadership events, the
-// components the current term misses, and per component its state, term, last error, subscription and
-// held state in the current term and its own counters.
+// components the current term misses, and per component its state, term,
+// last error, subscription and held state in the current term and its own
+// counters.
 //
 // # Concurrency properties
 //
 // All methods are safe for concurrent use. Run works on the goroutine that
 // calls it, which handles leadership events, runs the term hooks and the
-// callbacks. It starts one goroutine per all-replica component, and one
-// worker goroutine per leader-only component at its first term, which
-// calls its Start once per term, one run after the other, and ends with
-// the last run once Run returned: a term starts no goroutine.
-// TermFromContext, Subscribed, HoldsState and Status never block on
-// anything but a short internal mutex, which is never held while calling
-// out (components, hooks, callbacks, the bus). Run returns once every
-// component it started returned or overstayed; Done's channel, closed by
-// the Manager, tells when the last overstaying component goroutine has
-// ended too. While Run waits for a term to stop, leadership events queue
-// in its subscription buffer (LeadershipBuffer); the stop is bounded by
-// StopTimeout.
+// callbacks. Every run of a component (all-replica once, leader-only once
+// per term) is a goroutine of its own. Subscribed, HoldsState and Status
+// never block on anything but a short internal mutex, which is never held
+// while calling out (components, hooks, callbacks, the bus). Run returns
+// once every component it started returned or overstayed; Done's channel
+// tells when the last overstaying component has returned too. While Run
+// waits for a term to stop, leadership events queue in its subscription's
+// buffer; the stop is bounded by StopTimeout.
 package lifecycle

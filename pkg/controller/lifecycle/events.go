@@ -3,10 +3,9 @@ package lifecycle
 import "time"
 
 // Lifecycle event types, published by the Manager. The catalog in
-// pkg/controller/events re-exports them under the same names.
+// pkg/controller/events re-exports them under the same names. A term's
+// own reports go to Options.OnTermReady and Options.OnTermStopped.
 const (
-	EventTypeTermReady           = "lifecycle.term_ready"
-	EventTypeTermStopped         = "lifecycle.term_stopped"
 	EventTypeComponentFailed     = "lifecycle.component_failed"
 	EventTypeComponentOverstayed = "lifecycle.component_overstayed"
 )
@@ -21,43 +20,6 @@ const (
 	// timeout after its context was cancelled.
 	OverstayStop = "stop"
 )
-
-// TermReadyEvent says that every leader-only component of Term holds the
-// replayed state it declared it needs. Latency runs from the acquisition of
-// the lease (the BecameLeaderEvent's timestamp) to that moment.
-type TermReadyEvent struct {
-	Term    uint64
-	Latency time.Duration
-	at      time.Time
-}
-
-// NewTermReadyEvent returns the event, stamped now.
-func NewTermReadyEvent(term uint64, latency time.Duration) *TermReadyEvent {
-	return &TermReadyEvent{Term: term, Latency: latency, at: time.Now()}
-}
-
-func (*TermReadyEvent) EventType() string { return EventTypeTermReady }
-
-func (e *TermReadyEvent) Timestamp() time.Time { return e.at }
-
-// TermStoppedEvent says that the runtime ended Term: its context was
-// cancelled and its leader-only components returned, except those listed in
-// Overstayed, which were still running when the stop timeout passed.
-type TermStoppedEvent struct {
-	Term       uint64
-	Reason     string
-	Overstayed []string
-	at         time.Time
-}
-
-// NewTermStoppedEvent returns the event, stamped now.
-func NewTermStoppedEvent(term uint64, reason string, overstayed []string) *TermStoppedEvent {
-	return &TermStoppedEvent{Term: term, Reason: reason, Overstayed: overstayed, at: time.Now()}
-}
-
-func (*TermStoppedEvent) EventType() string { return EventTypeTermStopped }
-
-func (e *TermStoppedEvent) Timestamp() time.Time { return e.at }
 
 // ComponentFailedEvent says that a component's Start returned an error
 // other than a clean, context-cancelled stop. Term is the term the run

@@ -10,6 +10,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // publisher is a leader-only component that needs the validated config.
@@ -19,7 +20,7 @@ func (p *publisher) Name() string            { return "publisher" }
 func (p *publisher) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
 
 func (p *publisher) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	// Leader-only because the Manager runs it as leader-only; the channel
 	// closes when the term ends.
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, p.bus, "publisher", 4)

@@ -14,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // logRecorder is a slog.Handler that keeps "LEVEL message" lines.
@@ -89,7 +90,7 @@ func (h *holder) Name() string            { return h.name }
 func (h *holder) RequiredState() []string { return h.required }
 
 func (h *holder) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	h.mu.Lock()
 	h.running++
 	h.maxRunning = max(h.maxRunning, h.running)
@@ -114,9 +115,9 @@ func (h *holder) Start(ctx context.Context) error {
 	}
 	var ch <-chan busevents.Event
 	if len(h.types) == 0 {
-		ch = busevents.Subscribe[busevents.Event](context.Background(), h.bus, h.name, 16, busevents.LeaderOnly())
+		ch = busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), h.bus, h.name, 16)
 	} else {
-		ch = busevents.Subscribe[busevents.Event](context.Background(), h.bus, h.name, 16, busevents.Types(h.types[0], h.types[1:]...), busevents.LeaderOnly())
+		ch = busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), h.bus, h.name, 16, busevents.Types(h.types[0], h.types[1:]...))
 	}
 	defer busevents.Unsubscribe(h.bus, ch)
 	lifecycle.Subscribed(ctx)
@@ -177,14 +178,14 @@ type allReplica struct {
 	failAt  time.Duration // if > 0, fail after this long
 	err     error
 	started atomic.Int32
-	ctxTerm atomic.Bool // TermFromContext reported ok
+	ctxTerm atomic.Bool // termctx.FromContext reported ok
 }
 
 func (a *allReplica) Name() string { return a.name }
 
 func (a *allReplica) Start(ctx context.Context) error {
 	a.started.Add(1)
-	_, ok := lifecycle.TermFromContext(ctx)
+	_, ok := termctx.FromContext(ctx)
 	a.ctxTerm.Store(ok)
 	lifecycle.Subscribed(ctx) // no-op outside a term
 	if a.failAt > 0 {
@@ -255,7 +256,6 @@ func newHarness(t *testing.T, opts lifecycle.Options, setup func(h *harness)) *h
 	}
 	h.m = m
 	lifeCh := busevents.Subscribe[busevents.Event](context.Background(), h.bus, "test-lifecycle", 1024, busevents.Types(
-		events.EventTypeTermReady, events.EventTypeTermStopped,
 		events.EventTypeComponentFailed, events.EventTypeComponentOverstayed,
 	))
 	if setup != nil {

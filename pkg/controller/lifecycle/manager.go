@@ -21,11 +21,12 @@ const (
 	DefaultStopTimeout      = 5 * time.Second
 	DefaultSubscribeTimeout = 2 * time.Second
 	DefaultStepDownGrace    = 10 * time.Second
-	// LeadershipBuffer is the buffer of the Manager's leadership
-	// subscription: leadership events published while Run is busy (starting
-	// or stopping a term) wait there.
-	LeadershipBuffer = 64
 )
+
+// leadershipBuffer is the buffer of the Manager's leadership subscription:
+// leadership events published while Run is busy (starting or stopping a
+// term) wait there.
+const leadershipBuffer = 64
 
 // Options configure a Manager. The zero value takes the defaults written on
 // each field.
@@ -45,12 +46,12 @@ type Options struct {
 	// again when it does subscribe. Negative is invalid.
 	SubscribeTimeout time.Duration
 	// OnTermReady, if set, is called once per term that becomes ready, on
-	// the Manager's goroutine, after TermReadyEvent was published. It must
-	// not block: the Manager handles no leadership change meanwhile.
+	// the Manager's goroutine. It must not block: the Manager handles no
+	// leadership change meanwhile.
 	OnTermReady func(TermReport)
 	// OnTermStopped, if set, is called once per term the Manager ended, on
-	// the Manager's goroutine, after TermStoppedEvent was published. It must
-	// not block.
+	// the Manager's goroutine, once its components returned or overstayed.
+	// It must not block.
 	OnTermStopped func(TermStopReport)
 	// CampaignUnsynced starts the campaigners (AddCampaigner) at once with
 	// the other all-replica components. By default the Manager holds them
@@ -66,29 +67,22 @@ type Options struct {
 	// StepDown, once per term, so that another replica leads. Zero means
 	// DefaultStepDownGrace (10s). Negative is invalid.
 	StepDownGrace time.Duration
-	// NoStepDown keeps this replica leading a term that misses a component:
-	// it is reported (unhealthy, logged, counted) but StepDown is never
-	// called. The default is to step down.
-	NoStepDown bool
 	// StepDown, if set, is asked to end term, so that another replica
 	// leads, when the term missed a leader-only component for
-	// StepDownGrace; reason says which and why. It is typically
-	// leaderelection.Component.Resign. It runs on the Manager's goroutine
-	// and must not block; it reports whether it ended the term. Nil means
-	// the Manager can only report (it logs that it cannot step down).
+	// StepDownGrace; reason says which and why. It is typically the
+	// elector's Resign. It runs on the Manager's goroutine and must not
+	// block; it reports whether it ended the term. Nil turns step-down off:
+	// a term that misses a component is reported (unhealthy, logged,
+	// counted) and keeps running.
 	StepDown func(term uint64, reason error) bool
 	// TermContext, if set, is asked at the start of each term for a context
 	// that ends with the term at its source, typically the elector's term
-	// context (leaderelection.Component.TermContext). The term's context
-	// then also reports the term over (Err) as soon as that context does,
-	// even before its Done channel closes or a LostLeadershipEvent arrives:
-	// a replica resumed after a pause sees at once that it no longer leads.
-	// Contexts the components derive from it end once the term's context is
-	// cancelled, which the Manager's goroutine does as soon as it sees the
-	// source's Done closed (it waits on it with the leadership events), or
-	// which happens the first time the term's context's Err or Done is
-	// called after the source's Err turned non-nil; its Err is never
-	// non-nil while its Done is open.
+	// context (the adapter's TermContext). The term's context then ends
+	// when that context does, and also reports the term over (Err) as soon
+	// as that context does, even before its Done channel closes or a
+	// LostLeadershipEvent arrives: a replica resumed after a pause sees at
+	// once that it no longer leads. Its Err is never non-nil while its Done
+	// is open.
 	TermContext func(term uint64) (context.Context, bool)
 }
 
@@ -117,10 +111,6 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// maxRequired is the most state types one component may require: a term
-// keeps what each member holds in a 64-bit set.
-const maxRequired = 64
-
 // Run states, in the only order they change.
 const (
 	runNew = iota
@@ -141,22 +131,11 @@ type Manager struct {
 	// kick wakes Run's loop after a component's goroutine or a signal
 	// changed state; capacity 1, sent to without blocking.
 	kick chan struct{}
-	// waitTimer is waitStopped's timer, made on first use; only Run's
-	// goroutine touches it.
-	waitTimer *time.Timer
+	// runs counts the component goroutines: one per run of a component.
+	runs sync.WaitGroup
 	// done is closed once Run returned and every component goroutine ended.
 	done              chan struct{}
 	leadershipDropped atomic.Uint64
-	// lost is the reason and cause made for the last LostLeadershipEvent
-	// with a reason (see lostReason); only Run's goroutine touches it.
-	lost struct {
-		text string
-		err  *leadershipLost
-	}
-	// srcEnded is the cause made for the last term whose source ended
-	// (see linkedContext.end), reused while sources end with the same
-	// cause.
-	srcEnded atomic.Pointer[sourceEnded]
 
 	// mu guards the fields below, the fields of every unit, and the
 	// mutable fields of every termState and member.
@@ -170,16 +149,11 @@ type Manager struct {
 	hooks      []hook
 	names      map[string]bool // component names
 	hookNames  map[string]bool
-	goroutines int    // component goroutines alive: all-replica runs and leader-only workers
 	lastTerm   uint64 // highest term started
 	lastReady  TermReport
 	counters   counters
 	// campaignWaiting is true while campaigners wait for the Syncers.
 	campaignWaiting bool
-	// launches is startPendingLocked's result, reused: only Run's
-	// goroutine starts components, and it is done with the slice before it
-	// asks for another.
-	launches []launch
 }
 
 type counters struct {
@@ -202,10 +176,6 @@ type unit struct {
 	lastErr                                        error
 	starts, failures, overstays, subscribeTimeouts uint64
 	panics                                         uint64
-	// work is a leader-only unit's worker's queue (see worker), made at
-	// its first start and closed by shutdown; only Run's goroutine sets,
-	// sends to and closes it, so it reads it without mu.
-	work chan launch
 }
 
 // hook is work run once per term.
@@ -218,7 +188,7 @@ type hook struct {
 // and LostLeadershipEvent at once, with a Critical subscription, so it must
 // be called before bus.Start: it returns ErrBusStarted otherwise. Run may
 // then be called before or after bus.Start; leadership events published
-// meanwhile wait in the subscription's buffer (LeadershipBuffer). A Manager
+// meanwhile wait in the subscription's buffer. A Manager
 // that is never Run keeps that subscription until the bus stops.
 func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 	if bus == nil {
@@ -240,7 +210,7 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 		names:     map[string]bool{},
 		hookNames: map[string]bool{},
 	}
-	m.leaderCh = busevents.Subscribe[busevents.Event](context.Background(), bus, "lifecycle-manager", LeadershipBuffer,
+	m.leaderCh = busevents.Subscribe[busevents.Event](context.Background(), bus, "lifecycle-manager", leadershipBuffer,
 		busevents.Types(leadership.EventTypeBecameLeader, leadership.EventTypeLostLeadership),
 		busevents.Critical(func(busevents.Drop) { m.leadershipDropped.Add(1) }))
 	return m, nil
@@ -277,9 +247,6 @@ func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 				u.required = append(u.required, t)
 			}
 		}
-		if len(u.required) > maxRequired {
-			return fmt.Errorf("%w: %s: %d required state types, at most %d", ErrInvalidRegistration, name, len(u.required), maxRequired)
-		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -301,15 +268,10 @@ func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 // AddReplayer registers r's Replay as a term hook named name: it is
 // AddTermHook(name, func(uint64) { r.Replay() }). Register replayers before
 // the other term hooks (such as the reconciler's trigger), so that they run
-// first. A replayer that has an InheritLogger(*slog.Logger) method, as
-// leadership.StateReplayer does, is given the Manager's logger, with the
-// attribute replayer=name, unless it chose its own.
+// first.
 func (m *Manager) AddReplayer(name string, r Replayer) error {
 	if isNil(r) {
 		return fmt.Errorf("%w: replayer %q is nil", ErrInvalidRegistration, name)
-	}
-	if l, ok := r.(interface{ InheritLogger(*slog.Logger) }); ok {
-		l.InheritLogger(m.logger.With("replayer", name))
 	}
 	return m.addHook(hook{name: name, fn: func(uint64) {
 		if !r.Replay() {
@@ -376,9 +338,9 @@ func (m *Manager) Done() <-chan struct{} { return m.done }
 // the term, then, once they all signalled Subscribed (or SubscribeTimeout
 // passed), the term hooks in registration order. The term is ready once every
 // StateDependent component reported HoldsState for all it requires: the
-// Manager records the latency from the event's timestamp, publishes
-// TermReadyEvent and calls OnTermReady. On a LostLeadershipEvent for the term,
-// on a BecameLeaderEvent with a newer term, and when ctx ends, it cancels the
+// Manager records the latency from the event's timestamp and calls
+// OnTermReady. On a LostLeadershipEvent for the term, on a
+// BecameLeaderEvent with a newer term, and when ctx ends, it cancels the
 // term's context and waits for its components (StopTimeout). When ctx ends it
 // stops the term first, then the all-replica components, with the same
 // bound. Component failures never stop Run; they are visible in Status.
@@ -399,7 +361,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer procCancel(nil)
 
 	gate := m.startAllReplica(procCtx)
-	// Terms derive from base marked leader-only for the bus, once: every
+	// Terms derive from base marked leader-only for the bus: every
 	// subscription a leader-only component makes under its context is
 	// leader-only, whether or not its author remembered to say so.
 	err := m.loop(ctx, busevents.WithLeaderOnly(base), procCtx, gate)
@@ -416,10 +378,6 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 	defer timer.Stop()
 	var timerC <-chan time.Time
 	for {
-		var srcDone <-chan struct{}
-		if t := m.term; t != nil {
-			srcDone = t.srcDone
-		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -429,9 +387,6 @@ func (m *Manager) loop(ctx, base, procCtx context.Context, gate *campaignGate) e
 				return ErrBusStopped
 			}
 			m.handleLeadership(base, ev)
-		case <-srcDone:
-			m.term.srcDone = nil
-			m.term.link.end()
 		case <-m.kick:
 		case <-timerC:
 		case <-gate.tick():
@@ -470,15 +425,12 @@ func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
 	m.waitStopped(waiting, 0)
 	m.mu.Lock()
 	m.runState = runDone
-	for _, u := range m.leaderOnly {
-		if u.work != nil {
-			close(u.work) // its worker ends once its run in flight, if any, returned
-		}
-	}
-	if m.goroutines == 0 {
-		close(m.done)
-	}
 	m.mu.Unlock()
+	// Overstaying components may outlive Run; Done tells when they ended.
+	go func() {
+		m.runs.Wait()
+		close(m.done)
+	}()
 	m.logger.Info("controller runtime stopped")
 }
 
@@ -515,123 +467,43 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 		}
 		reason, cause := "lost leadership", ErrLeadershipLost
 		if e.Reason != "" {
-			var lost *leadershipLost
-			reason, lost = m.lostReason(e.Reason)
-			// The cause only if it can still be the term's: a context
-			// linked to the elector's has usually ended with it already.
-			// (context.Cause, not Err: a linked context's Err would end it
-			// with the source's cause first.)
-			if context.Cause(cur.ctx) == nil {
-				cause = lost
-			}
+			reason = "lost leadership: " + e.Reason
+			cause = fmt.Errorf("%w: %s", ErrLeadershipLost, e.Reason)
 		}
 		m.endTerm(cur, reason, cause)
 	}
 }
-
-// leadershipLost is ErrLeadershipLost with the reason of the
-// LostLeadershipEvent, as fmt.Errorf("%w: %s") would make it, in one
-// allocation rather than three.
-type leadershipLost struct{ reason string }
-
-// lostReason returns the term's end reason and cause for a
-// LostLeadershipEvent with reason r. An elector gives the same few reasons
-// over and over, so the last pair is kept and reused while r repeats: a
-// term lost for the reason of the one before costs no allocation. It runs
-// on Run's goroutine.
-func (m *Manager) lostReason(r string) (string, *leadershipLost) {
-	if m.lost.err == nil || m.lost.err.reason != r {
-		m.lost.err = &leadershipLost{reason: r}
-		m.lost.text = "lost leadership: " + r
-	}
-	return m.lost.text, m.lost.err
-}
-
-func (e *leadershipLost) Error() string { return ErrLeadershipLost.Error() + ": " + e.reason }
-func (e *leadershipLost) Unwrap() error { return ErrLeadershipLost }
 
 // launch is a component run prepared under mu and started after it.
 type launch struct {
 	u   *unit
 	ctx context.Context
 	tok *runToken
-	// spawn asks launchAll to start the unit's worker: this is its first
-	// leader-only run.
-	spawn bool
 }
 
-// prepareLocked marks u as running in term t (nil for all-replica) and
-// returns what launchAll starts. m.mu must be held.
-// A leader-only member's run context lives in the member and its parent is
-// the term's context (marked leader-only for the bus); an all-replica
-// unit's is allocated here, once per process.
+// prepareLocked marks u as running in term t (nil for all-replica) under
+// parent, the term's context or the all-replica one, and returns what
+// launchAll starts. m.mu must be held.
 func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, mem *member) launch {
-	var rc *runCtx
-	spawn := false
-	if mem != nil {
-		rc = &mem.run
-		parent = t.ctx
-		if u.work == nil {
-			u.work = make(chan launch, 1)
-			spawn = true
-			m.goroutines++ // the worker
-		}
-	} else {
-		rc = new(runCtx)
-		m.goroutines++ // the run's own goroutine
-	}
-	*rc = runCtx{Context: parent, tok: runToken{m: m, u: u, t: t, mem: mem}}
+	tok := &runToken{m: m, u: u, t: t, mem: mem}
 	u.running = true
 	u.state = StateRunning
 	u.starts++
 	if t != nil {
 		u.runTerm = t.term
 	}
-	return launch{u: u, ctx: rc, tok: &rc.tok, spawn: spawn}
+	return launch{u: u, ctx: context.WithValue(parent, runKey{}, tok), tok: tok}
 }
 
-// launchAll starts the runs of ls and then clears ls, which may be
-// m.launches, so that the reused slice keeps no term alive. An
-// all-replica run gets a goroutine of its own (it runs once per Run); a
-// leader-only run goes to its unit's worker, which is idle: a unit is
-// prepared again only after its last run returned (u.running), so the
-// worker's queue of one never holds more than this run and the send never
-// blocks. It runs on Run's goroutine.
+// launchAll starts each run on a goroutine of its own. It runs on Run's
+// goroutine, before shutdown waits for the runs.
 func (m *Manager) launchAll(ls []launch) {
 	for _, l := range ls {
-		if l.tok.mem == nil {
-			go m.runComponent(l)
-			continue
-		}
-		if l.spawn {
-			go m.worker(l.u.work)
-		}
-		l.u.work <- l
+		m.runs.Go(func() {
+			err := m.callStart(l)
+			m.exited(l, err)
+		})
 	}
-	clear(ls)
-}
-
-// worker runs the leader-only runs of one unit, one after the other, for
-// the life of Run, so that a term costs no goroutine per component. A run
-// that overstays its term keeps the worker, as it kept its goroutine
-// before: the unit is not started again until it returned. The worker
-// ends once shutdown closed work and its last run returned.
-func (m *Manager) worker(work <-chan launch) {
-	for l := range work {
-		m.runComponent(l)
-	}
-	m.mu.Lock()
-	m.goroutines--
-	if m.goroutines == 0 && m.runState == runDone {
-		close(m.done)
-	}
-	m.mu.Unlock()
-}
-
-// runComponent is the goroutine of one run of one component.
-func (m *Manager) runComponent(l launch) {
-	err := m.callStart(l)
-	m.exited(l, err)
 }
 
 func (m *Manager) callStart(l launch) (err error) {
@@ -681,11 +553,6 @@ func (m *Manager) exited(l launch, err error) {
 	}
 	if tok.mem != nil {
 		tok.mem.exited = true
-	} else {
-		m.goroutines-- // the run's own goroutine ends; a worker counts itself
-		if m.goroutines == 0 && m.runState == runDone {
-			close(m.done)
-		}
 	}
 	m.mu.Unlock()
 	var term uint64
@@ -700,7 +567,7 @@ func (m *Manager) exited(l launch, err error) {
 		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
-	case m.logger.Enabled(context.Background(), slog.LevelDebug):
+	default:
 		m.logger.Debug("component stopped", "component", u.name, "term", term)
 	}
 }
@@ -720,12 +587,9 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		return nil
 	}
 	start := time.Now()
-	timer := m.stopTimer(m.opts.StopTimeout)
+	timer := time.NewTimer(m.opts.StopTimeout)
 	defer timer.Stop()
-	for {
-		if !m.anyRunning(us, term) {
-			return nil
-		}
+	for m.anyRunning(us, term) {
 		select {
 		case <-m.kick:
 			continue
@@ -750,6 +614,7 @@ func (m *Manager) waitStopped(us []*unit, term uint64) []string {
 		}
 		return names
 	}
+	return nil
 }
 
 // anyRunning reports whether one of us still runs in term.
@@ -762,18 +627,6 @@ func (m *Manager) anyRunning(us []*unit, term uint64) bool {
 		}
 	}
 	return false
-}
-
-// stopTimer returns the Manager's timer for waitStopped, reset to d. Only
-// Run's goroutine waits for stops, one at a time, so one timer serves
-// them all; the caller stops it when done.
-func (m *Manager) stopTimer(d time.Duration) *time.Timer {
-	if m.waitTimer == nil {
-		m.waitTimer = time.NewTimer(d)
-	} else {
-		m.waitTimer.Reset(d)
-	}
-	return m.waitTimer
 }
 
 // Status returns a snapshot of the Manager; it is safe to call at any time
@@ -818,8 +671,8 @@ func (m *Manager) Status() Status {
 				s.Missing = append(s.Missing, u.name)
 			}
 			cs.Subscribed = mem.subscribed
-			for i, typ := range u.required {
-				if mem.held&(1<<i) != 0 {
+			for _, typ := range u.required {
+				if mem.held[typ] {
 					cs.HeldState = append(cs.HeldState, typ)
 				}
 			}

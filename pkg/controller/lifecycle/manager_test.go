@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 func TestMain(m *testing.M) {
@@ -170,8 +171,9 @@ func TestTermStartAndStop(t *testing.T) {
 		if cs := mustStatus(t, s, "discovery"); cs.State != lifecycle.StateRunning {
 			t.Errorf("all-replica after loss: %+v", cs)
 		}
-		if len(lifeEvents[*events.TermStoppedEvent](h)) != 1 || len(lifeEvents[*events.TermReadyEvent](h)) != 1 {
-			t.Errorf("lifecycle events: %d stopped, %d ready", len(lifeEvents[*events.TermStoppedEvent](h)), len(lifeEvents[*events.TermReadyEvent](h)))
+		if len(h.stopped) != 0 || len(h.ready) != 0 || s.Terms != 1 || s.ReadyTerms != 1 {
+			t.Errorf("term reports: %d stopped, %d ready beyond the one awaited; status counts %d terms, %d ready",
+				len(h.stopped), len(h.ready), s.Terms, s.ReadyTerms)
 		}
 		if h.logs.count("became leader; starting term", "term=5") != 1 || h.logs.count("term ready", "term=5") != 1 {
 			t.Errorf("transition log lines missing: %q", h.logs.lines)
@@ -423,9 +425,8 @@ func TestTermReadyWaitsForAllRequiredState(t *testing.T) {
 		if rep.Latency != 10*time.Second || !rep.Ready.Equal(rep.Acquired.Add(10*time.Second)) {
 			t.Errorf("report %+v, want latency 10s", rep)
 		}
-		if tr := lifeEvents[*events.TermReadyEvent](h); len(tr) != 1 || tr[0].Term != 9 || tr[0].Latency != rep.Latency {
-			t.Errorf("TermReadyEvents %+v", tr)
-		}
+		synctest.Wait()
+		h.noReady()
 		if s := h.m.Status(); !s.TermReady || s.LastReady != rep {
 			t.Errorf("status after ready %+v", s)
 		}
@@ -632,10 +633,10 @@ func TestRestartInPlaceAcrossTerms(t *testing.T) {
 				t.Errorf("term %d: holds %q", term, got)
 			}
 			c.mu.Lock()
-			got, _ := lifecycle.TermFromContext(c.ctxs[i])
+			got, _ := termctx.FromContext(c.ctxs[i])
 			c.mu.Unlock()
 			if got != term {
-				t.Errorf("TermFromContext = %d, want %d", got, term)
+				t.Errorf("termctx.FromContext = %d, want %d", got, term)
 			}
 			h.lose(term, "test")
 			h.awaitStopped(term)

@@ -76,7 +76,7 @@ func TestStuckLeaderOnlyComponentMakesLeaderUnhealthy(t *testing.T) {
 // leader-only component (stuck from an earlier term, or panicked in this
 // one) is reported at once (status, log, counters) and, after
 // StepDownGrace, the Manager asks to step down, once per term; with
-// NoStepDown it never does; a component that comes back in time clears it.
+// no StepDown it never does; a component that comes back in time clears it.
 func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 	const grace = 3 * time.Second
 	t.Run("stuck", func(t *testing.T) {
@@ -152,7 +152,7 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 	t.Run("no step-down", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			sd := &stepDowns{}
-			h := newHarness(t, lifecycle.Options{StepDownGrace: grace, NoStepDown: true, StepDown: sd.stepDown}, func(h *harness) {
+			h := newHarness(t, lifecycle.Options{StepDownGrace: grace}, func(h *harness) {
 				if err := h.m.AddLeaderOnly(panicking{}); err != nil {
 					t.Fatal(err)
 				}
@@ -162,7 +162,7 @@ func TestMissingComponentStepsDownAfterGrace(t *testing.T) {
 			time.Sleep(10 * grace)
 			synctest.Wait()
 			if terms, _, _ := sd.calls(); len(terms) != 0 {
-				t.Fatalf("stepped down with NoStepDown: %v", terms)
+				t.Fatalf("stepped down without StepDown: %v", terms)
 			}
 			if s := h.m.Status(); !s.Leading || s.Healthy() == nil || s.StepDowns != 0 {
 				t.Errorf("status %+v", s)

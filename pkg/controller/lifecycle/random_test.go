@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Timings of the randomized histories (fake time).
@@ -152,7 +153,7 @@ func (c *randomComp) plan(term uint64) (rcBehavior, time.Duration) {
 }
 
 func (c *randomComp) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	b, d := c.plan(term)
 	run := &rcRun{term: term, ctx: ctx, behavior: b}
 	c.mu.Lock()
@@ -522,10 +523,8 @@ func (h *randomHistory) check(step int) {
 	h.checkStepDowns(step, s)
 }
 
-// checkChannel fails when a run's channel (its unit's scope keeps the
-// subscription) was closed while the run's context was live, or is still
-// open once that context is done: the scope's period is the run, ended by
-// the term's end or the run's return, and by nothing else. With the
+// checkChannel fails when a run's channel was closed while the run's
+// context was live, or is still open once that context is done. With the
 // bubble settled, a run whose context is done reads nothing any more, so
 // the check may drain what it left.
 func (h *randomHistory) checkChannel(step int, name string, run *rcRun) {

@@ -10,13 +10,13 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // keptComponent is a leader-only component that subscribes at the top of
 // every term, as every leader-only component does: with
 // busevents.Subscribe[T] under the ctx the Manager gives it. Each term
-// gets a new channel, closed when the term ends; the Manager's scope reuses
-// everything else.
+// gets a new channel, closed when the term ends.
 type keptComponent struct {
 	bus   *busevents.EventBus
 	chans map[<-chan *events.ConfigValidatedEvent]bool
@@ -26,7 +26,7 @@ func (k *keptComponent) Name() string            { return "keeper" }
 func (k *keptComponent) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
 
 func (k *keptComponent) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, k.bus, "keeper", 4)
 	k.chans[ch] = true
 	lifecycle.Subscribed(ctx)

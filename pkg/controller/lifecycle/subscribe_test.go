@@ -16,11 +16,11 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // keptReader is a leader-only component that subscribes with
-// busevents.Subscribe[T] under its run's context (the unit's scope keeps
-// the subscription) and records, per term, the channel it got and the
+// busevents.Subscribe[T] under its run's context and records, per term, the channel it got and the
 // configuration versions it read. In a lazy term it reads one event and
 // then nothing, so that events are left unread in its channel when the
 // term ends.
@@ -37,7 +37,7 @@ func (r *keptReader) Name() string            { return "kept-reader" }
 func (r *keptReader) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
 
 func (r *keptReader) Start(ctx context.Context) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, r.bus, "cfg", 64)
 	r.mu.Lock()
 	r.chans[term] = ch
@@ -68,8 +68,8 @@ func (r *keptReader) Start(ctx context.Context) error {
 	}
 }
 
-// TestRandomizedKeptSubscription runs terms of a leader-only component
-// whose subscription its unit's scope keeps, with seeded random publishes
+// TestSubscriptionPerTermRandomized runs terms of a leader-only component
+// that subscribes at the top of every term, with seeded random publishes
 // of configuration versions (increasing numbers) between terms and during
 // them, through the config replayer, and terms in which the component
 // leaves events unread. Checked for each term:
@@ -85,7 +85,7 @@ func (r *keptReader) Start(ctx context.Context) error {
 //     lists none live).
 //
 // A failure names its seed; BATON_SEED=<seed> replays it.
-func TestRandomizedKeptSubscription(t *testing.T) {
+func TestSubscriptionPerTermRandomized(t *testing.T) {
 	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -177,11 +177,9 @@ func keptTerms(t *testing.T, seed uint64) {
 	}
 }
 
-// TestSubscribeFallsBack: calls the unit's scope does not keep get
-// subscriptions of their own, ended with their context: a second call for
-// one name in one run (both channels close with the term), and a call
-// outside a run.
-func TestSubscribeFallsBack(t *testing.T) {
+// TestTwoSubscriptionsOfOneNameEndWithTheTerm: a second call for one name
+// in one run gets a channel of its own, and both close with the term.
+func TestTwoSubscriptionsOfOneNameEndWithTheTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := make(chan [2]<-chan *events.ConfigValidatedEvent, 1)
 		var h *harness
@@ -212,32 +210,4 @@ func TestSubscribeFallsBack(t *testing.T) {
 		}
 		h.stop()
 	})
-}
-
-// TestTermAllocations guards the allocations of a term: three leader-only
-// components with five subscriptions, two replayers and a hook, a whole
-// term (lead, ready, lose, stopped, the harness's events included) in at
-// most 72 heap allocations, 76 under the race detector (56 and 60 measured
-// when the bound was set, once the bus stopped keeping subscriptions
-// across terms): a generous bound that catches a leak, not a trick.
-// About eight per subscription, made afresh every term (its record,
-// route, channel and context watch); four are events (the harness's two,
-// TermReady and TermStopped); four are the term itself.
-// BenchmarkTermReady reports the figure.
-func TestTermAllocations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation count: not in -short")
-	}
-	rig := newTermRig(t, false)
-	rig.term() // first use: the bus makes the topics
-	rig.term()
-	n := testing.AllocsPerRun(200, func() { rig.term() })
-	t.Logf("%.1f allocations per term", n)
-	bound := 72.0
-	if raceEnabled {
-		bound = 76
-	}
-	if n > bound {
-		t.Fatalf("a term costs %.1f allocations, want at most %.0f", n, bound)
-	}
 }

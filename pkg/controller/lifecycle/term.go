@@ -3,44 +3,33 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// termState is one leadership term. term, acquired, ctx, cancel, link
-// and members (the slice) are set before the term is published in
-// Manager.term; srcDone is Run's goroutine's; stepDown is atomic; the rest
-// is guarded by Manager.mu.
+// termState is one leadership term. term, acquired, ctx, cancel,
+// stopWatch and members (the slice) are set before the term is published
+// in Manager.term; stepDown is atomic; the rest is guarded by Manager.mu.
 type termState struct {
 	term     uint64
 	acquired time.Time
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	// srcDone, while the term is linked to the source of its context
-	// (Options.TermContext) and the source has not been seen to end, is
-	// the source's Done: Run's loop waits on it, with the leadership
-	// events, and ends the term's context when it closes (link.end). A
-	// goroutine that watches the source for the term alone
-	// (context.AfterFunc) would cost four allocations per term.
-	srcDone <-chan struct{}
-	// link is the term's context when it is linked (t.ctx is then &link).
-	link linkedContext
+	// ctx is the context the term's runs derive from; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// stopWatch stops ending ctx with the term's source
+	// (Options.TermContext); nil without a source.
+	stopWatch func() bool
 	// stepDown is the cause of the term's end while the Manager asks
 	// Options.StepDown to end it, and after it agreed (nil otherwise).
 	stepDown atomic.Pointer[error]
 	// members has one entry per leader-only unit, in the same order as
 	// Manager.leaderOnly.
 	members []*member
-	// memberBuf and memberPtrs hold the members of a term with up to
-	// inlineMembers of them, so that they cost no allocation of their own.
-	memberBuf  [inlineMembers]member
-	memberPtrs [inlineMembers]*member
 
 	hooksRan bool
 	readyAt  time.Time
@@ -53,10 +42,6 @@ type termState struct {
 	steppedDown  bool
 }
 
-// inlineMembers is the number of leader-only units whose members a
-// termState holds without allocating them.
-const inlineMembers = 4
-
 // member is a leader-only unit's part in one term; guarded by Manager.mu.
 type member struct {
 	u          *unit
@@ -65,20 +50,12 @@ type member struct {
 	subscribed bool
 	timedOut   bool // reported as not subscribed in time
 	exited     bool
-	covered    bool   // the replays ran after it subscribed
-	held       uint64 // bit i: u.required[i] is held
-	run        runCtx // the context of the member's run, once started
+	covered    bool            // the replays ran after it subscribed
+	held       map[string]bool // the required types it holds
 }
 
-// Term returns the term: a run's context answers termctx.FromContext with
-// its termState (see runCtx.Value).
-func (t *termState) Term() uint64 { return t.term }
-
-// holds reports whether mem holds every type its unit requires.
-func (mem *member) holdsAll() bool {
-	n := len(mem.u.required)
-	return n == 0 || mem.held == (uint64(1)<<n)-1
-}
+// holdsAll reports whether mem holds every type its unit requires.
+func (mem *member) holdsAll() bool { return len(mem.held) == len(mem.u.required) }
 
 // startTerm begins term e.Term. It runs on Run's goroutine.
 func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEvent) {
@@ -88,31 +65,19 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 		acquired = now
 	}
 	t := &termState{term: e.Term, acquired: acquired}
-	ctx, cancel := context.WithCancelCause(base) // the runs' contexts carry the term (runCtx)
+	t.ctx, t.cancel = context.WithCancelCause(termctx.NewContext(base, e.Term))
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
-			lc := &t.link // in t: one allocation less per term
-			*lc = linkedContext{Context: ctx, src: src, t: t, m: m, cancel: cancel}
-			t.srcDone = src.Done()
-			ctx = lc
+			t.ctx = &sourcedContext{Context: t.ctx, src: src, t: t}
+			t.stopWatch = context.AfterFunc(src, func() { t.sourceEnded(src) })
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
 	}
-	// base is marked leader-only (Run), and so is every context of the
-	// term: see busevents.WithLeaderOnly.
-	t.ctx, t.cancel = ctx, cancel
 
 	m.mu.Lock()
-	n := len(m.leaderOnly)
-	backing, ptrs := t.memberBuf[:], t.memberPtrs[:]
-	if n > inlineMembers {
-		backing, ptrs = make([]member, n), make([]*member, n)
-	}
-	backing, t.members = backing[:n], ptrs[:n]
-	for i, u := range m.leaderOnly {
-		backing[i].u = u
-		t.members[i] = &backing[i]
+	for _, u := range m.leaderOnly {
+		t.members = append(t.members, &member{u: u, held: map[string]bool{}})
 	}
 	m.term = t
 	m.lastTerm = e.Term
@@ -120,10 +85,8 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	starts, blocked := m.startPendingLocked(t, now)
 	m.mu.Unlock()
 
-	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
-		m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
-			"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
-	}
+	m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
+		"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
 	for _, b := range blocked {
 		m.logger.Warn("leader-only component still running from an earlier term; it starts in this term once it returns",
 			"component", b.name, "term", t.term, "running_term", b.runTerm)
@@ -145,19 +108,18 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 		}
 		mem.started = true
 		mem.deadline = now.Add(m.opts.SubscribeTimeout)
-		if starts == nil {
-			starts = m.launches[:0]
-		}
 		starts = append(starts, m.prepareLocked(mem.u, t.ctx, t, mem))
-		m.launches = starts
 	}
 	return starts, blocked
 }
 
-// endTerm cancels t's context with cause (unless it ended already, or the
-// Manager stepped down: see endCause) and waits for its components. It runs
-// on Run's goroutine.
+// endTerm cancels t's context with cause (unless it ended already, its
+// source ended, or the Manager stepped down: see endCause) and waits for
+// its components. It runs on Run's goroutine.
 func (m *Manager) endTerm(t *termState, reason string, cause error) {
+	if sc, ok := t.ctx.(*sourcedContext); ok {
+		sc.checkSource() // a source that has ended gives the cause
+	}
 	m.mu.Lock()
 	m.term = nil
 	var waiting []*unit
@@ -169,15 +131,14 @@ func (m *Manager) endTerm(t *termState, reason string, cause error) {
 	}
 	m.mu.Unlock()
 	t.cancel(t.endCause(cause))
-	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
-		m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
+	if t.stopWatch != nil {
+		t.stopWatch()
 	}
+	m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
 
 	over := m.waitStopped(waiting, t.term)
-	rep := TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over}
-	m.bus.Publish(NewTermStoppedEvent(t.term, reason, over))
 	if m.opts.OnTermStopped != nil {
-		m.opts.OnTermStopped(rep)
+		m.opts.OnTermStopped(TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over})
 	}
 }
 
@@ -288,9 +249,6 @@ func (m *Manager) runHooks(t *termState, late bool) {
 	for _, h := range m.hooks {
 		m.runHook(h, t.term)
 	}
-	if !m.logger.Enabled(context.Background(), slog.LevelInfo) {
-		return
-	}
 	if late {
 		m.logger.Info("term hooks ran again for late subscribers", "term", t.term, "hooks", len(m.hooks))
 	} else {
@@ -311,10 +269,7 @@ func (m *Manager) runHook(h hook, term uint64) {
 }
 
 func (m *Manager) reportReady(r TermReport) {
-	if m.logger.Enabled(context.Background(), slog.LevelInfo) {
-		m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
-	}
-	m.bus.Publish(NewTermReadyEvent(r.Term, r.Latency))
+	m.logger.Info("term ready", "term", r.Term, "latency", r.Latency)
 	if m.opts.OnTermReady != nil {
 		m.opts.OnTermReady(r)
 	}
@@ -354,12 +309,11 @@ func (m *Manager) subscribed(tok *runToken) {
 func (m *Manager) holds(tok *runToken, eventType string) {
 	now := time.Now()
 	m.mu.Lock()
-	i := slices.Index(tok.u.required, eventType)
-	if m.term != tok.t || i < 0 || tok.mem.held&(1<<i) != 0 {
+	if m.term != tok.t || !slices.Contains(tok.u.required, eventType) || tok.mem.held[eventType] {
 		m.mu.Unlock()
 		return
 	}
-	tok.mem.held |= 1 << i
+	tok.mem.held[eventType] = true
 	ready := m.checkReadyLocked(tok.t, now)
 	m.mu.Unlock()
 	if ready {
@@ -376,80 +330,45 @@ func (t *termState) endCause(cause error) error {
 	return cause
 }
 
-// linkedContext is a term context that also reports the term over as soon as
-// its source (the elector's term context) does: Run's loop ends it when the
-// source's Done closes (termState.srcDone), and Err and Done check the
-// source first, so that a caller sees the end before the loop has run, or
-// when the source's end shows in its Err before its Done closes. When the
-// source has ended, they cancel the embedded context at once, so Err is
-// non-nil only once Done is closed (the context.Context contract) and
-// contexts derived from it end with it. The cause is ErrLeadershipLost
-// wrapping the source's cause (see end).
-type linkedContext struct {
-	context.Context
-	src    context.Context
-	t      *termState
-	m      *Manager
-	cancel context.CancelCauseFunc // the embedded context's
-}
-
-// end cancels the embedded context because the source ended.
-func (c *linkedContext) end() {
-	c.cancel(c.t.endCause(c.m.sourceEnded(context.Cause(c.src))))
-}
-
-// sourceEnded returns ErrLeadershipLost wrapping cause, the cause of a
-// term's source's end. The error made for the last term is reused when its
-// source ended with the same cause (an elector's are a few sentinels), so
-// such a term costs no allocation; a cause that is not a pointer is
-// wrapped anew (see sameError). It is safe for concurrent use.
-func (m *Manager) sourceEnded(cause error) *sourceEnded {
-	if last := m.srcEnded.Load(); last != nil && sameError(last.cause, cause) {
-		return last
+// sourceEnded ends the term's context because src, its source, ended:
+// with ErrLeadershipLost wrapping the source's cause, unless the Manager
+// stepped down (endCause). It is safe for concurrent use.
+func (t *termState) sourceEnded(src context.Context) {
+	cause := ErrLeadershipLost
+	if c := context.Cause(src); c != nil {
+		cause = fmt.Errorf("%w: %w", ErrLeadershipLost, c)
 	}
-	e := &sourceEnded{cause: cause}
-	m.srcEnded.Store(e)
-	return e
+	t.cancel(t.endCause(cause))
 }
 
-// sameError reports whether a and b are the same error: nil both, or the
-// same pointer. Errors of other kinds are never the same here: == on them
-// could panic (a struct holding an uncomparable value).
-func sameError(a, b error) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return reflect.TypeOf(a).Kind() == reflect.Pointer && a == b
+// sourcedContext is the context of a term with a source
+// (Options.TermContext). context.AfterFunc ends the term when the
+// source's Done closes. Why is this here? An elector's term context
+// reports its end in Err as soon as its renew deadline passed by the local
+// clock, before anything closed its Done (a process resumed after a pause
+// past the deadline), and so must the term's context: Err and Done look at
+// the source first, and end the term's context before they answer, so
+// that Err is never non-nil while Done is open and contexts derived from
+// it end with it.
+type sourcedContext struct {
+	context.Context // the term's cancel-cause context
+	src             context.Context
+	t               *termState
 }
 
-// sourceEnded is ErrLeadershipLost with the cause of the source context's
-// end, as fmt.Errorf("%w: %w") would make it, in one allocation rather
-// than four.
-type sourceEnded struct{ cause error }
-
-func (e *sourceEnded) Error() string {
-	if e.cause == nil {
-		return ErrLeadershipLost.Error()
-	}
-	return ErrLeadershipLost.Error() + ": " + e.cause.Error()
-}
-
-func (e *sourceEnded) Unwrap() []error { return []error{ErrLeadershipLost, e.cause} }
-
-// sync cancels the embedded context if the source has ended.
-func (c *linkedContext) sync() {
+func (c *sourcedContext) checkSource() {
 	if c.Context.Err() == nil && c.src.Err() != nil {
-		c.end()
+		c.t.sourceEnded(c.src)
 	}
 }
 
-func (c *linkedContext) Done() <-chan struct{} {
-	c.sync()
+func (c *sourcedContext) Done() <-chan struct{} {
+	c.checkSource()
 	return c.Context.Done()
 }
 
-func (c *linkedContext) Err() error {
-	c.sync()
+func (c *sourcedContext) Err() error {
+	c.checkSource()
 	return c.Context.Err()
 }
 
@@ -467,7 +386,7 @@ func missingLocked(t *termState, mem *member) bool {
 // missing is what checkMissingLocked found: the components missed when the
 // term began to miss one (began) or when it is time to step down
 // (stepDown), and the moment the grace ends (zero when nothing is missing,
-// the grace is off or the step-down was asked for).
+// step-down is off or was asked for).
 type missing struct {
 	began, ended, stepDown bool
 	names                  []string
@@ -475,8 +394,7 @@ type missing struct {
 	deadline               time.Time
 }
 
-// checkMissingLocked updates t's missing state at now. It allocates only
-// when something changed. m.mu must be held.
+// checkMissingLocked updates t's missing state at now. m.mu must be held.
 func (m *Manager) checkMissingLocked(t *termState, now time.Time) missing {
 	var out missing
 	found := false
@@ -502,7 +420,7 @@ func (m *Manager) checkMissingLocked(t *termState, now time.Time) missing {
 		}
 	}
 	out.since = t.missingSince
-	if m.opts.NoStepDown || t.steppedDown {
+	if m.opts.StepDown == nil || t.steppedDown {
 		return m.namesLocked(t, out)
 	}
 	end := t.missingSince.Add(m.opts.StepDownGrace)
@@ -549,10 +467,6 @@ func (m *Manager) reportMissing(t *termState, miss missing) {
 	}
 	reason := fmt.Errorf("%w: term %d misses %s since %s", ErrMissingComponent, t.term,
 		strings.Join(miss.names, ", "), time.Since(miss.since).Round(time.Millisecond))
-	if m.opts.StepDown == nil {
-		m.logger.Error("cannot step down: no StepDown is configured", "term", t.term, "reason", reason)
-		return
-	}
 	m.logger.Error("stepping down so that another replica leads", "term", t.term, "reason", reason)
 	cause := fmt.Errorf("%w: %w", ErrSteppedDown, reason)
 	t.stepDown.Store(&cause) // StepDown may end the term's source before it returns
@@ -563,8 +477,8 @@ func (m *Manager) reportMissing(t *termState, miss missing) {
 }
 
 func (m *Manager) stepDownIn() any {
-	if m.opts.NoStepDown {
-		return "never (NoStepDown)"
+	if m.opts.StepDown == nil {
+		return "never (no StepDown)"
 	}
 	return m.opts.StepDownGrace
 }

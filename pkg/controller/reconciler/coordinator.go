@@ -13,6 +13,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/pipeline"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // CoordinatorOptions configure a Coordinator. The zero value takes the
@@ -228,7 +229,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 
-	number, ok := lifecycle.TermFromContext(ctx)
+	number, ok := termctx.FromContext(ctx)
 	if !ok {
 		c.logger.Warn("coordinator started outside a lifecycle term; its renders carry term 0")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -22,7 +21,7 @@ type termRef struct {
 
 // withTermRef records ctx, the context the runtime gave a leader-only run, in ctx.
 func withTermRef(ctx context.Context) context.Context {
-	term, ok := lifecycle.TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	if !ok {
 		return ctx
 	}

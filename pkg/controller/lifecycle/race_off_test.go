@@ -1,5 +1,0 @@
-//go:build !race
-
-package lifecycle_test
-
-const raceEnabled = false
