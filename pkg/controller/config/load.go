@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"sigs.k8s.io/yaml"
 )
@@ -55,9 +56,13 @@ func Default() *Config {
 }
 
 // Parse decodes a YAML or JSON document strictly: unknown fields, duplicate
-// keys and values of the wrong type are errors. It neither defaults nor
-// validates. Errors wrap ErrParse.
+// keys and values of the wrong type are errors, and so is a document of
+// more than MaxDocumentSize bytes. It neither defaults nor validates.
+// Errors wrap ErrParse.
 func Parse(raw []byte) (*Config, error) {
+	if len(raw) > MaxDocumentSize {
+		return nil, &parseError{err: fmt.Errorf("document is %d bytes, at most %d are allowed", len(raw), MaxDocumentSize)}
+	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, &parseError{err: errors.New("document is empty")}
 	}
