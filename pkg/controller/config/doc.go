@@ -42,7 +42,9 @@
 // MaxBackends backends), and a bind address is accepted in one spelling
 // only, so that the text rendered from it is what HAProxy reads and two
 // spellings of one address cannot hide a duplicate. Validate lists the
-// rules and says why each limit is what it is.
+// rules and says why each limit is what it is. Numbers too have one
+// spelling, plain decimal: the YAML decoder would read a port written 0120
+// as octal 80, so Parse refuses it.
 //
 // # Versions
 //

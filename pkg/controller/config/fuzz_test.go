@@ -51,6 +51,8 @@ func FuzzLoad(f *testing.F) {
 		"frontends: [{name: a, bind: '[::1]:80', defaultBackend: b}, {name: c, bind: '127.0.0.1:80', defaultBackend: b}, {name: d, bind: 'lb.example:80', defaultBackend: b}]\nbackends: [{name: b, port: 80}]\n",
 		"frontends: [{name: a, bind: ':80', defaultBackend: b}]\nbackends: [{name: b, port: 80, balance: " + strings.Repeat("r", 4096) + "}]\n",
 		"frontends: [{name: a, bind: '" + strings.Repeat("h", 4096) + ":80', defaultBackend: " + strings.Repeat("b", 4096) + "}]\nbackends: [{name: b, port: 80}]\n",
+		"frontends: [{name: a, bind: ':80', defaultBackend: b}]\nbackends: [{name: b, port: 0120}]\nmaxConn: 0x10\n",
+		"frontends: [{name: a, bind: ':80', defaultBackend: b}]\nbackends: [{name: b, port: &p 8_0}, {name: c, port: *p}]\nmaxConn: +5\n",
 		manyFrontends(config.MaxFrontends + 1),
 		manyFrontends(config.MaxFrontends),
 	} {

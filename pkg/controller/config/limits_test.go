@@ -200,3 +200,40 @@ func checkBounded(t *testing.T, err error) {
 		}
 	}
 }
+
+// TestLoadRefusesNumbersNotInPlainDecimal: the decoder reads YAML 1.1,
+// where a port written 0120 is octal, 80; every number field must be
+// written in plain decimal, or the document is refused naming the field
+// and the value the decoder read.
+func TestLoadRefusesNumbersNotInPlainDecimal(t *testing.T) {
+	const doc = "frontends: [{name: a, bind: ':80', defaultBackend: b}]\nbackends:\n  - {name: b, port: 8080}\n  - {name: c, port: PORT}\nmaxConn: MAXCONN\n"
+	load := func(port, maxConn string) error {
+		_, _, err := config.Load([]byte(strings.NewReplacer("PORT", port, "MAXCONN", maxConn).Replace(doc)))
+		return err
+	}
+	for _, tc := range []struct{ port, maxConn, want string }{
+		{"0120", "100", `backends[1].port: "0120" is not written in plain decimal, and YAML reads it as 80: write the number you mean in decimal`},
+		{"+80", "100", `backends[1].port: "+80" is not written in plain decimal, and YAML reads it as 80`},
+		{"0x50", "100", `backends[1].port: "0x50" is not written in plain decimal`},
+		{"8_0", "100", `backends[1].port: "8_0" is not written in plain decimal`},
+		{"80", "0x10", `maxConn: "0x10" is not written in plain decimal, and YAML reads it as 16`},
+		{"80", "1e3", `maxConn: "1e3" is not written in plain decimal`},
+	} {
+		err := load(tc.port, tc.maxConn)
+		if !errors.Is(err, config.ErrParse) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("port %s, maxConn %s: %v, want a parse error with %q", tc.port, tc.maxConn, err, tc.want)
+		}
+	}
+	for _, ok := range []struct{ port, maxConn string }{{"80", "0"}, {"65535", "1000000000"}, {"'80'", "100"}} {
+		err := load(ok.port, ok.maxConn)
+		if ok.port == "'80'" { // a string: refused by the decoder, for its type
+			if err == nil || strings.Contains(err.Error(), "plain decimal") {
+				t.Errorf("port '80': %v, want the decoder's type error", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("port %s, maxConn %s: %v", ok.port, ok.maxConn, err)
+		}
+	}
+}

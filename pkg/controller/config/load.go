@@ -56,8 +56,10 @@ func Default() *Config {
 }
 
 // Parse decodes a YAML or JSON document strictly: unknown fields, duplicate
-// keys and values of the wrong type are errors, and so is a document of
-// more than MaxDocumentSize bytes. It neither defaults nor validates.
+// keys and values of the wrong type are errors, and so are a number
+// (maxConn, a port) not written in plain decimal (YAML 1.1 reads "0120" as
+// 80, and "+80", "0x50", "8_0" as 80 too) and a document of more than
+// MaxDocumentSize bytes. It neither defaults nor validates.
 // Errors wrap ErrParse.
 func Parse(raw []byte) (*Config, error) {
 	if len(raw) > MaxDocumentSize {
@@ -68,6 +70,9 @@ func Parse(raw []byte) (*Config, error) {
 	}
 	var c Config
 	if err := yaml.UnmarshalStrict(raw, &c); err != nil {
+		return nil, &parseError{err: err}
+	}
+	if err := numberSpelling(raw, &c); err != nil {
 		return nil, &parseError{err: err}
 	}
 	return &c, nil
