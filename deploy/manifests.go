@@ -4,10 +4,14 @@
 //
 // # Manifests
 //
-//	namespace.yaml   the baton namespace
-//	rbac.yaml        ServiceAccount, least-privilege Role and RoleBinding
-//	configmap.yaml   a sample configuration (baton-config)
-//	deployment.yaml  two replicas of `baton run`
+//	namespace.yaml      the baton namespace
+//	rbac.yaml           ServiceAccount, least-privilege Role and RoleBinding
+//	networkpolicy.yaml  no ingress to baton's pods (the kubelet's probes pass)
+//	configmap.yaml      a sample configuration (baton-config)
+//	deployment.yaml     two replicas of `baton run`
+//
+// README.md says who controls leadership (whoever may update the Lease)
+// and how the RBAC keeps other workloads off it.
 //
 // # Concurrency properties
 //
@@ -33,7 +37,7 @@ import (
 var files embed.FS
 
 // Manifests are the files kustomization.yaml lists, in its order.
-var Manifests = []string{"namespace.yaml", "rbac.yaml", "configmap.yaml", "deployment.yaml"}
+var Manifests = []string{"namespace.yaml", "rbac.yaml", "networkpolicy.yaml", "configmap.yaml", "deployment.yaml"}
 
 // Object is one decoded manifest document.
 type Object struct {

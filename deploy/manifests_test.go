@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
@@ -51,6 +53,9 @@ func objects(t *testing.T) map[string][]any {
 		case *appsv1.Deployment:
 			kind = "Deployment"
 			checkNamespace(t, o.File, v.Namespace)
+		case *networkingv1.NetworkPolicy:
+			kind = "NetworkPolicy"
+			checkNamespace(t, o.File, v.Namespace)
 		default:
 			t.Errorf("%s: unexpected %T", o.File, o.Object)
 			continue
@@ -77,7 +82,7 @@ func one[T any](t *testing.T, objs map[string][]any, kind string) T {
 
 func TestManifestsDecode(t *testing.T) {
 	objs := objects(t)
-	for _, kind := range []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment"} {
+	for _, kind := range []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Deployment", "NetworkPolicy"} {
 		if len(objs[kind]) != 1 {
 			t.Errorf("%d %s objects, want 1", len(objs[kind]), kind)
 		}
@@ -150,12 +155,18 @@ func TestDeployment(t *testing.T) {
 	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
 		t.Errorf("downward API env %v, want POD_NAME=metadata.name, POD_NAMESPACE=metadata.namespace", env)
 	}
-	addr, _ := flagValue(c.Args, "metrics-addr")
-	if len(c.Ports) != 1 || ":"+strconv.Itoa(int(c.Ports[0].ContainerPort)) != addr || c.Ports[0].Name != "metrics" {
-		t.Errorf("ports %+v for --metrics-addr=%s", c.Ports, addr)
+	// /metrics has no authentication: loopback only, and no port for it.
+	metricsAddr, _ := flagValue(c.Args, "metrics-addr")
+	if host, _, err := net.SplitHostPort(metricsAddr); err != nil || net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback() {
+		t.Errorf("--metrics-addr=%s: want a loopback address", metricsAddr)
+	}
+	// The kubelet probes the pod's address: the probes have their own port.
+	probeAddr, _ := flagValue(c.Args, "probe-addr")
+	if len(c.Ports) != 1 || ":"+strconv.Itoa(int(c.Ports[0].ContainerPort)) != probeAddr || c.Ports[0].Name != "probes" {
+		t.Errorf("ports %+v for --probe-addr=%s", c.Ports, probeAddr)
 	}
 	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
-		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "metrics" {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "probes" {
 			t.Errorf("probe for %s: %+v", path, probe)
 		}
 	}
@@ -209,10 +220,10 @@ func TestRoleIsLeastPrivilege(t *testing.T) {
 	want := map[key][]string{
 		{"coordination.k8s.io", "leases", lease}: {"get", "list", "watch", "update"},
 		{"coordination.k8s.io", "leases", ""}:    {"create"},
-		{"", "configmaps", cfg}:                  {"get", "list", "watch"},
+		{"", "configmaps", cfg}:                  {"list", "watch"},
 		{"", "configmaps", published}:            {"get", "update"},
 		{"", "configmaps", ""}:                   {"create"},
-		{"", "pods", ""}:                         {"get", "list", "watch"},
+		{"", "pods", ""}:                         {"list", "watch"},
 	}
 	for k, verbs := range want {
 		g := slices.Clone(got[k])
@@ -258,5 +269,25 @@ func TestSampleConfigIsValid(t *testing.T) {
 func TestFileRefusesUnknownNames(t *testing.T) {
 	if _, err := deploy.File("../go.mod"); err == nil {
 		t.Error("File read outside the manifests")
+	}
+}
+
+// TestNetworkPolicy: the policy selects the Deployment's pods and lets no
+// ingress in (the kubelet's probes come from the node, which a policy does
+// not block).
+func TestNetworkPolicy(t *testing.T) {
+	objs := objects(t)
+	np := one[*networkingv1.NetworkPolicy](t, objs, "NetworkPolicy")
+	d := one[*appsv1.Deployment](t, objs, "Deployment")
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("the policy selects %s=%s, the pods are labelled %v", k, v, d.Spec.Template.Labels)
+		}
+	}
+	if len(np.Spec.PodSelector.MatchLabels) == 0 {
+		t.Error("the policy selects every pod of the namespace")
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) || len(np.Spec.Ingress) != 0 {
+		t.Errorf("policy types %v with %d ingress rules, want Ingress with none", np.Spec.PolicyTypes, len(np.Spec.Ingress))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/baton-dev/baton/pkg/controller/app"
+	"github.com/baton-dev/baton/pkg/controller/metrics"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -27,7 +29,8 @@ import (
 type runFlags struct {
 	c          app.ClusterConfig
 	kubeconfig string
-	metrics    string
+	metrics    string // /metrics, /healthz and /readyz, with details
+	probes     string // /healthz and /readyz for the kubelet, status only
 	logs       logFlags
 }
 
@@ -42,7 +45,8 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ConfigKey, "config-key", "config.yaml", "key of the configuration in that ConfigMap")
 	fs.StringVar(&c.PodSelector, "pod-selector", "app=haproxy", "label selector of the target pods")
 	fs.StringVar(&c.PublishedConfigMap, "published-configmap", app.DefaultPublishedName, "ConfigMap the leader publishes to")
-	fs.StringVar(&r.metrics, "metrics-addr", ":8080", "address serving /metrics, /healthz and /readyz; off when empty")
+	fs.StringVar(&r.metrics, "metrics-addr", "127.0.0.1:8080", "address serving /metrics, /healthz and /readyz, without authentication (localhost by default; widen it only behind a NetworkPolicy); off when empty")
+	fs.StringVar(&r.probes, "probe-addr", "", "address serving /healthz and /readyz for the kubelet, status code and a word only (e.g. :8081 in a pod); off when empty")
 	fs.DurationVar(&c.LeaseDuration, "lease-duration", k8sle.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&c.RenewDeadline, "renew-deadline", k8sle.DefaultRenewDeadline, "renew deadline (below the lease duration)")
 	fs.DurationVar(&c.RetryPeriod, "retry-period", k8sle.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
@@ -85,10 +89,16 @@ func (r *runFlags) check() []error {
 		bad("--pod-selector %q: %v", c.PodSelector, err)
 	}
 	errs = append(errs, checkTimings(c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)...)
-	if r.metrics != "" {
-		if _, _, err := net.SplitHostPort(r.metrics); err != nil {
-			bad("--metrics-addr %q: %v", r.metrics, err)
+	for _, a := range []struct{ flag, v string }{{"--metrics-addr", r.metrics}, {"--probe-addr", r.probes}} {
+		if a.v == "" {
+			continue
 		}
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			bad("%s %q: %v", a.flag, a.v, err)
+		}
+	}
+	if r.metrics != "" && r.metrics == r.probes {
+		bad("--probe-addr %q is also --metrics-addr: give the probes their own address, or leave --probe-addr empty (the metrics address serves the probes too)", r.probes)
 	}
 	if _, err := r.logs.logger(io.Discard); err != nil {
 		errs = append(errs, err)
@@ -140,7 +150,15 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErrors(stderr, "run", unjoin(err))
 	}
 	if rf.metrics != "" {
-		stop, err := serveRunMetrics(rf.metrics, r, logger)
+		stop, err := serveRun("--metrics-addr", "serving metrics", rf.metrics, r.Handler(), logger)
+		if err != nil {
+			r.Close()
+			return usageErrors(stderr, "run", []error{err})
+		}
+		defer stop()
+	}
+	if rf.probes != "" {
+		stop, err := serveRun("--probe-addr", "serving probes", rf.probes, probeHandler(r.Healthy, r.Ready), logger)
 		if err != nil {
 			r.Close()
 			return usageErrors(stderr, "run", []error{err})
@@ -178,15 +196,36 @@ func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, error) {
 	return app.New(opts)
 }
 
-// serveRunMetrics serves the replica's /metrics, /healthz and /readyz on
-// addr; stop shuts the server down and waits for it.
-func serveRunMetrics(addr string, r *app.Replica, logger *slog.Logger) (stop func(), err error) {
-	bound, stop, err := serveMetrics(addr, r.Handler(), func(err error) { logger.Error("metrics server failed", "error", err) })
+// serveRun serves h on addr, the value of flag, and logs msg with the
+// address bound; stop shuts the server down and waits for it.
+func serveRun(flag, msg, addr string, h http.Handler, logger *slog.Logger) (stop func(), err error) {
+	bound, stop, err := serveMetrics(addr, h, func(err error) { logger.Error("http server failed", "flag", flag, "error", err) })
 	if err != nil {
-		return nil, err
+		// serveMetrics names --metrics-addr, the demo's one flag; name ours.
+		return nil, fmt.Errorf("%s: %w", flag, errors.Unwrap(err))
 	}
-	logger.Info("serving metrics", "addr", bound.String())
+	logger.Info(msg, "addr", bound.String())
 	return stop, nil
+}
+
+// probeHandler serves /healthz and /readyz for the kubelet, which needs
+// only the status code: 200 "ok", or 503 and one word. The reasons (which
+// may quote the configuration) stay on --metrics-addr, localhost by
+// default, because the probe address listens where the kubelet reaches
+// the pod, on its network address.
+func probeHandler(healthy, ready func() error) http.Handler {
+	terse := func(check func() error, word string) func() error {
+		return func() error {
+			if check() != nil {
+				return errors.New(word)
+			}
+			return nil
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", metrics.CheckHandler(terse(healthy, "unhealthy")))
+	mux.Handle("GET /readyz", metrics.CheckHandler(terse(ready, "unready")))
+	return mux
 }
 
 // restConfig reads the kubeconfig file, or the in-cluster configuration

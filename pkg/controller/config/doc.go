@@ -28,6 +28,24 @@
 // (frontends[0].defaultBackend, backends[1].port, maxConn); both kinds match
 // errors.Is(err, ErrInvalid).
 //
+// Errors are bounded whatever the document, because they end up in logs,
+// events and Stats: a message quotes at most MaxQuoted bytes of any one
+// value (a longer one is cut and its length given), a decoder's message is
+// cut likewise, and a *ValidationError lists at most MaxListedErrors
+// problems and counts the rest. A document may be at most MaxDocumentSize
+// bytes.
+//
+// # Limits
+//
+// Every number has a range and every list a limit (MaxConn up to
+// MaxMaxConn, ports 1 to 65535, at most MaxFrontends frontends and
+// MaxBackends backends), and a bind address is accepted in one spelling
+// only, so that the text rendered from it is what HAProxy reads and two
+// spellings of one address cannot hide a duplicate. Validate lists the
+// rules and says why each limit is what it is. Numbers too have one
+// spelling, plain decimal: the YAML decoder would read a port written 0120
+// as octal 80, so Parse refuses it.
+//
 // # Versions
 //
 // Version hashes the canonical JSON form of a defaulted configuration, so two

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"sigs.k8s.io/yaml"
 )
@@ -55,14 +56,23 @@ func Default() *Config {
 }
 
 // Parse decodes a YAML or JSON document strictly: unknown fields, duplicate
-// keys and values of the wrong type are errors. It neither defaults nor
-// validates. Errors wrap ErrParse.
+// keys and values of the wrong type are errors, and so are a number
+// (maxConn, a port) not written in plain decimal (YAML 1.1 reads "0120" as
+// 80, and "+80", "0x50", "8_0" as 80 too) and a document of more than
+// MaxDocumentSize bytes. It neither defaults nor validates.
+// Errors wrap ErrParse.
 func Parse(raw []byte) (*Config, error) {
+	if len(raw) > MaxDocumentSize {
+		return nil, &parseError{err: fmt.Errorf("document is %d bytes, at most %d are allowed", len(raw), MaxDocumentSize)}
+	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, &parseError{err: errors.New("document is empty")}
 	}
 	var c Config
 	if err := yaml.UnmarshalStrict(raw, &c); err != nil {
+		return nil, &parseError{err: err}
+	}
+	if err := numberSpelling(raw, &c); err != nil {
 		return nil, &parseError{err: err}
 	}
 	return &c, nil

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/baton-dev/baton/pkg/controller/config"
 )
 
 // LineError is one finding of HAProxyValidator: what is wrong, and on which
@@ -25,15 +28,20 @@ func (e LineError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.
 //
 //   - a directive outside any section, or unknown to its section;
 //   - a malformed directive: a bind or server without address:port, a port
-//     out of range, a non-numeric count, an unknown mode or balance
+//     out of range, a count that is not a number or out of its range
+//     (maxconn up to config.MaxMaxConn, the others up to HAProxy's C int),
+//     a port or count not in plain decimal ("+80", "080": the renderer
+//     writes numbers in one spelling), an unknown mode or balance
 //     algorithm, a malformed timeout;
 //   - a section without its name, and duplicate frontend or backend names
 //     (and duplicate server names within a backend);
 //   - a use_backend or default_backend naming no backend section;
 //   - a backend without servers, a frontend without bind.
 //
-// It never fails to run, so its error result is always nil. The zero value
-// is ready to use and safe for concurrent use.
+// A finding quotes at most maxQuoted bytes of any one word of the text (a
+// longer word is cut and its length given), so findings stay short
+// whatever the text. It never fails to run, so its error result is always
+// nil. The zero value is ready to use and safe for concurrent use.
 type HAProxyValidator struct{}
 
 // Validate reports the findings in line order.
@@ -134,10 +142,10 @@ func (v *validation) header(line, kind int, fields []string, named bool) {
 	kw := sectionNames[kind]
 	switch {
 	case !named && kind == secGlobal && len(fields) > 1:
-		v.errorf(line, "global takes no name, got %q", fields[1])
+		v.errorf(line, "global takes no name, got %s", quote(fields[1]))
 		return
 	case !named && len(fields) > 2:
-		v.errorf(line, "%s: unexpected arguments %q", kw, strings.Join(fields[2:], " "))
+		v.errorf(line, "%s: unexpected arguments %s", kw, quote(strings.Join(fields[2:], " ")))
 		return
 	case !named:
 		return
@@ -145,18 +153,18 @@ func (v *validation) header(line, kind int, fields []string, named bool) {
 		v.errorf(line, "%s without a name", kw)
 		return
 	case len(fields) > 2:
-		v.errorf(line, "%s %q: unexpected arguments %q", kw, fields[1], strings.Join(fields[2:], " "))
+		v.errorf(line, "%s %s: unexpected arguments %s", kw, quote(fields[1]), quote(strings.Join(fields[2:], " ")))
 	}
 	s.name = fields[1]
 	if !validName(s.name) {
-		v.errorf(line, "%s %q: invalid name (letters, digits, '-', '_', '.', ':')", kw, s.name)
+		v.errorf(line, "%s %s: invalid name (letters, digits, '-', '_', '.', ':')", kw, quote(s.name))
 	}
 	seen := v.frontends
 	if kind == secBackend {
 		seen = v.backends
 	}
 	if first, dup := seen[s.name]; dup {
-		v.errorf(line, "duplicate %s %q (first on line %d)", kw, s.name, first)
+		v.errorf(line, "duplicate %s %s (first on line %d)", kw, quote(s.name), first)
 		return
 	}
 	seen[s.name] = line
@@ -166,13 +174,13 @@ func (v *validation) header(line, kind int, fields []string, named bool) {
 func (v *validation) directive(line int, f []string) {
 	kw, args := f[0], f[1:]
 	if v.cur == nil {
-		v.errorf(line, "directive %q outside any section", kw)
+		v.errorf(line, "directive %s outside any section", quote(kw))
 		return
 	}
 	kind := v.cur.kind
 	check, ok := directives[kind][kw]
 	if !ok {
-		v.errorf(line, "unknown directive %q in %s section", kw, sectionNames[kind])
+		v.errorf(line, "unknown directive %s in %s section", quote(kw), sectionNames[kind])
 		return
 	}
 	if msg := check(v, line, args); msg != "" {
@@ -184,16 +192,16 @@ func (v *validation) directive(line int, f []string) {
 func (v *validation) finish() {
 	for _, r := range v.refs {
 		if _, ok := v.backends[r.backend]; !ok {
-			v.errorf(r.line, "%s %q: no such backend", r.directive, r.backend)
+			v.errorf(r.line, "%s %s: no such backend", r.directive, quote(r.backend))
 		}
 	}
 	for _, s := range v.sections {
 		switch {
 		case s.name == "":
 		case s.kind == secBackend && len(s.servers) == 0:
-			v.errorf(s.line, "backend %q has no servers", s.name)
+			v.errorf(s.line, "backend %s has no servers", quote(s.name))
 		case s.kind == secFrontend && s.binds == 0:
-			v.errorf(s.line, "frontend %q has no bind", s.name)
+			v.errorf(s.line, "frontend %s has no bind", quote(s.name))
 		}
 	}
 }
@@ -203,8 +211,8 @@ type checker func(v *validation, line int, args []string) string
 
 var directives = map[int]map[string]checker{
 	secGlobal: {
-		"maxconn":  positiveInt("maxconn"),
-		"nbthread": positiveInt("nbthread"),
+		"maxconn":  positiveInt("maxconn", config.MaxMaxConn),
+		"nbthread": positiveInt("nbthread", maxInt),
 		"log":      atLeast("log", 1),
 		"daemon":   exactly("daemon", 0),
 		"user":     exactly("user", 1),
@@ -216,8 +224,8 @@ var directives = map[int]map[string]checker{
 		"log":     atLeast("log", 1),
 		"timeout": timeout("connect", "client", "server", "queue", "http-request", "tunnel"),
 		"option":  atLeast("option", 1),
-		"retries": nonNegativeInt("retries"),
-		"maxconn": positiveInt("maxconn"),
+		"retries": nonNegativeInt("retries", maxInt),
+		"maxconn": positiveInt("maxconn", config.MaxMaxConn),
 		"balance": balance,
 	},
 	secFrontend: {
@@ -228,7 +236,7 @@ var directives = map[int]map[string]checker{
 		"log":             atLeast("log", 1),
 		"timeout":         timeout("client", "http-request"),
 		"option":          atLeast("option", 1),
-		"maxconn":         positiveInt("maxconn"),
+		"maxconn":         positiveInt("maxconn", config.MaxMaxConn),
 		"acl":             atLeast("acl", 2),
 	},
 	secBackend: {
@@ -238,7 +246,7 @@ var directives = map[int]map[string]checker{
 		"log":     atLeast("log", 1),
 		"timeout": timeout("connect", "server", "queue", "check", "tunnel"),
 		"option":  atLeast("option", 1),
-		"retries": nonNegativeInt("retries"),
+		"retries": nonNegativeInt("retries", maxInt),
 	},
 }
 
@@ -260,25 +268,33 @@ func atLeast(kw string, n int) checker {
 	}
 }
 
-func positiveInt(kw string) checker {
-	return func(_ *validation, _ int, args []string) string {
-		if len(args) != 1 {
-			return fmt.Sprintf("%s takes 1 argument, got %d", kw, len(args))
-		}
-		if n, err := strconv.Atoi(args[0]); err != nil || n <= 0 {
-			return fmt.Sprintf("%s %q: not a positive integer", kw, args[0])
-		}
-		return ""
-	}
+// maxInt is the largest value of a C int, in which HAProxy keeps its
+// counts.
+const maxInt = 1<<31 - 1
+
+func positiveInt(kw string, max int) checker {
+	return count(kw, 1, max, "not a positive integer")
 }
 
-func nonNegativeInt(kw string) checker {
+func nonNegativeInt(kw string, max int) checker {
+	return count(kw, 0, max, "not a non-negative integer")
+}
+
+// count checks a directive of one count from min to max, in plain decimal;
+// notInt is the message for a value that is no integer of at least min.
+func count(kw string, min, max int, notInt string) checker {
 	return func(_ *validation, _ int, args []string) string {
 		if len(args) != 1 {
 			return fmt.Sprintf("%s takes 1 argument, got %d", kw, len(args))
 		}
-		if n, err := strconv.Atoi(args[0]); err != nil || n < 0 {
-			return fmt.Sprintf("%s %q: not a non-negative integer", kw, args[0])
+		n, err := strconv.Atoi(args[0])
+		switch {
+		case err != nil || n < min:
+			return fmt.Sprintf("%s %s: %s", kw, quote(args[0]), notInt)
+		case n > max:
+			return fmt.Sprintf("%s %d: above %d", kw, n, max)
+		case args[0] != strconv.Itoa(n):
+			return fmt.Sprintf("%s %s: not in plain decimal (%d)", kw, quote(args[0]), n)
 		}
 		return ""
 	}
@@ -290,7 +306,7 @@ func oneOf(kw string, allowed ...string) checker {
 			return fmt.Sprintf("%s takes 1 argument, got %d", kw, len(args))
 		}
 		if !slices.Contains(allowed, args[0]) {
-			return fmt.Sprintf("%s %q: must be one of %s", kw, args[0], strings.Join(allowed, ", "))
+			return fmt.Sprintf("%s %s: must be one of %s", kw, quote(args[0]), strings.Join(allowed, ", "))
 		}
 		return ""
 	}
@@ -306,10 +322,10 @@ func timeout(kinds ...string) checker {
 			return fmt.Sprintf("timeout takes a kind and a duration, got %d argument(s)", len(args))
 		}
 		if !slices.Contains(kinds, args[0]) {
-			return fmt.Sprintf("timeout %q: unknown here (want %s)", args[0], strings.Join(kinds, ", "))
+			return fmt.Sprintf("timeout %s: unknown here (want %s)", quote(args[0]), strings.Join(kinds, ", "))
 		}
 		if !validDuration(args[1]) {
-			return fmt.Sprintf("timeout %s %q: not a duration", args[0], args[1])
+			return fmt.Sprintf("timeout %s %s: not a duration", args[0], quote(args[1]))
 		}
 		return ""
 	}
@@ -338,10 +354,10 @@ func bind(v *validation, _ int, args []string) string {
 	addr := args[0]
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Sprintf("bind %q: missing port", addr)
+		return fmt.Sprintf("bind %s: missing port", quote(addr))
 	}
 	if msg := checkPort(port); msg != "" {
-		return fmt.Sprintf("bind %q: %s", addr, msg)
+		return fmt.Sprintf("bind %s: %s", quote(addr), msg)
 	}
 	return ""
 }
@@ -352,25 +368,25 @@ func server(v *validation, line int, args []string) string {
 	}
 	name := args[0]
 	if first, dup := v.cur.servers[name]; dup {
-		return fmt.Sprintf("duplicate server %q in backend %q (first on line %d)", name, v.cur.name, first)
+		return fmt.Sprintf("duplicate server %s in backend %s (first on line %d)", quote(name), quote(v.cur.name), first)
 	}
 	v.cur.servers[name] = line
 	if len(args) < 2 {
-		return fmt.Sprintf("server %q: missing address:port", name)
+		return fmt.Sprintf("server %s: missing address:port", quote(name))
 	}
 	addr := args[1]
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Sprintf("server %q: address %q: missing port", name, addr)
+		return fmt.Sprintf("server %s: address %s: missing port", quote(name), quote(addr))
 	}
 	if host == "" {
-		return fmt.Sprintf("server %q: address %q: missing host", name, addr)
+		return fmt.Sprintf("server %s: address %s: missing host", quote(name), quote(addr))
 	}
 	if net.ParseIP(host) == nil && !validHostname(host) {
-		return fmt.Sprintf("server %q: address %q: host is neither an IP nor a hostname", name, addr)
+		return fmt.Sprintf("server %s: address %s: host is neither an IP nor a hostname", quote(name), quote(addr))
 	}
 	if msg := checkPort(port); msg != "" {
-		return fmt.Sprintf("server %q: address %q: %s", name, addr, msg)
+		return fmt.Sprintf("server %s: address %s: %s", quote(name), quote(addr), msg)
 	}
 	return ""
 }
@@ -381,11 +397,11 @@ func backendRef(kw string) checker {
 			return kw + " without a backend name"
 		}
 		if kw == "default_backend" && len(args) > 1 {
-			return fmt.Sprintf("default_backend %q: unexpected arguments %q", args[0], strings.Join(args[1:], " "))
+			return fmt.Sprintf("default_backend %s: unexpected arguments %s", quote(args[0]), quote(strings.Join(args[1:], " ")))
 		}
 		if kw == "use_backend" && len(args) > 1 {
 			if (args[1] != "if" && args[1] != "unless") || len(args) < 3 {
-				return fmt.Sprintf("use_backend %q: want \"if|unless CONDITION\" after the name", args[0])
+				return fmt.Sprintf("use_backend %s: want \"if|unless CONDITION\" after the name", quote(args[0]))
 			}
 		}
 		v.refs = append(v.refs, reference{line: line, directive: kw, backend: args[0]})
@@ -399,12 +415,32 @@ func checkPort(p string) string {
 	}
 	n, err := strconv.Atoi(p)
 	if err != nil {
-		return fmt.Sprintf("port %q is not a number", p)
+		return fmt.Sprintf("port %s is not a number", quote(p))
 	}
 	if n < 1 || n > 65535 {
 		return fmt.Sprintf("port %d out of range 1-65535", n)
 	}
+	if p != strconv.Itoa(n) {
+		return fmt.Sprintf("port %s: not in plain decimal (%d)", quote(p), n)
+	}
 	return ""
+}
+
+// maxQuoted is the most bytes of one word of the text a finding quotes.
+const maxQuoted = 64
+
+// quote returns s quoted as by %q, or, when s is longer than maxQuoted
+// bytes, its first maxQuoted bytes (cut at a character boundary) quoted,
+// followed by "… (N bytes)".
+func quote(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:n], len(s))
 }
 
 func validName(s string) bool {

@@ -158,3 +158,40 @@ func TestRenderedConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestValidatorRangesAndSpelling: counts within what HAProxy reads, ports
+// and counts in plain decimal, and findings that quote a bounded prefix of
+// a long word.
+func TestValidatorRangesAndSpelling(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	tests := []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"maxconn at its limit", strings.Replace(valid, "maxconn 100", "maxconn 1000000000", 1), nil},
+		{"maxconn above HAProxy's int", strings.Replace(valid, "maxconn 100", "maxconn 9223372036854775807", 1),
+			[]string{`line 2: maxconn 9223372036854775807: above 1000000000`}},
+		{"maxconn with a sign", strings.Replace(valid, "maxconn 100", "maxconn +100", 1),
+			[]string{`line 2: maxconn "+100": not in plain decimal (100)`}},
+		{"retries with leading zeros", strings.Replace(valid, "timeout connect 5s", "timeout connect 5s\n    retries 03", 1),
+			[]string{`line 6: retries "03": not in plain decimal (3)`}},
+		{"bind port with a sign", strings.Replace(valid, "bind :80", "bind :+80", 1),
+			[]string{`line 7: bind ":+80": port "+80": not in plain decimal (80)`}},
+		{"server port with leading zeros", strings.Replace(valid, "10.0.0.1:8080", "10.0.0.1:0008080", 1),
+			[]string{`line 12: server "a": address "10.0.0.1:0008080": port "0008080": not in plain decimal (8080)`}},
+		{"long word", strings.Replace(valid, "default_backend app", "default_backend "+long, 1),
+			[]string{`line 9: default_backend "` + long[:64] + `"… (1048576 bytes): no such backend`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs, err := pipeline.HAProxyValidator{}.Validate(context.Background(), tt.text)
+			if err != nil {
+				t.Fatalf("validator failed: %v", err)
+			}
+			if got := errStrings(errs); strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("findings:\n%.2000s\nwant:\n%.2000s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
