@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection/leaderelectiontest"
 )
 
 // errAPIDown is what every call gets while the in-memory API server restarts.
@@ -220,7 +221,7 @@ func (s *memServer) deleteLease() bool {
 	if !s.exists {
 		return false
 	}
-	s.inner.Delete()
+	leaderelectiontest.Delete(s.inner)
 	s.writer, s.exists = writerDelete, false
 	return true
 }
@@ -250,7 +251,7 @@ func (s *memServer) restore(back int) (from, to string, ok bool) {
 	if err != nil {
 		return "", "", false
 	}
-	u, err := strconv.ParseUint(s.inner.Set(snap.record).ResourceVersion, 10, 64)
+	u, err := strconv.ParseUint(leaderelectiontest.Set(s.inner, snap.record).ResourceVersion, 10, 64)
 	if err != nil || u < p {
 		panic(fmt.Sprintf("chaos: restore: underlying version %d below presented %d", u, p))
 	}

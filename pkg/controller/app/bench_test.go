@@ -13,6 +13,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection/leaderelectiontest"
 )
 
 // BenchmarkTermReady measures, end to end in embedded mode, the time from
@@ -106,9 +107,10 @@ func runtimeOnly(tb testing.TB) (*k8sle.MemoryStore, func(context.Context) error
 // replays and events that feed them and the runtime's work for each of
 // them.
 //
-// The replica: at most 28 per term, 31 under the race detector, against 25
-// (27) measured when the bounds were set: issue 10's goal was a tenth of
-// the ~390 it measured. The share: at most 15, 18 under the race detector,
+// The replica: at most 64 per term, 70 under the race detector, a generous
+// bound that catches leaks, not tricks: 43 (45) measured once the elector
+// dropped its allocation tricks (a goroutine, contexts and timers per term),
+// 25 (27) before; issue 10's goal was a tenth of the ~390 it measured. The share: at most 15, 18 under the race detector,
 // against 13 (15-16) measured; 6 of it is the new channel each leader-only
 // component's scoped subscription gets per term (busevents.Scope). Main
 // measured ~290 before the first guard, ~106 before the publish path
@@ -140,9 +142,9 @@ func TestTermAllocations(t *testing.T) {
 	base := termAllocs(t, leases, run, baseReady)
 	share := replica - base
 	t.Logf("%.1f allocations per term, %.1f of them the reference layer's (runtime-only: %.1f)", replica, share, base)
-	bound, shareBound := 28.0, 15.0
+	bound, shareBound := 64.0, 15.0
 	if raceEnabled {
-		bound, shareBound = 31, 18
+		bound, shareBound = 70, 18
 	}
 	if replica > bound {
 		t.Errorf("a term of the replica costs %.1f allocations, want at most %.0f", replica, bound)
@@ -178,7 +180,7 @@ func termAllocs(t *testing.T, leases *k8sle.MemoryStore, run func(context.Contex
 		}
 		rec.HolderIdentity = ""
 		timeout.Reset(10 * time.Second)
-		leases.Set(rec)
+		leaderelectiontest.Set(leases, rec)
 		select {
 		case <-ready:
 		case <-timeout.C:
@@ -231,7 +233,7 @@ func cycle(b *testing.B, leases *k8sle.MemoryStore, run func(context.Context) er
 		}
 		rec.HolderIdentity = ""
 		termTimeout.Reset(10 * time.Second)
-		leases.Set(rec) // the elector sees its lease taken away, steps down and wins it back
+		leaderelectiontest.Set(leases, rec) // the elector sees its lease taken away, steps down and wins it back
 		select {
 		case r := <-ready:
 			lat = append(lat, r.Latency)
