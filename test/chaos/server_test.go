@@ -41,6 +41,9 @@ type memServer struct {
 	exists    bool
 	downUntil time.Time
 	watches   map[*serverWatch]struct{}
+	// afterCreate, when set, is called once, by the next Create that lands
+	// (deleteAfterNextCreate).
+	afterCreate func()
 }
 
 // epoch maps the underlying versions from `from` on to presented = underlying - offset.
@@ -134,7 +137,25 @@ func (s *memServer) write(ctx context.Context, r leaderelection.LeaseRecord, wri
 	}
 	out.ResourceVersion = s.presentLocked(out.ResourceVersion)
 	s.recordLocked(out, writer)
+	if f := s.afterCreate; create && f != nil {
+		s.afterCreate = nil
+		f()
+	}
 	return out, nil
+}
+
+// deleteAfterNextCreate deletes the lease by hand d after the next Create lands (if it
+// is still there), and then calls deleted.
+func (s *memServer) deleteAfterNextCreate(d time.Duration, deleted func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterCreate = func() {
+		time.AfterFunc(d, func() {
+			if s.deleteLease() {
+				deleted()
+			}
+		})
+	}
 }
 
 func (s *memServer) recordLocked(r leaderelection.LeaseRecord, writer string) {
