@@ -16,6 +16,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // TermRecord is what the run saw of one leadership term.
@@ -123,7 +124,7 @@ func (r *recorder) wrote(inc *incarnation, rv string, sent time.Time) {
 
 // startedLeading runs in the elector's goroutine of the term.
 func (r *recorder) startedLeading(inc *incarnation, ctx context.Context) {
-	term, ok := k8sle.TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	if !ok {
 		return
 	}

@@ -10,8 +10,8 @@
 //
 //	term, ok := termctx.FromContext(ctx)
 //
-// k8sle.TermFromContext and lifecycle.TermFromContext are the same lookup,
-// kept so that code reading either package finds it there.
+// lifecycle.TermFromContext is the same lookup, kept so that code reading
+// that package finds it there.
 //
 // A context type of its own that knows its term (the elector's term context,
 // made once per term) carries it without NewContext: its Value returns a

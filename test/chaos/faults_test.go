@@ -31,14 +31,17 @@ const (
 	fWatchLagged    = "watch event delivered late"
 	fGone           = "410 Gone (all watches closed)"
 	fLeaseDeleted   = "lease deleted"
-	fRestore        = "resourceVersion moved back (snapshot restored)"
-	fPartition      = "candidate partitioned"
-	fPause          = "candidate paused"
-	fAPIRestart     = "api server restarted"
-	fRealAPIRestart = "api server restarted (real)"
-	fCandRestart    = "candidate restarted"
-	fFencedStalled  = "fenced write held by a pause"
-	fSkew           = "candidate clock skewed"
+	// fDeleteAfterCreate arms the server to delete the lease by hand shortly after the
+	// next Create lands (counted as fLeaseDeleted when the delete happens).
+	fDeleteAfterCreate = "lease deleted right after a Create"
+	fRestore           = "resourceVersion moved back (snapshot restored)"
+	fPartition         = "candidate partitioned"
+	fPause             = "candidate paused"
+	fAPIRestart        = "api server restarted"
+	fRealAPIRestart    = "api server restarted (real)"
+	fCandRestart       = "candidate restarted"
+	fFencedStalled     = "fenced write held by a pause"
+	fSkew              = "candidate clock skewed"
 )
 
 // allKinds lists the counter kinds in report order.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // termRec is one term as its candidate believed it: from OnStartedLeading until the
@@ -263,7 +264,7 @@ func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 // lead is OnStartedLeading: it records the term and writes to the register while it
 // believes it leads.
 func (c *candidate) lead(ctx context.Context, who string, incStart time.Time) {
-	term, ok := leaderelection.TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	if !ok {
 		c.h.addErr("%s: term context without a term", who)
 	}

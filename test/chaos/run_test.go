@@ -266,6 +266,13 @@ func (r *runner) point(f fault, c *candidate) {
 		}
 		h.count.add(fGone, 1)
 		h.logFault(f.kind, "410 Gone: %d watches closed", n)
+	case fDeleteAfterCreate:
+		if r.w.mem != nil {
+			r.w.mem.deleteAfterNextCreate(f.after, func() {
+				h.count.add(fLeaseDeleted, 1)
+				h.logFault(fLeaseDeleted, "lease deleted %v after a Create", f.after)
+			})
+		}
 	case fLeaseDeleted:
 		if r.w.srv.deleteLease() {
 			h.count.add(fLeaseDeleted, 1)

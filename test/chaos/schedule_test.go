@@ -29,8 +29,9 @@ type fault struct {
 	hang   bool      // partition: calls hang rather than fail fast
 	flaky  flakiness // flaky window
 	lag    time.Duration
-	back   int     // restore: how many writes back
-	rate   float64 // skew: the rate of the candidate's clock
+	back   int           // restore: how many writes back
+	after  time.Duration // delete after create: how long after the Create
+	rate   float64       // skew: the rate of the candidate's clock
 }
 
 // flakyKind is the window of per-call faults (drop, delay, lost or late replies).
@@ -62,6 +63,8 @@ func (f fault) String() string {
 		return fmt.Sprintf("%v restart %s, down %v", f.at, target, f.dur)
 	case fRestore:
 		return fmt.Sprintf("%v restore the snapshot %d writes back", f.at, f.back)
+	case fDeleteAfterCreate:
+		return fmt.Sprintf("%v delete the lease %v after the next Create", f.at, f.after)
 	case fSkew:
 		return fmt.Sprintf("%v clock of %s at rate %.3f for %v", f.at, target, f.rate, f.dur)
 	default:
@@ -90,6 +93,18 @@ type schedule struct {
 	heal    time.Duration // every fault is over
 	skew    skewMode      // on: the candidates run on skewable clocks
 }
+
+// createRaceWeights are the frequencies of the fault kinds of the create-race
+// histories: the lease deleted by hand (often right after a Create), so that several
+// candidates wait out the same absence and Create at about the same moment, with
+// lagging watches and slow requests, so that a Create's answer can come before the
+// watch showed the Creates and deletes around it.
+var createRaceWeights = []weight{
+	{fDeleteAfterCreate, 4}, {fLeaseDeleted, 3}, {fWatchLagged, 4}, {flakyKind, 2}, {fPartition, 1},
+}
+
+// createRaceOpts are the schedules of the create-race histories.
+var createRaceOpts = scheduleOpts{configs: configs, weights: createRaceWeights, phaseMin: 3, phaseMax: 8, faultMin: 6, faultMax: 16, cands: 3}
 
 // scheduleOpts shape the schedules of one world.
 type scheduleOpts struct {
@@ -160,6 +175,8 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 			f.dur = span(0, 1)
 		case fRestore:
 			f.back = 1 + rng.IntN(6)
+		case fDeleteAfterCreate:
+			f.after = time.Duration(rng.Float64() * float64(rp) / 4)
 		}
 		s.faults = append(s.faults, f)
 		s.heal = max(s.heal, f.at+f.dur)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection/leaderelectiontest"
 )
 
 // errAPIDown is what every call gets while the in-memory API server restarts.
@@ -40,6 +41,9 @@ type memServer struct {
 	exists    bool
 	downUntil time.Time
 	watches   map[*serverWatch]struct{}
+	// afterCreate, when set, is called once, by the next Create that lands
+	// (deleteAfterNextCreate).
+	afterCreate func()
 }
 
 // epoch maps the underlying versions from `from` on to presented = underlying - offset.
@@ -133,7 +137,25 @@ func (s *memServer) write(ctx context.Context, r leaderelection.LeaseRecord, wri
 	}
 	out.ResourceVersion = s.presentLocked(out.ResourceVersion)
 	s.recordLocked(out, writer)
+	if f := s.afterCreate; create && f != nil {
+		s.afterCreate = nil
+		f()
+	}
 	return out, nil
+}
+
+// deleteAfterNextCreate deletes the lease by hand d after the next Create lands (if it
+// is still there), and then calls deleted.
+func (s *memServer) deleteAfterNextCreate(d time.Duration, deleted func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterCreate = func() {
+		time.AfterFunc(d, func() {
+			if s.deleteLease() {
+				deleted()
+			}
+		})
+	}
 }
 
 func (s *memServer) recordLocked(r leaderelection.LeaseRecord, writer string) {
@@ -220,7 +242,7 @@ func (s *memServer) deleteLease() bool {
 	if !s.exists {
 		return false
 	}
-	s.inner.Delete()
+	leaderelectiontest.Delete(s.inner)
 	s.writer, s.exists = writerDelete, false
 	return true
 }
@@ -250,7 +272,7 @@ func (s *memServer) restore(back int) (from, to string, ok bool) {
 	if err != nil {
 		return "", "", false
 	}
-	u, err := strconv.ParseUint(s.inner.Set(snap.record).ResourceVersion, 10, 64)
+	u, err := strconv.ParseUint(leaderelectiontest.Set(s.inner, snap.record).ResourceVersion, 10, 64)
 	if err != nil || u < p {
 		panic(fmt.Sprintf("chaos: restore: underlying version %d below presented %d", u, p))
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // candidateEnv carries a JSON candidateConfig to a subprocess candidate.
@@ -235,7 +236,7 @@ func batonSubprocess(cfg candidateConfig, cs kubernetes.Interface, out *reporter
 		ReleaseOnCancel: cfg.ReleaseOnCancel,
 	}, cs, leaderelection.Callbacks{
 		OnStartedLeading: func(ctx context.Context) {
-			term, _ := leaderelection.TermFromContext(ctx)
+			term, _ := termctx.FromContext(ctx)
 			last.Store(&ctx)
 			out.emit(event{Ev: evBecameLeader, Term: term})
 			<-ctx.Done()
@@ -243,7 +244,7 @@ func batonSubprocess(cfg candidateConfig, cs kubernetes.Interface, out *reporter
 		OnStoppedLeading: func() {
 			var term uint64
 			if p := last.Load(); p != nil {
-				term, _ = leaderelection.TermFromContext(*p)
+				term, _ = termctx.FromContext(*p)
 				if (*p).Err() == nil {
 					out.emit(event{Ev: evProblem, Err: fmt.Sprintf("OnStoppedLeading ran while term %d's context was live", term)})
 				}
@@ -262,7 +263,7 @@ func batonSubprocess(cfg candidateConfig, cs kubernetes.Interface, out *reporter
 		var ctxTerm uint64
 		if p := last.Load(); p != nil {
 			ctxErr = (*p).Err() != nil
-			ctxTerm, _ = leaderelection.TermFromContext(*p)
+			ctxTerm, _ = termctx.FromContext(*p)
 		}
 		if !lead || term == 0 {
 			return false, "", 0, ctxErr, ctxTerm

@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-dev/baton/internal/testenv"
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 const namespace = "default"
@@ -136,7 +137,7 @@ func (h *harness) baton(who, lease string, o candidateOptions) *batonCandidate {
 
 func (c *batonCandidate) onStarted(ctx context.Context) {
 	b := now()
-	term, ok := leaderelection.TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	alive := ctx.Err() == nil
 	a := now()
 	if !ok || term == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection/leaderelectiontest"
 )
 
 // BenchmarkTermReady measures, end to end in embedded mode, the time from
@@ -154,7 +155,7 @@ func termAllocs(t *testing.T, leases *k8sle.MemoryStore, run func(context.Contex
 		}
 		rec.HolderIdentity = ""
 		timeout.Reset(10 * time.Second)
-		leases.Set(rec)
+		leaderelectiontest.Set(leases, rec)
 		select {
 		case <-ready:
 		case <-timeout.C:
@@ -207,7 +208,7 @@ func cycle(b *testing.B, leases *k8sle.MemoryStore, run func(context.Context) er
 		}
 		rec.HolderIdentity = ""
 		termTimeout.Reset(10 * time.Second)
-		leases.Set(rec) // the elector sees its lease taken away, steps down and wins it back
+		leaderelectiontest.Set(leases, rec) // the elector sees its lease taken away, steps down and wins it back
 		select {
 		case r := <-ready:
 			lat = append(lat, r.Latency)

@@ -46,7 +46,7 @@ type DiscoveryFunc func(bus *busevents.EventBus, logger *slog.Logger) (*discover
 type Hooks struct {
 	// OnStartedLeading runs in the elector's goroutine for the term, after
 	// the BecameLeaderEvent was published; ctx is the elector's term
-	// context (k8sle.TermFromContext gives the term; it ends with the term).
+	// context (termctx.FromContext gives the term; it ends with the term).
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs on the election goroutine once per term, after
 	// the LostLeadershipEvent was published.

@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Name is what Component.Name returns.
@@ -204,7 +205,7 @@ func (c *Component) TermContext(term uint64) (ctx context.Context, ok bool) {
 
 // startedLeading runs in the elector's goroutine for the term.
 func (c *Component) startedLeading(ctx context.Context) {
-	term, _ := k8sle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	l := heldTerm{term: term, ctx: ctx}
 	c.mu.Lock()
 	c.current = l

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection/leaderelectiontest"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -140,7 +141,7 @@ func newReplica(t *testing.T, id string, store k8sle.LeaseStore, edit func(*k8sl
 	}
 	c, err := leaderelection.NewWithStore(cfg, store, r.bus, leaderelection.Callbacks{
 		OnStartedLeading: func(ctx context.Context) {
-			term, _ := k8sle.TermFromContext(ctx)
+			term, _ := termctx.FromContext(ctx)
 			r.record(entry{kind: "cb:started", term: term})
 		},
 		OnStoppedLeading: func() { r.record(entry{kind: "cb:stopped"}) },
@@ -342,14 +343,14 @@ func TestReCampaignAfterLosses(t *testing.T) {
 		}
 		cur.HolderIdentity = "intruder"
 		cur.LeaseTransitions++
-		mem.Set(cur)
+		leaderelectiontest.Set(mem, cur)
 		time.Sleep(3*k8sle.DefaultLeaseDuration + 5*time.Second)
 		if !r.c.IsLeader() {
 			t.Fatal("did not re-acquire after the intruder's lease expired")
 		}
 
 		// 2. The lease is deleted by hand.
-		mem.Delete()
+		leaderelectiontest.Delete(mem)
 		time.Sleep(5 * time.Second)
 		if !r.c.IsLeader() {
 			t.Fatal("did not re-acquire after the delete")

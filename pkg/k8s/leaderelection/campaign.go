@@ -5,7 +5,30 @@ import (
 	"time"
 )
 
-// maxSends bounds the writes of ours kept for recognition (see campaign.sends).
+// phase is what a campaign does with the lease.
+type phase int
+
+const (
+	// following: the campaign watches the lease and acquires it once the observed state
+	// allows (acquireTime).
+	following phase = iota
+	// acquiring: an acquiring write is under way (acquire).
+	acquiring
+	// holding: an acquiring Create may have landed after states this elector never saw;
+	// the lease is ours and renewed, but its term starts only at held.until (hold.go).
+	holding
+	// leading: term runs.
+	leading
+	// handingOver: the term ended for a hand-over or Resign; the release is written
+	// once its OnStartedLeading returned (handover).
+	handingOver
+)
+
+var phaseNames = [...]string{"following", "acquiring", "holding", "leading", "handing over"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// maxSends bounds the writes of ours kept for recognition (see ourWrites.sent).
 const maxSends = 64
 
 // sentWrite is a write of ours whose outcome may be unknown: its record (without the
@@ -15,109 +38,111 @@ type sentWrite struct {
 	at     time.Time
 }
 
-// campaign is the state of one Start: it lives on the election goroutine only.
-type campaign struct {
-	e      *Elector
-	ctx    context.Context
-	notify *notifier
-	self   string
-
-	// The watch. Opening one runs in a goroutine (a hung List must not stall renews),
-	// which hands over the channel on opening, or drains it if the open was abandoned
-	// meanwhile (after RenewDeadline, or at shutdown). events is nil while no watch is
-	// open; when opening is nil too, watchAt is when to open one. stopWatch cancels the
-	// open or opening watch. fresh is set while the next event is a watch's first: the
-	// state as listed, current as of listSeen, the highest resourceVersion seen when
-	// the open started (our writes may pass it while the list is under way).
-	opening     chan watchOpen
-	events      <-chan LeaseEvent
-	stopWatch   context.CancelFunc
-	watchOpened time.Time
-	watchAt     time.Time
-	watchRetry  backoff
-	fresh       bool
-	listSeen    uint64
-	// blindSince is when the last watch broke or failed, zero while one is open (or
+// watchState is the campaign's watch of the lease. Opening one runs in a goroutine (a
+// hung List must not stall renews), which hands over the channel on opening, or drains
+// it if the open was abandoned meanwhile (after RenewDeadline, or at shutdown).
+type watchState struct {
+	opening  chan watchOpen     // non-nil while an open is under way
+	events   <-chan LeaseEvent  // non-nil while a watch is open
+	stop     context.CancelFunc // cancels the opening or open watch
+	openedAt time.Time          // when the open started; once open, when it opened
+	retryAt  time.Time          // when to open the next, while none is open or opening
+	backoff  backoff
+	// listNext is set while the next event is a watch's first: the state as listed,
+	// current as of listFloor, the highest resourceVersion seen when the open started
+	// (our writes may pass it while the list is under way).
+	listNext  bool
+	listFloor uint64
+	// brokenSince is when the last watch broke or failed, zero while one is open (or
 	// none was yet): a state listed after a longer gap than a RetryPeriod restarts the
 	// expiry wait even if unchanged, since it may be a restored copy of a state others
 	// have replaced meanwhile (versions repeat after an etcd restore).
-	blindSince time.Time
+	brokenSince time.Time
+	// stale is set when a write found the lease changed: wait for the next observation
+	// (or, if none came by staleCheckAt, open a new watch) before writing again.
+	stale        bool
+	staleCheckAt time.Time
+}
 
-	// The observed lease. record is the latest state seen; after a delete it is the last
-	// state before the delete if the delete told it (lastKnown), zero otherwise.
-	// observedAt is the local time record's state (or its absence) was first seen.
-	known      bool
-	exists     bool
-	lastKnown  bool
-	record     LeaseRecord
-	observedAt time.Time
+// observedLease is what the campaign knows of the lease.
+type observedLease struct {
+	known  bool // a state (or absence) was observed
+	exists bool
+	// record is the latest state seen; after a delete, the last state before it if the
+	// delete told it (lastKnown), zero otherwise.
+	record    LeaseRecord
+	lastKnown bool
+	since     time.Time // local time record's state (or its absence) was first seen
 	// unvouched is set while record was first seen on a first look (the first ever, or
 	// the first after the watch was down for long) and has not changed since: nothing
 	// this elector saw vouches that it is not a restored copy of an old state.
 	unvouched bool
-	// heldLease is the leaseDuration of the last held record seen, and heldForeign
-	// whether its holder was not Baton's: the basis of the wait for an unknown holder.
-	heldLease   time.Duration
-	heldForeign bool
-	// holdUntil is the earliest acquisition after a sign of a holder that cannot be
+	// holderDuration is the leaseDuration of the last held record seen, and
+	// holderForeign whether its holder was not Baton's: the basis of the wait for an
+	// unknown holder.
+	holderDuration time.Duration
+	holderForeign  bool
+	// unknownUntil is the earliest acquisition after a sign of a holder that cannot be
 	// judged: an absence whose last state is unknown, a resourceVersion gone back.
-	holdUntil time.Time
-	seen      uint64 // highest resourceVersion seen, 0 if none
-	reported  string // last holder reported to OnNewLeader
-	// stale is set when a write found the lease changed: wait for the next observation
-	// (or, if none came by staleAt, open a new watch) before writing again.
-	stale   bool
-	staleAt time.Time
+	unknownUntil time.Time
+	maxVersion   uint64 // highest resourceVersion seen, 0 if none
+	reported     string // last holder reported to OnNewLeader
+}
 
-	// Our writes. wrote is the last write of ours the store confirmed (with its
-	// resourceVersion); sends are our writes since, whose outcome may be unknown (a lost
-	// reply): a record of the same core as any of them is ours.
-	wrote      LeaseRecord
-	wroteAt    time.Time // send time of wrote
-	hasWritten bool
-	sends      []sentWrite
+// ourWrites are the writes of this elector that the campaign can recognise. A record
+// of the same core as confirmed or as any of sent is ours.
+type ourWrites struct {
+	confirmed    LeaseRecord // the last write the store confirmed, with its resourceVersion
+	confirmedAt  time.Time   // its send time
+	hasConfirmed bool
+	sent         []sentWrite // writes sent since, whose outcome may be unknown (a lost reply)
+}
+
+// campaign is the state of one Start: it lives on the election goroutine only.
+type campaign struct {
+	e      *Elector
+	ctx    context.Context
+	notify *notifier // nil without OnNewLeader
+	self   string
+	marker string // holderMarker(self): every acquire and renew writes it
+
+	phase  phase
+	watch  watchState
+	lease  observedLease
+	writes ourWrites
 
 	// Acquiring: acquireAt is the earliest next attempt after a failed one.
-	acquireAt    time.Time
-	acquireRetry backoff
+	// createSentVersion is the highest resourceVersion seen when the last acquiring
+	// Create was sent, and firstStateSinceCreate the lowest version above it of a
+	// state of the lease observed since, 0 if none: below the Create's own version, it
+	// is a state the Create landed after.
+	acquireAt             time.Time
+	acquireRetry          backoff
+	createSentVersion     uint64
+	firstStateSinceCreate uint64
 
-	// Leading. term is the term led, nil while following; terms times it (and the
-	// pending term of an acquiring write). leader runs OnStartedLeading, and work is
-	// its channel while the last term's call runs; nil when it returned (or none ran).
-	term   *termContext
-	terms  *termTimer
-	leader leaderWork
-	work   <-chan struct{}
-	// marker is holderMarker(self), made once: every acquire and renew writes it.
-	marker string
-	// floor is what a new term must be above: the last term, and after the history
+	// The term: led while leading; held (a slow Create's) while holding; handover is
+	// the hand-over (to nobody after Resign) whose release is written, while handing
+	// over, once the ended term's OnStartedLeading returned. leaderDone is closed when
+	// the last term's OnStartedLeading returned, nil once seen (or none ran).
+	term       *termContext
+	held       heldTerm
+	handover   handoverRequest
+	leaderDone <-chan struct{}
+	// termFloor is what a new term must be above: the last term, and after the history
 	// went back, the highest resourceVersion seen before, so terms stay increasing
 	// across candidates that saw each other's terms.
-	floor      uint64
-	renewAt    time.Time
+	termFloor  uint64
+	renewAt    time.Time // next renew, while leading or holding
 	renewRetry backoff
-	// held is the term of an acquiring Create that may have landed after states this
-	// elector never saw, which waits (see hold.go); nil when none. The lease is renewed
-	// every RetryPeriod meanwhile (renewAt). sentSeen is the highest resourceVersion
-	// seen when the last acquiring Create was sent, and unseen the lowest version above
-	// it of a state of the lease observed since, 0 if none: below the Create's own
-	// version, it is a state the Create landed after.
-	held     *heldTerm
-	sentSeen uint64
-	unseen   uint64
-
-	// handover is the pending hand-over (to nobody after Resign): its release is
-	// written once the ended term's OnStartedLeading returned. nil when none.
-	handover *handoverRequest
 }
 
 func (c *campaign) run() error {
 	defer func() {
 		// Defer-style end of term: OnStoppedLeading runs even if the loop panics.
-		if c.term != nil {
+		if c.phase == leading {
 			c.stepDown(context.Cause(c.ctx))
 		}
-		c.leader.close() // also after a panic, so that Start's wait ends
 	}()
 	// wake has room for one tick, so that a timer never blocks; a tick of a timer
 	// stopped too late only makes the loop look once more.
@@ -128,19 +153,24 @@ func (c *campaign) run() error {
 		default:
 		}
 	}
-	// One timer for the whole campaign, re-armed for each wait (see wakeTimer).
-	timer := wakeTimer{clock: c.e.clock, f: tick}
-	defer timer.stop()
+	var timer Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	c.openWatch()
 	for c.ctx.Err() == nil {
 		c.step()
 		if c.ctx.Err() != nil {
 			break
 		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
 		if at, ok := c.nextWake(); ok {
-			timer.reset(at.Sub(c.e.clock.Now()))
-		} else {
-			timer.stop()
+			timer = c.e.clock.AfterFunc(at.Sub(c.e.clock.Now()), tick)
 		}
 		c.wait(wake)
 	}
@@ -154,7 +184,7 @@ func (c *campaign) run() error {
 // (Config.Clock) with a seeded Config.JitterSource takes the same path on every run.
 func (c *campaign) wait(wake <-chan struct{}) {
 	var termDone <-chan struct{}
-	if c.term != nil {
+	if c.phase == leading {
 		termDone = c.term.Done()
 	}
 	if c.poll(termDone, wake) {
@@ -163,13 +193,13 @@ func (c *campaign) wait(wake <-chan struct{}) {
 	select {
 	case <-c.ctx.Done():
 	case <-termDone:
-	case <-c.work:
-		c.work = nil
+	case <-c.leaderDone:
+		c.leaderDone = nil
 	case req := <-c.e.handovers:
 		c.requestHandOver(req)
-	case o := <-c.opening:
+	case o := <-c.watch.opening:
 		c.opened(o)
-	case ev, ok := <-c.events:
+	case ev, ok := <-c.watch.events:
 		c.receive(ev, ok)
 	case <-wake:
 	}
@@ -186,8 +216,8 @@ func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
 	default:
 	}
 	select {
-	case <-c.work:
-		c.work = nil
+	case <-c.leaderDone:
+		c.leaderDone = nil
 		return true
 	default:
 	}
@@ -198,13 +228,13 @@ func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
 	default:
 	}
 	select {
-	case o := <-c.opening:
+	case o := <-c.watch.opening:
 		c.opened(o)
 		return true
 	default:
 	}
 	select {
-	case ev, ok := <-c.events:
+	case ev, ok := <-c.watch.events:
 		c.receive(ev, ok)
 		return true
 	default:
@@ -217,59 +247,66 @@ func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
 	}
 }
 
-// step does what is due now.
+// step does what is due now:
+//
+//  1. Keep a watch open: give up an open that hangs, open one when none is.
+//  2. Leading: end a term that is over (by its clock, or Resign), else renew when due.
+//  3. Holding: start the held term at its time, renew when due.
+//  4. Handing over: release once the ended term's OnStartedLeading returned.
+//  5. Following: replace a watch that stayed silent after a write conflicted; when
+//     the observed state allows, read what the watch delivered and acquire.
 func (c *campaign) step() {
 	now := c.e.clock.Now()
-	if c.opening != nil && !now.Before(c.watchOpened.Add(c.e.config.RenewDeadline)) {
+	// 1. The watch.
+	if c.watch.opening != nil && !now.Before(c.watch.openedAt.Add(c.e.config.RenewDeadline)) {
 		// The store has not answered within RenewDeadline (a black-holed List): give up
 		// on this watch, whose goroutine ends with its context, and try again.
 		c.e.logger.Warn("watching lease timed out", "after", c.e.config.RenewDeadline)
-		c.stopWatch()
-		c.opening, c.stopWatch = nil, nil
-		c.markBlind()
-		c.watchAt = now.Add(c.watchRetry.Next())
+		c.watch.stop()
+		c.watch.opening, c.watch.stop = nil, nil
+		c.markBroken()
+		c.watch.retryAt = now.Add(c.watch.backoff.Next())
 	}
-	if c.events == nil && c.opening == nil && !now.Before(c.watchAt) {
+	if c.watch.events == nil && c.watch.opening == nil && !now.Before(c.watch.retryAt) {
 		c.openWatch()
 	}
-	if c.term != nil {
-		if c.term.Err() != nil {
-			cause := context.Cause(c.term)
-			c.stepDown(cause)
-			c.resigned(cause)
-		} else {
+	// 2. Leading.
+	if c.phase == leading {
+		if c.term.Err() == nil {
 			if !now.Before(c.renewAt) {
 				c.renew()
 			}
 			return
 		}
+		cause := context.Cause(c.term)
+		c.stepDown(cause)
+		c.resigned(cause)
 	}
-	if c.held != nil {
+	switch c.phase {
+	case holding: // 3.
 		c.stepHeld(now)
-		return
-	}
-	if c.handover != nil {
-		if c.work == nil {
+	case handingOver: // 4.
+		if c.leaderDone == nil {
 			c.finishHandOver()
 		}
-		return
-	}
-	if c.stale && !now.Before(c.staleAt) {
-		// A write conflicted but the watch has not shown the newer state within a
-		// RetryPeriod: it is stuck. Open a new one, which re-reads the state.
-		c.staleAt = now.Add(c.e.config.RetryPeriod)
-		if c.events != nil {
-			c.e.logger.Info("lease watch silent after a conflict, watching again")
-			c.dropWatch()
-			c.watchAt = now
-			c.openWatch()
+	case following: // 5.
+		if c.watch.stale && !now.Before(c.watch.staleCheckAt) {
+			// A write conflicted but the watch has not shown the newer state within a
+			// RetryPeriod: it is stuck. Open a new one, which re-reads the state.
+			c.watch.staleCheckAt = now.Add(c.e.config.RetryPeriod)
+			if c.watch.events != nil {
+				c.e.logger.Info("lease watch silent after a conflict, watching again")
+				c.dropWatch()
+				c.watch.retryAt = now
+				c.openWatch()
+			}
 		}
-	}
-	if at, ok := c.acquireTime(); ok && !now.Before(at) {
-		// Judge the latest state the watch delivered, not an older one it replaced.
-		c.drainWatch()
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
-			c.acquire()
+			// Judge the latest state the watch delivered, not an older one it replaced.
+			c.drainWatch()
+			if at, ok := c.acquireTime(); ok && !now.Before(at) {
+				c.acquire()
+			}
 		}
 	}
 }
@@ -283,176 +320,51 @@ func (c *campaign) nextWake() (time.Time, bool) {
 			at, ok = t, true
 		}
 	}
-	if c.opening != nil {
-		consider(c.watchOpened.Add(c.e.config.RenewDeadline))
-	} else if c.events == nil {
-		consider(c.watchAt)
+	if c.watch.opening != nil {
+		consider(c.watch.openedAt.Add(c.e.config.RenewDeadline))
+	} else if c.watch.events == nil {
+		consider(c.watch.retryAt)
 	}
-	if c.term != nil {
+	switch c.phase {
+	case leading:
 		consider(c.renewAt)
-		return at, ok
-	}
-	if c.held != nil {
+	case holding:
 		consider(c.renewAt)
 		consider(c.held.until)
-		return at, ok
-	}
-	if c.stale {
-		consider(c.staleAt)
-	}
-	if t, can := c.acquireTime(); can {
-		consider(t)
+	case following:
+		if c.watch.stale {
+			consider(c.watch.staleCheckAt)
+		}
+		if t, can := c.acquireTime(); can {
+			consider(t)
+		}
 	}
 	return at, ok
-}
-
-// receive takes one receive from the watch channel.
-func (c *campaign) receive(ev LeaseEvent, ok bool) {
-	switch {
-	case !ok:
-		c.watchBroke()
-	case ev.Err != nil:
-		c.e.watchErrors.Add(1)
-		c.e.logger.Warn("lease watch reported an error, watching again", "error", ev.Err)
-		c.watchBroke()
-	default:
-		c.observeWatched(ev)
-	}
-}
-
-// observeWatched observes an event of the watch: its first is the listed state.
-func (c *campaign) observeWatched(ev LeaseEvent) {
-	if !c.fresh {
-		c.observe(ev, 0, false)
-		return
-	}
-	c.fresh = false
-	blind := !c.blindSince.IsZero() && c.e.clock.Now().Sub(c.blindSince) >= c.e.config.RetryPeriod
-	c.blindSince = time.Time{}
-	c.observe(ev, c.listSeen, true)
-	if blind && c.exists {
-		c.observedAt, c.unvouched = c.e.clock.Now(), true
-	}
-}
-
-// drainWatch takes in, without waiting, what the watch has delivered and the loop has
-// not read yet: a watch that finished opening, and the events waiting on the channel.
-// It returns once neither has anything ready.
-func (c *campaign) drainWatch() {
-	for {
-		select {
-		case o := <-c.opening:
-			c.opened(o)
-		case ev, ok := <-c.events:
-			c.receive(ev, ok)
-		default:
-			return
-		}
-	}
-}
-
-// watchOpen is the outcome of LeaseStore.Watch.
-type watchOpen struct {
-	events <-chan LeaseEvent
-	err    error
-}
-
-// openWatch starts opening a watch of the lease; opened takes the outcome. The
-// goroutine hands it over only while the open is wanted; an abandoned open's channel
-// is drained until the store closes it, so Start waits for the store's goroutine too.
-func (c *campaign) openWatch() {
-	ctx, cancel := context.WithCancel(c.ctx)
-	opening := make(chan watchOpen) // unbuffered: handed over only to a loop that waits
-	c.opening, c.stopWatch = opening, cancel
-	c.watchOpened, c.listSeen = c.e.clock.Now(), c.seen
-	c.e.watches.Add(1)
-	c.e.wg.Go(func() {
-		events, err := c.e.store.Watch(ctx)
-		select {
-		case opening <- watchOpen{events: events, err: err}:
-		case <-ctx.Done():
-			if err == nil {
-				for range events {
-				}
-			}
-		}
-	})
-}
-
-// opened takes the outcome of openWatch; on failure it schedules another try.
-func (c *campaign) opened(o watchOpen) {
-	c.opening = nil
-	if o.err != nil {
-		c.stopWatch()
-		c.stopWatch = nil
-		c.markBlind()
-		if c.ctx.Err() == nil {
-			c.e.logger.Warn("watching lease failed", "error", o.err)
-		}
-		c.watchAt = c.e.clock.Now().Add(c.watchRetry.Next())
-		return
-	}
-	c.events, c.fresh = o.events, true
-	c.watchOpened = c.e.clock.Now()
-}
-
-// markBlind notes that no watch is open from now, unless that began earlier.
-func (c *campaign) markBlind() {
-	if c.blindSince.IsZero() {
-		c.blindSince = c.e.clock.Now()
-	}
-}
-
-// dropWatch stops the open watch and drains its channel in a goroutine that Start
-// waits for, until the store closes it.
-func (c *campaign) dropWatch() {
-	c.stopWatch()
-	if events := c.events; events != nil {
-		c.e.wg.Go(func() {
-			for range events {
-			}
-		})
-	}
-	c.events, c.stopWatch = nil, nil
-}
-
-// watchBroke schedules a new watch after the store closed the channel or reported an
-// error. A watch that lasted a RetryPeriod resets the backoff.
-func (c *campaign) watchBroke() {
-	c.dropWatch()
-	c.markBlind()
-	now := c.e.clock.Now()
-	if now.Sub(c.watchOpened) >= c.e.config.RetryPeriod {
-		c.watchRetry.Reset()
-	}
-	c.watchAt = now.Add(c.watchRetry.Next())
-	c.e.logger.Debug("lease watch closed", "retry", c.watchAt.Sub(now))
 }
 
 // shutdown ends the term, closes the watch, waits for leader work, and releases (to the
 // target of a pending hand-over, or with ReleaseOnCancel).
 func (c *campaign) shutdown() error {
-	if c.term != nil {
+	if c.phase == leading {
 		c.stepDown(context.Cause(c.ctx))
 	}
-	if c.stopWatch != nil {
-		c.stopWatch() // an opening goroutine drains what it gets
+	if c.watch.stop != nil {
+		c.watch.stop() // an opening goroutine drains what it gets
 	}
-	c.opening = nil
-	if c.events != nil {
-		for ev := range c.events { // until the store closed it: its goroutine is done
+	c.watch.opening = nil
+	if c.watch.events != nil {
+		for ev := range c.watch.events { // until the store closed it: its goroutine is done
 			if ev.Err == nil {
 				c.observeWatched(ev)
 			}
 		}
-		c.events = nil
+		c.watch.events = nil
 	}
-	if c.work != nil {
-		<-c.work
-		c.work = nil
+	if c.leaderDone != nil {
+		<-c.leaderDone
+		c.leaderDone = nil
 	}
-	c.leader.close()
-	if c.handover != nil {
+	if c.phase == handingOver {
 		return c.finishHandOver()
 	}
 	if c.e.config.ReleaseOnCancel {

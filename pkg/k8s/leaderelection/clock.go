@@ -1,6 +1,9 @@
 package leaderelection
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is the time source of an Elector: every time read and timer of the election
 // (expiry waits, the renew deadline of a term, backoff, watch and call timeouts) goes
@@ -41,37 +44,15 @@ func clockOf(config Config) Clock {
 	return config.Clock
 }
 
-// isRealClock reports whether clock is the real clock, whose timers are *time.Timer and
-// may be re-armed with Reset.
-func isRealClock(clock Clock) bool {
-	_, ok := clock.(realClock)
-	return ok
-}
-
-// wakeTimer calls f once a duration given to reset has passed on clock, re-arming one
-// timer: on the real clock a *time.Timer reset in place (no allocation), on any other
-// Clock a new AfterFunc after stopping the last. Used by one goroutine at a time (the
-// campaign's loop, or a termTimer under its mutex); a call of f from an arming
-// replaced too late may still come.
-type wakeTimer struct {
-	clock Clock
-	f     func()
-	timer Timer // nil before the first reset
-}
-
-// reset makes the timer fire once d has passed, instead of when it was set to.
-func (w *wakeTimer) reset(d time.Duration) {
-	if rt, ok := w.timer.(*time.Timer); ok && isRealClock(w.clock) {
-		rt.Reset(d)
-		return
-	}
-	w.stop()
-	w.timer = w.clock.AfterFunc(d, w.f)
-}
-
-// stop stops the timer if it is armed.
-func (w *wakeTimer) stop() {
-	if w.timer != nil {
-		w.timer.Stop()
+// withTimeout returns a context of parent that ends with cause once d has passed on
+// clock, and its cancel function. It is context.WithTimeoutCause on the elector's Clock
+// instead of the runtime's, so that a candidate on another time base (Config.Clock)
+// times its store calls as it times everything else.
+func withTimeout(parent context.Context, clock Clock, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	timer := clock.AfterFunc(d, func() { cancel(cause) })
+	return ctx, func() {
+		timer.Stop()
+		cancel(context.Canceled)
 	}
 }

@@ -96,11 +96,9 @@ type Config struct {
 
 // Callbacks are called by a started Elector. All are optional.
 type Callbacks struct {
-	// OnStartedLeading runs in a goroutine apart from the election's when a term starts:
-	// one leader goroutine, started with the first term and kept for the next (the
-	// calls never overlap), so goroutine-local state it sets (pprof labels) outlives the
-	// term. ctx is the term context: it ends with the term, and TermFromContext(ctx)
-	// gives the term. The Elector waits for it to return before it campaigns for a next
+	// OnStartedLeading runs in a goroutine of its own when a term starts (the calls of
+	// successive terms never overlap). ctx is the term context: it ends with the term,
+	// and termctx.FromContext(ctx) gives the term. The Elector waits for it to return before it campaigns for a next
 	// term, before it releases the lease, and before Start returns.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading runs exactly once for every term that started, after the term

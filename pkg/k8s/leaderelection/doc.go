@@ -4,6 +4,12 @@
 // Lease and never both lead. It knows nothing of an event bus; the adapter that turns
 // its callbacks into events lives elsewhere.
 //
+// Less formally: at most one candidate believes it leads at any moment, as long as
+// clocks tick at about the same rate (see # Clocks) and nobody but the candidates
+// writes the Lease; each leadership gets a number (its term) larger than every earlier
+// one, to stamp writes with; a crashed leader is replaced a LeaseDuration after its
+// last renew, a leader that stops or hands over is replaced within milliseconds.
+//
 // # Usage
 //
 // Build an Elector with New (Kubernetes, client-go typed client) or NewWithStore (any
@@ -174,8 +180,8 @@
 // of the renew that moved it above earlier terms after the history went back).
 // resourceVersions of one resource are comparable (Kubernetes 1.35, KEP-5504), so terms
 // are strictly increasing over all acquisitions of the lease, also after it was deleted
-// and re-created, and serve as fencing tokens. TermFromContext reads the term from the
-// term context; Elector.Term gives the current one. An elector refuses (and releases) an
+// and re-created, and serve as fencing tokens. termctx.FromContext reads the term from
+// the term context; Elector.Term gives the current one. An elector refuses (and releases) an
 // acquisition whose resourceVersion is not a number above its previous term.
 //
 // The term context ends when the term does: on step-down, on shutdown, and by its own
@@ -184,21 +190,11 @@
 // so a process resumed after SIGSTOP sees at once that it no longer leads.
 // context.Cause gives ErrRenewDeadlineMissed, ErrLeaseLost, ErrHandedOver or the cause
 // of Start's context. Contexts derived from it end when the elector's timer cancels it,
-// which runs as soon as the process does, or at once when TermFromContext (or any
-// Value lookup) is called on them past the deadline: leader work that calls
-// TermFromContext before acting never acts on a term that is over.
-//
-// A term costs four heap allocations on the real clock with a MemoryStore
-// (TestTermAllocations guards it): its term context, with the cancel-cause context, its
-// cancel function and Done channel. The acquiring write runs under the context of the
-// term it may start, pending (no term for TermFromContext, IsLeader false) until the
-// write went through, so that context is made once, and it ends a RenewDeadline after
-// the send like the call's own timeout would. The timers (the renew deadline's, the
-// loop's wake-up) are made once per Start and re-armed; the term context carries its
-// term itself (a termctx.Carrier); the rarer store calls (reads after a conflict,
-// catch-up writes, renews of a held lease, releases) run under a call context that
-// makes its timer only when the store waits on it; one goroutine runs every term's
-// OnStartedLeading.
+// which runs as soon as the process does, or at once when termctx.FromContext (or any
+// Value lookup) is called on them past the deadline: leader work that reads its term
+// before acting never acts on a term that is over. The acquiring write carries no term
+// (IsLeader is false while it is under way) and is abandoned a RenewDeadline after its
+// send.
 //
 // Losing the lease ends the term, not the elector: it follows again and campaigns for a
 // new term in place, once the previous term's OnStartedLeading has returned.
@@ -207,10 +203,9 @@
 //
 // One election goroutine (the caller of Start) does all store reads and writes and runs
 // OnStoppedLeading; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
-// List cannot stall renews), the terms' OnStartedLeading calls run one after the other
-// on one leader goroutine, and OnNewLeader calls come in order from one notifier
-// goroutine. Start waits for
-// all of them, and for abandoned watches to close, before it returns. OnStoppedLeading
+// List cannot stall renews), each term's OnStartedLeading runs in a goroutine of its
+// own (one term's call returns before the next term starts), and OnNewLeader calls
+// come in order from one notifier goroutine. Start waits for all of them, and for abandoned watches to close, before it returns. OnStoppedLeading
 // runs exactly once per started term, after the term context was cancelled, also when
 // the election goroutine panics. Terms of one elector never overlap. IsLeader, Term,
 // GetLeader, Healthy, Stats, HandOver and Identity are safe to call from any goroutine.
@@ -243,21 +238,27 @@
 // Beyond the tolerance two leaders are possible, and test/chaos shows them. Within it,
 // test/chaos injects rates across the whole range (1−ε to 1+ε per candidate, changing
 // over time) in every CI run; TestClockTolerance checks the edge (0.95ε: the follower
-// starts after the leader ended; 1.05ε: their terms overlap). The rule that credits a
-// recognised write with its own send time was found this way: before it, a leader whose
-// renew's reply was lost, and whose retry then conflicted with that renew, counted its
-// term from the retry's send time, which outlived the follower's wait once the clocks
-// were skewed (a test/chaos history; TestRecognisedLostReplyCreditsItsOwnSend).
+// starts after the leader ended; 1.05ε: their terms overlap).
 //
 // Config.JitterSource replaces the random source of the retry jitter, and the
 // election goroutine takes inputs that are ready together in a fixed order, so an
 // elector on a fake Clock with a seeded source takes the same path on every run (the
 // fault tests replay a seed exactly).
 //
+// # Who controls leadership
+//
+// Whoever may update the Lease controls leadership: a write can name any holder, clear
+// it, or delete it, and the candidates follow. Grant update and delete on the
+// Lease, by resourceNames, to the candidates' service account only, and give no other
+// workload in the namespace a Role with update, patch or delete on
+// coordination.k8s.io leases (nor a wildcard over resources or verbs). create cannot be
+// limited by name in Kubernetes RBAC; a workload that may create leases can create this
+// one only while it is absent. deploy/rbac.yaml is such a Role.
+//
 // # Testing
 //
 // MemoryStore has the compare-and-swap and watch semantics of the Kubernetes store and
 // runs in testing/synctest bubbles, where all timing here (expiry, renew deadline,
-// backoff) runs on the fake clock. Restore and FailWatches simulate an etcd restore and
-// watch errors.
+// backoff) runs on the fake clock. Package leaderelectiontest writes, deletes and
+// restores a MemoryStore's Lease by hand and fails its watches.
 package leaderelection

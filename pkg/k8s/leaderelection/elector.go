@@ -176,11 +176,10 @@ func (e *Elector) Start(ctx context.Context) error {
 		notify:       n,
 		self:         e.config.Identity,
 		marker:       holderMarker(e.config.Identity),
-		terms:        newTermTimer(e.clock.Now, e.clock),
-		watchRetry:   backoff{initial: e.config.RetryPeriod / 16, max: e.config.RetryPeriod, factor: 0.5, rand: e.rand},
 		acquireRetry: backoff{initial: e.config.RetryPeriod / 4, max: e.config.RetryPeriod, factor: retryJitterFactor, rand: e.rand},
 		renewRetry:   backoff{initial: e.config.RetryPeriod / 4, max: e.config.RetryPeriod, factor: retryJitterFactor, rand: e.rand},
 	}
+	c.watch.backoff = backoff{initial: e.config.RetryPeriod / 16, max: e.config.RetryPeriod, factor: 0.5, rand: e.rand}
 	return c.run()
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // TestContention starts three candidates at the same instant, then makes the leader
@@ -244,7 +246,7 @@ func TestLeaseDeletedByHand(t *testing.T) {
 		ctx := a.lastCtx()
 		before := a.e.Term()
 		deleted := time.Now()
-		cl.mem.Delete()
+		cl.mem.remove()
 		synctest.Wait()
 		if !errors.Is(context.Cause(ctx), ErrLeaseLost) {
 			t.Fatalf("term context cause after delete = %v, want ErrLeaseLost", context.Cause(ctx))
@@ -283,7 +285,7 @@ func TestLeaseOverwrittenByHand(t *testing.T) {
 				ctx := a.lastCtx()
 				before := a.e.Term()
 				now := time.Now()
-				set := cl.mem.Set(LeaseRecord{HolderIdentity: holder, LeaseDuration: DefaultLeaseDuration,
+				set := cl.mem.set(LeaseRecord{HolderIdentity: holder, LeaseDuration: DefaultLeaseDuration,
 					AcquireTime: now, RenewTime: now, LeaseTransitions: 7})
 				synctest.Wait()
 				if a.e.IsLeader() || !errors.Is(context.Cause(ctx), ErrLeaseLost) {
@@ -443,7 +445,7 @@ func TestMetadataOnlyChange(t *testing.T) {
 		time.Sleep(time.Second + 500*time.Millisecond)
 		term := a.e.Term()
 		rec, _ := cl.mem.Get(context.Background())
-		cl.mem.Set(rec) // same fields, new resourceVersion
+		cl.mem.set(rec) // same fields, new resourceVersion
 		time.Sleep(time.Minute)
 		if a.e.Term() != term {
 			t.Fatalf("term %d after a metadata change, want %d", a.e.Term(), term)
@@ -466,7 +468,7 @@ func TestConflictOnRenew(t *testing.T) {
 		a.store.mu.Lock()
 		a.store.beforeUpdate = func() {
 			rec, _ := cl.mem.Get(context.Background())
-			cl.mem.Set(rec) // same fields, new resourceVersion, just before the renew
+			cl.mem.set(rec) // same fields, new resourceVersion, just before the renew
 		}
 		a.store.mu.Unlock()
 		time.Sleep(time.Minute)
@@ -486,7 +488,7 @@ func TestDisabled(t *testing.T) {
 		started := make(chan uint64, 1)
 		e, err := NewWithStore(Config{SingleReplica: true, Identity: "solo"}, nil, Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				term, _ := TermFromContext(ctx)
+				term, _ := termctx.FromContext(ctx)
 				started <- term
 				<-ctx.Done()
 			},
@@ -658,6 +660,29 @@ func TestStartWaitsForAbandonedWatch(t *testing.T) {
 		}
 		if !store.returned.Load() {
 			t.Fatal("Start returned while the abandoned watch open was still running")
+		}
+	})
+}
+
+// TestLostRenewReply: the reply to a renew that went through is lost and the
+// leader's watch is silent; the retry conflicts with the leader's own write. The leader
+// must recognise its write and keep its term.
+func TestLostRenewReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startWith("a", nil, func(s *testStore) { s.silent = true })
+		time.Sleep(time.Second)
+		cl.start("b", nil)
+		time.Sleep(time.Second)
+		term := a.e.Term()
+		a.store.mu.Lock()
+		a.store.loseReplies = 1
+		a.store.mu.Unlock()
+		time.Sleep(time.Minute)
+		if !a.e.IsLeader() || a.e.Term() != term {
+			terms, _, _, _ := a.snapshot()
+			t.Fatalf("a: IsLeader %v, term %d (terms %v), want term %d kept", a.e.IsLeader(), a.e.Term(), terms, term)
 		}
 	})
 }

@@ -30,7 +30,8 @@ var (
 	// ErrInvalidHandOver is returned by Elector.HandOver for an empty identity or the
 	// elector's own.
 	ErrInvalidHandOver = errors.New("leaderelection: invalid hand-over target")
-	// ErrHistoryRestored is the watch error of MemoryStore.Restore.
+	// ErrHistoryRestored is the watch error of a MemoryStore restored by hand
+	// (leaderelectiontest.Restore).
 	ErrHistoryRestored = errors.New("leaderelection: store history restored")
 	// ErrResigned is the cause of a term ended by Elector.Resign.
 	ErrResigned = errors.New("leaderelection: resigned")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // One candidate on an in-memory lease: it leads with a term, does its work until the
@@ -21,7 +22,7 @@ func Example() {
 		ReleaseOnCancel: true,
 	}, store, leaderelection.Callbacks{
 		OnStartedLeading: func(ctx context.Context) {
-			term, _ := leaderelection.TermFromContext(ctx)
+			term, _ := termctx.FromContext(ctx)
 			fmt.Println("leading, term", term)
 			cancel() // shut down: the term ends with Start's context
 			<-ctx.Done()
@@ -68,7 +69,7 @@ func ExampleElector_HandOver() {
 	}, nil)
 	b, _ := leaderelection.NewWithStore(config("b"), store, leaderelection.Callbacks{
 		OnStartedLeading: func(ctx context.Context) {
-			term, _ := leaderelection.TermFromContext(ctx)
+			term, _ := termctx.FromContext(ctx)
 			bLeads <- term
 		},
 		OnNewLeader: func(id string) {

@@ -130,7 +130,7 @@ func TestPreferredHolderSetByHand(t *testing.T) {
 		rec, _ := cl.mem.Get(context.Background())
 		rec.PreferredHolder = "c"
 		rec.Strategy = "OldestEmulationVersion"
-		set := cl.mem.Set(rec)
+		set := cl.mem.set(rec)
 		at := time.Now()
 		nl := cl.waitLeader(a, time.Second)
 		_, started, _, _ := nl.snapshot()
@@ -164,7 +164,7 @@ func TestForeignClear(t *testing.T) {
 		rec, _ := cl.mem.Get(context.Background())
 		now := time.Now()
 		rec.HolderIdentity, rec.LeaseDuration, rec.AcquireTime, rec.RenewTime = "", time.Second, now, now
-		cl.mem.Set(rec) // the marker stays "holder:a", as client-go keeps annotations
+		cl.mem.set(rec) // the marker stays "holder:a", as client-go keeps annotations
 		synctest.Wait()
 		if !errors.Is(context.Cause(ctx), ErrLeaseLost) {
 			t.Fatalf("a's term ended with %v, want ErrLeaseLost", context.Cause(ctx))
@@ -180,7 +180,7 @@ func TestForeignClear(t *testing.T) {
 		rec, _ = cl.mem.Get(context.Background())
 		now = time.Now()
 		rec.HolderIdentity, rec.LeaseDuration, rec.AcquireTime, rec.RenewTime = "", time.Second, now, now
-		cl.mem.Set(rec)
+		cl.mem.set(rec)
 		time.Sleep(DefaultLeaseDuration - 10*time.Millisecond)
 		if b.e.IsLeader() {
 			t.Fatal("b took a lease cleared by a foreign writer before an unknown holder's wait")

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // errInjected is what a testStore in modeFail returns.
@@ -407,9 +409,9 @@ func (cl *cluster) startWrapped(id string, edit func(*Config), prepare func(*tes
 
 func (c *candidate) lead(ctx context.Context) {
 	cl := c.cl
-	term, ok := TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	if !ok || term == 0 {
-		cl.t.Errorf("%s: TermFromContext = %d, %v", c.id, term, ok)
+		cl.t.Errorf("%s: termctx.FromContext = %d, %v", c.id, term, ok)
 	}
 	if got := c.e.Term(); got != term && ctx.Err() == nil { // a term may end before its work starts
 		cl.t.Errorf("%s: Term() = %d in OnStartedLeading of term %d", c.id, got, term)

@@ -1,9 +1,13 @@
 package leaderelection
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // heldTerm is the term of an acquiring Create that may have landed after states this
 // elector never saw: the lease is ours, but the term starts only at until (see hold).
+
 type heldTerm struct {
 	term  uint64
 	until time.Time
@@ -18,7 +22,7 @@ type heldTerm struct {
 // RetryPeriod after the send (a paused process, a held request), too long for the
 // watch to vouch for the store's states in between.
 func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) string {
-	if v, ok := parseVersion(out.ResourceVersion); ok && c.unseen != 0 && c.unseen < v {
+	if v, ok := parseVersion(out.ResourceVersion); ok && c.firstStateSinceCreate != 0 && c.firstStateSinceCreate < v {
 		return "the watch showed a state of the lease before the write"
 	}
 	if answeredAt.Sub(sentAt) > c.e.config.RetryPeriod {
@@ -38,8 +42,8 @@ func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) s
 func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 	c.e.slowAcquires.Add(1)
 	until := answeredAt.Add(c.e.config.LeaseDuration)
-	c.held = &heldTerm{term: term, until: until}
-	c.holdUntil = later(c.holdUntil, until)
+	c.phase, c.held = holding, heldTerm{term: term, until: until}
+	c.lease.unknownUntil = later(c.lease.unknownUntil, until)
 	c.renewAt = answeredAt // renew at once: the Create's own renewTime may be old
 	c.renewRetry.Reset()
 	c.e.logger.Warn("acquiring Create may have landed after unseen holders: holding the lease a LeaseDuration before leading",
@@ -50,14 +54,13 @@ func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 func (c *campaign) stepHeld(now time.Time) {
 	if !now.Before(c.held.until) {
 		c.drainWatch() // judge the latest state the watch delivered
-		if c.held == nil {
+		if c.phase != holding {
 			return
 		}
 		term := c.held.term
-		c.held = nil
 		// The term runs a RenewDeadline from the send of the last renew that went
 		// through, as any term does.
-		c.startTerm(term, c.wroteAt, nil)
+		c.startTerm(term, c.writes.confirmedAt)
 		c.checkTerm()
 		return
 	}
@@ -71,13 +74,13 @@ func (c *campaign) stepHeld(now time.Time) {
 // holdUntil keeps a new acquisition behind the held term's start.
 func (c *campaign) renewHeld() {
 	sentAt := c.e.clock.Now()
-	ctx := newCallContext(c.ctx, c.e.clock, c.e.config.RenewDeadline)
-	defer ctx.stop()
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
+	defer cancel()
 	out, err := c.e.store.Update(ctx, c.renewal(sentAt))
 	switch {
 	case err == nil:
 		c.written(out, sentAt)
-		if c.held != nil {
+		if c.phase == holding {
 			c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 		}
 	case c.ctx.Err() != nil:
@@ -91,5 +94,5 @@ func (c *campaign) renewHeld() {
 // dropHeld gives the held term up: it never starts.
 func (c *campaign) dropHeld(why string) {
 	c.e.logger.Warn("not leading the held term", "term", c.held.term, "reason", why)
-	c.held = nil
+	c.phase, c.held = following, heldTerm{}
 }

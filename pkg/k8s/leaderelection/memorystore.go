@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection/internal/hand"
 )
 
 // MemoryStore is an in-process LeaseStore with the semantics of the Kubernetes one:
@@ -28,31 +29,24 @@ type MemoryStore struct {
 	record   LeaseRecord
 	exists   bool
 	watchers map[chan LeaseEvent]struct{}
-	// versions is the buffer resourceVersion strings are cut from: one buffer holds
-	// many, so a write costs no allocation of its own (see versionLocked).
-	versions strings.Builder
-}
-
-// versionsChunk is the room of each buffer of resourceVersion strings: a hundred
-// versions or so.
-const versionsChunk = 2048
-
-// versionLocked returns v as a decimal resourceVersion string, cut from the versions
-// buffer: a strings.Builder only appends, so the strings cut before stay intact, and a
-// full buffer is left to the strings that still refer to it for a new one.
-func (s *MemoryStore) versionLocked(v uint64) string {
-	var digits [20]byte
-	d := strconv.AppendUint(digits[:0], v, 10)
-	if s.versions.Cap()-s.versions.Len() < len(d) {
-		s.versions = strings.Builder{}
-		s.versions.Grow(versionsChunk)
-	}
-	start := s.versions.Len()
-	s.versions.Write(d)
-	return s.versions.String()[start:]
 }
 
 var _ LeaseStore = (*MemoryStore)(nil)
+
+// Why is this here? The hand operations below (set, remove, restore, failWatches) are
+// faults for tests and demos, not part of the store's API: package leaderelectiontest
+// reaches them through package hand, which only it and this package can import.
+func init() { hand.MemoryStore = memoryHand{} }
+
+// memoryHand gives leaderelectiontest the hand operations of a MemoryStore.
+type memoryHand struct{}
+
+func (memoryHand) Set(s *MemoryStore, r LeaseRecord) LeaseRecord { return s.set(r) }
+func (memoryHand) Delete(s *MemoryStore)                         { s.remove() }
+func (memoryHand) Restore(s *MemoryStore, version uint64, r LeaseRecord, exists bool) {
+	s.restore(version, r, exists)
+}
+func (memoryHand) FailWatches(s *MemoryStore, err error) { s.failWatches(err) }
 
 // NewMemoryStore returns an empty store for the lease called name.
 func NewMemoryStore(name string) *MemoryStore {
@@ -106,17 +100,17 @@ func (s *MemoryStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecord, e
 	return s.storeLocked(r), nil
 }
 
-// Set overwrites the lease by hand, creating it when absent, whatever its
-// resourceVersion, and returns it with its new resourceVersion. For tests and demos.
-func (s *MemoryStore) Set(r LeaseRecord) LeaseRecord {
+// set overwrites the lease by hand, creating it when absent, whatever its
+// resourceVersion, and returns it with its new resourceVersion.
+func (s *MemoryStore) set(r LeaseRecord) LeaseRecord {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.storeLocked(r)
 }
 
-// Delete removes the lease by hand, if present. For tests and demos. Watchers get a
-// Deleted event carrying the last state and the resourceVersion of the delete.
-func (s *MemoryStore) Delete() {
+// remove deletes the lease by hand, if present. Watchers get a Deleted event carrying
+// the last state and the resourceVersion of the delete.
+func (s *MemoryStore) remove() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.exists {
@@ -124,32 +118,31 @@ func (s *MemoryStore) Delete() {
 	}
 	s.version++
 	last := s.record
-	last.ResourceVersion = s.versionLocked(s.version)
+	last.ResourceVersion = versionString(s.version)
 	s.exists = false
 	s.record = LeaseRecord{}
 	s.notifyLocked(LeaseEvent{Record: last, Deleted: true})
 }
 
-// Restore puts the store back to an earlier state, as an etcd restore from a backup
+// restore puts the store back to an earlier state, as an etcd restore from a backup
 // does: the lease becomes r (absent when exists is false) at resourceVersion version,
 // the counter goes on from there, and every watch gets an Err event and is closed (the
-// API server restarts). version may be below versions already handed out. For tests of
-// history going back.
-func (s *MemoryStore) Restore(version uint64, r LeaseRecord, exists bool) {
+// API server restarts). version may be below versions already handed out.
+func (s *MemoryStore) restore(version uint64, r LeaseRecord, exists bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.version, s.exists = version, exists
 	s.record = LeaseRecord{}
 	if exists {
-		r.ResourceVersion = s.versionLocked(version)
+		r.ResourceVersion = versionString(version)
 		s.record = r
 	}
 	s.failWatchersLocked(fmt.Errorf("%s: %w", s, ErrHistoryRestored))
 }
 
-// FailWatches ends every open watch with an event carrying err (e.g. a 410 Gone), then
-// closes it, as an API server ending its watches does. For tests.
-func (s *MemoryStore) FailWatches(err error) {
+// failWatches ends every open watch with an event carrying err (e.g. a 410 Gone), then
+// closes it, as an API server ending its watches does.
+func (s *MemoryStore) failWatches(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failWatchersLocked(err)
@@ -191,14 +184,14 @@ func (s *MemoryStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 
 func (s *MemoryStore) currentLocked() LeaseEvent {
 	if !s.exists {
-		return LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: s.versionLocked(s.version)}}
+		return LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: versionString(s.version)}}
 	}
 	return LeaseEvent{Record: s.record}
 }
 
 func (s *MemoryStore) storeLocked(r LeaseRecord) LeaseRecord {
 	s.version++
-	r.ResourceVersion = s.versionLocked(s.version)
+	r.ResourceVersion = versionString(s.version)
 	s.record = r
 	s.exists = true
 	s.notifyLocked(LeaseEvent{Record: r})
@@ -217,3 +210,6 @@ func (s *MemoryStore) notifyLocked(ev LeaseEvent) {
 		ch <- ev
 	}
 }
+
+// versionString is v as a decimal resourceVersion.
+func versionString(v uint64) string { return strconv.FormatUint(v, 10) }

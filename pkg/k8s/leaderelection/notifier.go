@@ -3,31 +3,19 @@ package leaderelection
 import "sync"
 
 // notifier calls OnNewLeader from a goroutine of its own, in the order of push, so that
-// a slow callback never delays renews. push never blocks. Two queues take turns, one
-// filled by push while run delivers the other, so a change of holder costs no
-// allocation once they have grown to the pushes that come in one delivery.
+// a slow callback never delays renews. push never blocks.
 type notifier struct {
 	fn   func(identity string)
 	wake chan struct{} // capacity 1: a pending wake-up
 	stop chan struct{} // closed by close
-	// spare is the queue run delivered last, emptied, handed back to push at the next
-	// drain. Used by run's goroutine only.
-	spare []string
 
 	// mu guards queue.
 	mu    sync.Mutex
 	queue []string
 }
 
-// notifierQueue is the initial room of each queue: a holder change or two per
-// delivery is the common case.
-const notifierQueue = 4
-
 func newNotifier(fn func(string)) *notifier {
-	return &notifier{
-		fn: fn, wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		queue: make([]string, 0, notifierQueue), spare: make([]string, 0, notifierQueue),
-	}
+	return &notifier{fn: fn, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // push queues identity for delivery.
@@ -54,21 +42,18 @@ func (n *notifier) run() {
 	}
 }
 
-// drain delivers the queue until push left nothing new, swapping in the spare queue
-// each round.
+// drain delivers the queue until push left nothing new.
 func (n *notifier) drain() {
 	for {
 		n.mu.Lock()
 		queue := n.queue
-		n.queue = n.spare
+		n.queue = nil
 		n.mu.Unlock()
-		for _, identity := range queue {
-			n.fn(identity)
-		}
-		clear(queue) // keep no identity alive
-		n.spare = queue[:0]
 		if len(queue) == 0 {
 			return
+		}
+		for _, identity := range queue {
+			n.fn(identity)
 		}
 	}
 }

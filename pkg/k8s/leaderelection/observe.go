@@ -1,9 +1,7 @@
 package leaderelection
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -14,38 +12,38 @@ import (
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
-		if v > c.sentSeen && !zeroSpec(ev.Record) && (c.unseen == 0 || v < c.unseen) {
-			c.unseen = v // a state of the lease (not an absence as listed) since the send
+		if v > c.createSentVersion && !zeroSpec(ev.Record) && (c.firstStateSinceCreate == 0 || v < c.firstStateSinceCreate) {
+			c.firstStateSinceCreate = v // a state of the lease (not an absence as listed) since the send
 		}
 		switch {
-		case v < c.seen && v >= current:
+		case v < c.lease.maxVersion && v >= current:
 			return
-		case v < c.seen:
+		case v < c.lease.maxVersion:
 			c.versionReset(v)
-		case listed && v == c.seen && c.exists && !ev.Deleted && !sameSpec(ev.Record, c.record):
+		case listed && v == c.lease.maxVersion && c.lease.exists && !ev.Deleted && !sameSpec(ev.Record, c.lease.record):
 			c.versionReset(v) // the same version names another state: restored
 		}
-		c.seen = v
+		c.lease.maxVersion = v
 	}
 	now := c.e.clock.Now()
-	c.stale = false
+	c.watch.stale = false
 	if ev.Deleted {
 		c.observeAbsent(ev.Record, now, listed)
 	} else {
-		if !c.known || !c.exists || !sameSpec(ev.Record, c.record) {
-			c.observedAt, c.unvouched = now, !c.known
+		if !c.lease.known || !c.lease.exists || !sameSpec(ev.Record, c.lease.record) {
+			c.lease.since, c.lease.unvouched = now, !c.lease.known
 		}
-		c.record, c.exists, c.lastKnown = ev.Record, true, true
+		c.lease.record, c.lease.exists, c.lease.lastKnown = ev.Record, true, true
 		if ev.Record.HolderIdentity != "" {
-			c.heldLease, c.heldForeign = c.leaseDuration(ev.Record), !heldByBaton(ev.Record)
+			c.lease.holderDuration, c.lease.holderForeign = c.leaseDuration(ev.Record), !heldByBaton(ev.Record)
 		}
 	}
-	c.known = true
+	c.lease.known = true
 	c.reportHolder()
-	if c.term != nil {
+	if c.phase == leading {
 		c.checkTerm()
 	}
-	if c.held != nil && !(c.exists && c.ours(c.record)) {
+	if c.phase == holding && !(c.lease.exists && c.ours(c.lease.record)) {
 		c.dropHeld("lease no longer ours")
 	}
 }
@@ -55,27 +53,27 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 func (c *campaign) observeAbsent(last LeaseRecord, now time.Time, listed bool) {
 	switch {
 	case !zeroSpec(last):
-		if !c.known || c.exists || !c.lastKnown || !sameSpec(last, c.record) {
-			c.observedAt = now
+		if !c.lease.known || c.lease.exists || !c.lease.lastKnown || !sameSpec(last, c.lease.record) {
+			c.lease.since = now
 		}
-		c.record, c.lastKnown = last, true
-	case !c.known:
+		c.lease.record, c.lease.lastKnown = last, true
+	case !c.lease.known:
 		// A cold start: nothing of a holder was ever seen, so the lease may be created
 		// at once (see the package doc for the window this leaves).
-		c.record, c.lastKnown, c.observedAt = LeaseRecord{}, false, now
-	case c.exists || c.lastKnown:
+		c.lease.record, c.lease.lastKnown, c.lease.since = LeaseRecord{}, false, now
+	case c.lease.exists || c.lease.lastKnown:
 		// Deleted, last state unknown: whoever held it last may have renewed until the
 		// delete, which came before now. Wait as for an unknown holder, from now.
 		c.e.logger.Info("lease gone, last holder unknown: waiting for its term to end")
-		c.record, c.lastKnown, c.observedAt = LeaseRecord{}, false, now
-		c.holdUntil = later(c.holdUntil, now.Add(c.unknownWait()))
+		c.lease.record, c.lease.lastKnown, c.lease.since = LeaseRecord{}, false, now
+		c.lease.unknownUntil = later(c.lease.unknownUntil, now.Add(c.unknownWait()))
 	case listed:
 		// Absent again after a gap in the watch: the lease may have been created and
 		// deleted meanwhile, by a holder that may still lead. Wait again, from now.
-		c.observedAt = now
-		c.holdUntil = later(c.holdUntil, now.Add(c.unknownWait()))
+		c.lease.since = now
+		c.lease.unknownUntil = later(c.lease.unknownUntil, now.Add(c.unknownWait()))
 	}
-	c.exists = false
+	c.lease.exists = false
 }
 
 // versionReset handles a current state whose resourceVersion v is below one seen
@@ -85,25 +83,25 @@ func (c *campaign) observeAbsent(last LeaseRecord, now time.Time, listed bool) {
 // unknown holder before acquiring. Terms stay above every version seen: see acquired.
 func (c *campaign) versionReset(v uint64) {
 	c.e.versionResets.Add(1)
-	c.floor = max(c.floor, c.seen)
+	c.termFloor = max(c.termFloor, c.lease.maxVersion)
 	c.e.logger.Error("lease resourceVersion went back: treating the holder as unknown",
-		"seen", c.seen, "now", v)
-	if c.term != nil {
-		c.stepDown(fmt.Errorf("%w: resource version went back from %d to %d", ErrLeaseLost, c.seen, v))
+		"seen", c.lease.maxVersion, "now", v)
+	if c.phase == leading {
+		c.stepDown(fmt.Errorf("%w: resource version went back from %d to %d", ErrLeaseLost, c.lease.maxVersion, v))
 	}
-	c.wrote, c.hasWritten, c.sends = LeaseRecord{}, false, nil
-	c.holdUntil = later(c.holdUntil, c.e.clock.Now().Add(c.unknownWait()))
+	c.writes.confirmed, c.writes.hasConfirmed, c.writes.sent = LeaseRecord{}, false, nil
+	c.lease.unknownUntil = later(c.lease.unknownUntil, c.e.clock.Now().Add(c.unknownWait()))
 }
 
 // reportHolder publishes a change of the observed holder.
 func (c *campaign) reportHolder() {
 	holder := ""
-	if c.exists {
-		holder = c.record.HolderIdentity
+	if c.lease.exists {
+		holder = c.lease.record.HolderIdentity
 	}
 	c.e.setLeader(holder)
-	if holder != c.reported {
-		c.reported = holder
+	if holder != c.lease.reported {
+		c.lease.reported = holder
 		if holder != "" && c.notify != nil {
 			c.notify.push(holder)
 		}
@@ -114,27 +112,26 @@ func (c *campaign) reportHolder() {
 // missed) keeps the term; anything else ends it. A preferredHolder naming another
 // candidate starts a hand-over.
 func (c *campaign) checkTerm() {
-	r := c.record
+	r := c.lease.record
 	var sent sentWrite
 	missed := false
-	if c.exists && r.HolderIdentity == c.self {
+	if c.lease.exists && r.HolderIdentity == c.self {
 		sent, missed = c.sentMatch(r)
 	}
 	switch {
-	case c.exists && c.hasWritten && sameCore(r, c.wrote):
-		c.wrote = r // our write, or only metadata or advisory fields changed since
+	case c.lease.exists && c.writes.hasConfirmed && sameCore(r, c.writes.confirmed):
+		c.writes.confirmed = r // our write, or only metadata or advisory fields changed since
 	case missed:
 		// A write whose answer we missed went through: the term counts from its send
 		// time (sent is a copy; confirm compacts the list it came from).
 		c.confirm(r, sent.at)
 		c.term.markRenewed(sent.at)
 	default:
-		c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "lease lost", slog.String("holder", r.HolderIdentity),
-			slog.Bool("deleted", !c.exists), slog.Uint64("term", c.term.Term()))
+		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.lease.exists, "term", c.term.Term())
 		c.stepDown(ErrLeaseLost)
 		return
 	}
-	if p := c.wrote.PreferredHolder; p != "" && p != c.self && c.handover == nil {
+	if p := c.writes.confirmed.PreferredHolder; p != "" && p != c.self {
 		c.e.logger.Info("lease prefers another holder: handing over", "to", p, "term", c.term.Term())
 		c.beginHandOver(handoverRequest{target: p})
 	}
@@ -144,9 +141,9 @@ func (c *campaign) checkTerm() {
 // there is none. A copy, not a pointer into sends: confirm compacts sends in place, and
 // a pointer read after it would give a later write's send time.
 func (c *campaign) sentMatch(r LeaseRecord) (s sentWrite, ok bool) {
-	for i := len(c.sends) - 1; i >= 0; i-- {
-		if sameCore(r, c.sends[i].record) {
-			return c.sends[i], true
+	for i := len(c.writes.sent) - 1; i >= 0; i-- {
+		if sameCore(r, c.writes.sent[i].record) {
+			return c.writes.sent[i], true
 		}
 	}
 	return sentWrite{}, false
@@ -154,23 +151,23 @@ func (c *campaign) sentMatch(r LeaseRecord) (s sentWrite, ok bool) {
 
 // addSend remembers a write of ours about to be sent.
 func (c *campaign) addSend(r LeaseRecord, at time.Time) {
-	if len(c.sends) == maxSends {
-		c.sends = append(c.sends[:0], c.sends[1:]...)
+	if len(c.writes.sent) == maxSends {
+		c.writes.sent = append(c.writes.sent[:0], c.writes.sent[1:]...)
 	}
-	c.sends = append(c.sends, sentWrite{record: r, at: at})
+	c.writes.sent = append(c.writes.sent, sentWrite{record: r, at: at})
 }
 
 // confirm records r, a write of ours sent at at, as stored: the writes sent before it
 // can no longer go through (each was a compare-and-swap on a version it replaced).
 func (c *campaign) confirm(r LeaseRecord, at time.Time) {
-	c.wrote, c.wroteAt, c.hasWritten = r, at, true
-	kept := c.sends[:0]
-	for _, s := range c.sends {
+	c.writes.confirmed, c.writes.confirmedAt, c.writes.hasConfirmed = r, at, true
+	kept := c.writes.sent[:0]
+	for _, s := range c.writes.sent {
 		if s.at.After(at) {
 			kept = append(kept, s)
 		}
 	}
-	c.sends = kept
+	c.writes.sent = kept
 }
 
 // ours reports whether r holds fields this elector wrote (or sent), so nobody else wrote
@@ -179,7 +176,7 @@ func (c *campaign) ours(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	if c.hasWritten && sameCore(r, c.wrote) {
+	if c.writes.hasConfirmed && sameCore(r, c.writes.confirmed) {
 		return true
 	}
 	_, ok := c.sentMatch(r)
@@ -194,7 +191,7 @@ func (c *campaign) oursRecent(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self {
 		return false
 	}
-	if c.hasWritten && sameCore(r, c.wrote) && c.sentRecently(c.wroteAt) {
+	if c.writes.hasConfirmed && sameCore(r, c.writes.confirmed) && c.sentRecently(c.writes.confirmedAt) {
 		return true
 	}
 	s, ok := c.sentMatch(r)
@@ -240,8 +237,8 @@ func (c *campaign) expiryWait(r LeaseRecord) time.Duration {
 // foreignLeaseFactor if it was not Baton's. A holder that took the lease unseen and
 // then lost it the same way is not covered; see the package doc.
 func (c *campaign) unknownWait() time.Duration {
-	d := max(c.e.config.LeaseDuration, c.heldLease)
-	if c.heldForeign {
+	d := max(c.e.config.LeaseDuration, c.lease.holderDuration)
+	if c.lease.holderForeign {
 		return foreignLeaseFactor * d
 	}
 	return d
@@ -249,30 +246,30 @@ func (c *campaign) unknownWait() time.Duration {
 
 // takeAt is when the observed state lets this follower take the lease, zero for now.
 func (c *campaign) takeAt() time.Time {
-	r := c.record
+	r := c.lease.record
 	switch {
-	case !c.exists && !c.lastKnown:
+	case !c.lease.exists && !c.lease.lastKnown:
 		return time.Time{} // cold start, or unknown (holdUntil has the wait)
-	case r.HolderIdentity == "" && releasedByBaton(r) && c.unvouched:
+	case r.HolderIdentity == "" && releasedByBaton(r) && c.lease.unvouched:
 		// A release seen on a first look may be a restored copy, written before terms
 		// that are not over: wait as for an unknown holder.
-		return c.observedAt.Add(c.unknownWait())
+		return c.lease.since.Add(c.unknownWait())
 	case r.HolderIdentity == "" && releasedByBaton(r):
 		if r.PreferredHolder == "" || r.PreferredHolder == c.self {
 			return time.Time{} // released: its holder's term ended before
 		}
 		// Handed over to another candidate: give it a LeaseDuration to take it.
-		return c.observedAt.Add(max(c.e.config.LeaseDuration, c.heldLease))
+		return c.lease.since.Add(max(c.e.config.LeaseDuration, c.lease.holderDuration))
 	case r.HolderIdentity == "" && c.clearedFromUs(r):
 		return time.Time{} // we were its last holder, and our term is over
 	case r.HolderIdentity == "":
 		// Cleared, but not by a Baton release (client-go's release, a person): the last
 		// holder may not know yet, and may lead until its term ends.
-		return c.observedAt.Add(c.unknownWait())
+		return c.lease.since.Add(c.unknownWait())
 	case c.oursRecent(r):
 		return time.Time{} // nobody wrote since us, and our term is over
 	default:
-		return c.observedAt.Add(c.expiryWait(r))
+		return c.lease.since.Add(c.expiryWait(r))
 	}
 }
 
@@ -280,18 +277,18 @@ func (c *campaign) takeAt() time.Time {
 // by someone else: it still carries our holder marker and our transitions (an
 // acquisition in between would have counted one more).
 func (c *campaign) clearedFromUs(r LeaseRecord) bool {
-	return c.hasWritten && c.wrote.HolderIdentity == c.self && r.Marker == c.marker &&
-		r.LeaseTransitions == c.wrote.LeaseTransitions && c.sentRecently(c.wroteAt)
+	return c.writes.hasConfirmed && c.writes.confirmed.HolderIdentity == c.self && r.Marker == c.marker &&
+		r.LeaseTransitions == c.writes.confirmed.LeaseTransitions && c.sentRecently(c.writes.confirmedAt)
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
 // (state unknown or stale, the last term's leader work still running, a hand-over
 // pending).
 func (c *campaign) acquireTime() (time.Time, bool) {
-	if c.term != nil || c.held != nil || !c.known || c.stale || c.work != nil || c.handover != nil {
+	if c.phase != following || !c.lease.known || c.watch.stale || c.leaderDone != nil {
 		return time.Time{}, false
 	}
-	return later(later(c.takeAt(), c.holdUntil), c.acquireAt), true
+	return later(later(c.takeAt(), c.lease.unknownUntil), c.acquireAt), true
 }
 
 func later(a, b time.Time) time.Time {

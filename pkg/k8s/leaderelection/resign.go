@@ -29,8 +29,8 @@ func (e *Elector) Resign(term uint64) bool {
 // hand-over to nobody, the lease is released once the term's OnStartedLeading
 // returned, and the next campaign is held back by a LeaseDuration (finishHandOver).
 func (c *campaign) resigned(cause error) {
-	if !errors.Is(cause, ErrResigned) || c.handover != nil {
+	if !errors.Is(cause, ErrResigned) || c.phase != following {
 		return
 	}
-	c.handover = &handoverRequest{}
+	c.phase, c.handover = handingOver, handoverRequest{}
 }

@@ -32,7 +32,7 @@ func slowCreateScene(t *testing.T, cl *cluster, dLeads, afterDelete time.Duratio
 	time.Sleep(100 * time.Millisecond) // c sees x's lease
 	x.store.setMode(modeHang)
 	synctest.Wait() // x's watch closed: it does not see the delete
-	cl.mem.Delete()
+	cl.mem.remove()
 	// c waits a LeaseDuration from the delete, then sends its Create, which is held.
 	time.Sleep(DefaultLeaseDuration + 100*time.Millisecond)
 	if n := c.store.count("Create"); n != 1 {
@@ -45,7 +45,7 @@ func slowCreateScene(t *testing.T, cl *cluster, dLeads, afterDelete time.Duratio
 	time.Sleep(dLeads)
 	d.store.setMode(modeHang) // d leads on, by its clock, for up to a RenewDeadline
 	synctest.Wait()
-	cl.mem.Delete()
+	cl.mem.remove()
 	time.Sleep(afterDelete)
 	close(hold) // c's Create lands on the absent lease
 	synctest.Wait()
@@ -160,7 +160,7 @@ func TestHeldTermGivenUpOnAnotherHolder(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.HolderIdentity, r.Marker = "z", ""
-		cl.mem.Set(r)
+		cl.mem.set(r)
 		time.Sleep(time.Until(answered.Add(DefaultLeaseDuration + DefaultRetryPeriod)))
 		if terms, _, _, _ := c.snapshot(); len(terms) != 0 || c.e.IsLeader() {
 			t.Fatalf("c started terms %v after z took the lease", terms)

@@ -6,12 +6,21 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fakeClock is a clock that moves only when told, for the lazy check of termContext.
 type fakeClock struct{ now time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.now }
+
+// AfterFunc never calls f: only the lazy check ends a term on a fakeClock.
+func (c *fakeClock) AfterFunc(time.Duration, func()) Timer { return stoppedTimer{} }
+
+type stoppedTimer struct{}
+
+func (stoppedTimer) Stop() bool { return false }
 
 // TestTermContextLazyExpiry: with the clock past the renew deadline and no timer or
 // other goroutine having run, Err and Done already report the term over (as in a
@@ -21,7 +30,7 @@ func TestTermContextLazyExpiry(t *testing.T) {
 		t.Run(first, func(t *testing.T) {
 			start := time.Now()
 			clock := &fakeClock{now: start}
-			tc := newTermContextClock(context.Background(), 42, start, 10*time.Second, clock.Now, realClock{})
+			tc := newTermContext(context.Background(), 42, start, 10*time.Second, clock)
 			defer tc.end(context.Canceled)
 			if tc.Err() != nil {
 				t.Fatal("fresh term ended")
@@ -81,11 +90,11 @@ func TestTermContextTimer(t *testing.T) {
 		tc := newTermContext(context.Background(), 7, start, 10*time.Second, realClock{})
 		child, cancel := context.WithCancel(tc)
 		defer cancel()
-		if term, ok := TermFromContext(child); !ok || term != 7 {
-			t.Fatalf("TermFromContext = %d, %v", term, ok)
+		if term, ok := termctx.FromContext(child); !ok || term != 7 {
+			t.Fatalf("termctx.FromContext = %d, %v", term, ok)
 		}
-		if _, ok := TermFromContext(context.Background()); ok {
-			t.Fatal("TermFromContext found a term in Background")
+		if _, ok := termctx.FromContext(context.Background()); ok {
+			t.Fatal("termctx.FromContext found a term in Background")
 		}
 		time.Sleep(4 * time.Second)
 		tc.markRenewed(time.Now())
@@ -192,4 +201,72 @@ func BenchmarkTermContext(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestTermEndsAtItsDeadlineAfterAnEarlierTermsLateEnd: the end of an earlier term that
+// comes after the next term started (a Resign racing the step-down) leaves the next
+// term's timer armed, so the next term still ends at its deadline without any goroutine
+// looking at it.
+func TestTermEndsAtItsDeadlineAfterAnEarlierTermsLateEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		first := newTermContext(context.Background(), 1, time.Now(), 10*time.Second, realClock{})
+		first.cancel(ErrLeaseLost) // ended; its end (the timer's stop) comes late
+		second := newTermContext(context.Background(), 2, time.Now(), 10*time.Second, realClock{})
+		first.end(ErrResigned)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		// The wrapped context: no check of the clock, only the timer ends it.
+		if second.Context.Err() == nil || !errors.Is(context.Cause(second), ErrRenewDeadlineMissed) {
+			t.Fatalf("next term at its deadline: Err %v, Cause %v", second.Context.Err(), context.Cause(second))
+		}
+		second.end(ErrLeaseLost)
+	})
+}
+
+// TestCallTimeoutOnTheClock: a store call's context ends once its timeout has passed on
+// the elector's Clock (half the true time on a clock at twice the rate), with the
+// cause given, and at once when cancelled.
+func TestCallTimeoutOnTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := withTimeout(context.Background(), rateClock{start: time.Now(), rate: 2}, 10*time.Second, ErrRenewDeadlineMissed)
+		defer cancel()
+		derived, stop := context.WithCancel(ctx)
+		defer stop()
+		time.Sleep(5*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if derived.Err() != nil {
+			t.Fatal("call context ended before its timeout on the clock")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if derived.Err() == nil || context.Cause(derived) != ErrRenewDeadlineMissed {
+			t.Fatalf("at the timeout: Err %v, Cause %v", derived.Err(), context.Cause(derived))
+		}
+		other, cancelOther := withTimeout(context.Background(), realClock{}, time.Hour, context.DeadlineExceeded)
+		cancelOther()
+		if other.Err() != context.Canceled {
+			t.Fatalf("cancelled call context: Err %v", other.Err())
+		}
+	})
+}
+
+// TestDerivedContextSeesLazyExpiry: a context derived from the term context
+// reports the end of the term as soon as anything on its chain is asked, even before the
+// timer ran (a process resumed after SIGSTOP).
+func TestDerivedContextSeesLazyExpiry(t *testing.T) {
+	start := time.Now()
+	clock := &fakeClock{now: start}
+	tc := newTermContext(context.Background(), 7, start, 10*time.Second, clock)
+	defer tc.end(context.Canceled)
+	child, cancel := context.WithCancel(tc)
+	defer cancel()
+	grandchild, cancel2 := context.WithTimeout(child, time.Hour)
+	defer cancel2()
+	clock.now = start.Add(10 * time.Second)
+	if term, ok := termctx.FromContext(grandchild); !ok || term != 7 {
+		t.Fatalf("termctx.FromContext = %d, %v", term, ok)
+	}
+	if grandchild.Err() == nil || child.Err() == nil {
+		t.Fatalf("derived contexts live past the renew deadline: child %v, grandchild %v", child.Err(), grandchild.Err())
+	}
 }

@@ -10,7 +10,7 @@ import (
 
 // TestTermContextAnswersTheCoreAccessor: the elector's term context carries
 // its term for the core's one accessor, termctx.FromContext, also through
-// derived contexts, and TermFromContext is that same lookup.
+// derived contexts.
 func TestTermContextAnswersTheCoreAccessor(t *testing.T) {
 	tc := newTermContext(context.Background(), 15, time.Now(), 0, realClock{})
 	defer tc.cancel(nil)
@@ -20,11 +20,8 @@ func TestTermContextAnswersTheCoreAccessor(t *testing.T) {
 		if n, ok := termctx.FromContext(ctx); !ok || n != 15 {
 			t.Errorf("%s: termctx.FromContext = %d, %v; want 15, true", name, n, ok)
 		}
-		if n, ok := TermFromContext(ctx); !ok || n != 15 {
-			t.Errorf("%s: TermFromContext = %d, %v; want 15, true", name, n, ok)
-		}
 	}
-	if _, ok := TermFromContext(context.Background()); ok {
-		t.Error("TermFromContext found a term in a plain context")
+	if _, ok := termctx.FromContext(context.Background()); ok {
+		t.Error("termctx.FromContext found a term in a plain context")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -18,14 +17,14 @@ func wallClock(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
 
 // refresh reads the lease (outside the watch) and observes it.
 func (c *campaign) refresh(ctx context.Context) error {
-	call := newCallContext(ctx, c.e.clock, c.e.config.RenewDeadline)
-	defer call.stop()
+	call, cancel := withTimeout(ctx, c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
+	defer cancel()
 	r, err := c.e.store.Get(call)
 	switch {
 	case err == nil:
-		c.observe(LeaseEvent{Record: r}, c.seen, true)
+		c.observe(LeaseEvent{Record: r}, c.lease.maxVersion, true)
 	case errors.Is(err, ErrLeaseNotFound):
-		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
+		c.observe(LeaseEvent{Deleted: true}, c.lease.maxVersion, true)
 	default:
 		return err
 	}
@@ -33,25 +32,31 @@ func (c *campaign) refresh(ctx context.Context) error {
 }
 
 func (c *campaign) markStale() {
-	c.stale = true
-	c.staleAt = c.e.clock.Now().Add(c.e.config.RetryPeriod)
+	c.watch.stale = true
+	c.watch.staleCheckAt = c.e.clock.Now().Add(c.e.config.RetryPeriod)
 }
 
 // written records r, the answer to our write sent at at, and observes it.
 func (c *campaign) written(r LeaseRecord, at time.Time) {
 	c.confirm(r, at)
-	c.observe(LeaseEvent{Record: r}, c.seen, true)
+	c.observe(LeaseEvent{Record: r}, c.lease.maxVersion, true)
 }
 
-// acquire tries to take the lease with a compare-and-swap on the observed version. The
-// write runs under the context of the term it may start, pending (term 0, not current,
-// no term for termctx) until the write went through: it ends when that term would, a
-// RenewDeadline after the send, as the call's own timeout would, and renews run under
-// the term context too. So the term that starts is the context the write made, and a
-// term costs one context. If the term does not start, its context ends with
-// context.Canceled when acquire returns.
+// acquire tries to take the lease, in client-go's order:
+//
+//  1. Build our record: holder, duration, both times now, our marker.
+//  2. Write it: a Create when the lease is absent, otherwise a compare-and-swap on the
+//     observed version that counts a transition when the holder changes.
+//  3. Judge the answer: a conflict means someone wrote first (the watch shows what);
+//     any other failure backs off and looks again.
+//  4. On success, start the term (acquired), which first checks that the watch has
+//     not shown the lease moving past our write.
+//
+// The write is abandoned a RenewDeadline after its send (its cause
+// ErrRenewDeadlineMissed): the term it would start ends then anyway.
 func (c *campaign) acquire() {
 	cfg := c.e.config
+	// 1.
 	sentAt := c.e.clock.Now()
 	r := LeaseRecord{
 		HolderIdentity: c.self,
@@ -60,21 +65,19 @@ func (c *campaign) acquire() {
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
 	}
-	ctx := newTermContextOn(c.ctx, 0, sentAt, cfg.RenewDeadline, c.terms)
-	defer func() {
-		if c.term != ctx {
-			ctx.end(context.Canceled) // a no-op for a term that started and ended
-		}
-	}()
+	// 2.
+	c.phase = acquiring
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline, ErrRenewDeadlineMissed)
+	defer cancel()
 	var out LeaseRecord
 	var err error
-	create := !c.exists
+	create := !c.lease.exists
 	if create {
-		c.sentSeen, c.unseen = c.seen, 0
+		c.createSentVersion, c.firstStateSinceCreate = c.lease.maxVersion, 0
 		c.addSend(r, sentAt)
 		out, err = c.e.store.Create(ctx, r)
 	} else {
-		prev := c.record
+		prev := c.lease.record
 		r.LeaseTransitions = prev.LeaseTransitions
 		if prev.HolderIdentity != c.self {
 			r.LeaseTransitions++
@@ -85,11 +88,14 @@ func (c *campaign) acquire() {
 		out, err = c.e.store.Update(ctx, r)
 	}
 	answeredAt := c.e.clock.Now()
+	c.phase = following
+	// 3.
 	switch {
 	case err == nil:
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
-		c.acquired(out, sentAt, answeredAt, create, ctx)
+		// 4.
+		c.acquired(out, sentAt, answeredAt, create)
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -110,27 +116,27 @@ func (c *campaign) acquire() {
 // until those events were read.
 func (c *campaign) overtaken() bool {
 	c.drainWatch()
-	if c.exists && c.ours(c.record) {
+	if c.lease.exists && c.ours(c.lease.record) {
 		return false
 	}
 	c.e.logger.Warn("acquiring write overtaken before its answer: not leading",
-		"holder", c.record.HolderIdentity, "deleted", !c.exists, "version", c.record.ResourceVersion)
+		"holder", c.lease.record.HolderIdentity, "deleted", !c.lease.exists, "version", c.lease.record.ResourceVersion)
 	return true
 }
 
 // acquired starts the term of the acquiring write out (a Create if create), sent at
-// sentAt and answered at answeredAt, on pending, the context the write ran under. Its
+// sentAt and answered at answeredAt. Its
 // resourceVersion is the term; if that is not above the floor (the previous term, and
 // the versions seen before the history went back), it first renews until it is,
 // within half the RenewDeadline, and otherwise releases. A Create that may have landed
 // after states this elector never saw holds the lease before its term starts (see
-// hold), on a term context of its own.
-func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool, pending *termContext) {
+// hold).
+func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
-	if err == nil && term <= c.floor {
+	if err == nil && term <= c.termFloor {
 		c.e.logger.Warn("acquired below the previous terms: writing until above them",
-			"version", term, "floor", c.floor)
+			"version", term, "floor", c.termFloor)
 		term, renewed, err = c.catchUp(sentAt)
 	}
 	if err != nil {
@@ -150,7 +156,7 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 			return
 		}
 	}
-	c.startTerm(term, sentAt, pending)
+	c.startTerm(term, sentAt)
 	c.term.markRenewed(renewed)
 	c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
 }
@@ -159,8 +165,8 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 // it returns that version and the send time of its write.
 func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 	deadline := sentAt.Add(c.e.config.RenewDeadline / 2)
-	ctx := newCallContext(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()))
-	defer ctx.stop()
+	ctx, cancel := withTimeout(c.ctx, c.e.clock, deadline.Sub(c.e.clock.Now()), context.DeadlineExceeded)
+	defer cancel()
 	for range maxCatchUpWrites {
 		at := c.e.clock.Now()
 		if !at.Before(deadline) {
@@ -168,15 +174,15 @@ func (c *campaign) catchUp(sentAt time.Time) (uint64, time.Time, error) {
 		}
 		out, err := c.e.store.Update(ctx, c.renewal(at))
 		if err != nil {
-			return 0, time.Time{}, fmt.Errorf("%w: catching up past %d: %w", ErrInvalidTerm, c.floor, err)
+			return 0, time.Time{}, fmt.Errorf("%w: catching up past %d: %w", ErrInvalidTerm, c.termFloor, err)
 		}
 		c.written(out, at)
-		if term, err := parseTerm(out.ResourceVersion); err == nil && term > c.floor {
+		if term, err := parseTerm(out.ResourceVersion); err == nil && term > c.termFloor {
 			return term, at, nil
 		}
 	}
 	return 0, time.Time{}, fmt.Errorf("%w: resource version %s not above %d",
-		ErrInvalidTerm, c.wrote.ResourceVersion, c.floor)
+		ErrInvalidTerm, c.writes.confirmed.ResourceVersion, c.termFloor)
 }
 
 // renew extends the term with a compare-and-swap on our last write. The call runs under
@@ -187,7 +193,7 @@ func (c *campaign) renew() {
 	switch {
 	case err == nil:
 		c.written(out, sentAt)
-		if c.term != nil && c.term.markRenewed(sentAt) {
+		if c.phase == leading && c.term.markRenewed(sentAt) {
 			c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 			c.renewRetry.Reset()
 		}
@@ -195,17 +201,17 @@ func (c *campaign) renew() {
 		// Someone wrote the lease, or an earlier renew of ours whose answer was lost went
 		// through: refresh judges it (checkTerm) and we renew again at once if we still
 		// lead; otherwise the term ended.
-		stale := c.wrote.ResourceVersion
+		stale := c.writes.confirmed.ResourceVersion
 		rerr := c.refresh(c.term)
 		switch {
-		case c.term == nil: // lost
-		case rerr != nil || c.wrote.ResourceVersion == stale:
+		case c.phase != leading: // lost, or handing over
+		case rerr != nil || c.writes.confirmed.ResourceVersion == stale:
 			c.renewAt = c.e.clock.Now().Add(c.renewRetry.Next())
 		default:
 			c.renewAt = c.e.clock.Now()
 		}
 	case errors.Is(err, ErrLeaseNotFound):
-		c.observe(LeaseEvent{Deleted: true}, c.seen, true)
+		c.observe(LeaseEvent{Deleted: true}, c.lease.maxVersion, true)
 	default:
 		if c.term.Err() == nil {
 			c.e.logger.Warn("renewing lease failed", "error", err, "term", c.term.Term())
@@ -217,7 +223,7 @@ func (c *campaign) renew() {
 // renewal returns our last write with its renew time set to sentAt, remembered as
 // sent (addSend), for a compare-and-swap on that write.
 func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
-	r := c.wrote
+	r := c.writes.confirmed
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = c.marker
@@ -225,34 +231,32 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	return r
 }
 
-// startTerm begins leading under term, whose acquiring write was sent at sentAt, on
-// pending, the context that write ran under (made with sentAt as its start), or on a
-// new term context when pending is nil.
-func (c *campaign) startTerm(term uint64, sentAt time.Time, pending *termContext) {
-	t := pending
-	if t == nil {
-		t = newTermContextOn(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.terms)
-	}
-	t.term.Store(term)
-	c.term, c.floor = t, max(c.floor, term)
+// startTerm begins leading term, whose acquiring write was sent at sentAt, and runs
+// OnStartedLeading in a goroutine of its own.
+func (c *campaign) startTerm(term uint64, sentAt time.Time) {
+	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.e.clock)
+	c.phase, c.term, c.termFloor = leading, t, max(c.termFloor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
 	c.e.current.Store(t)
-	// LogAttrs: no allocation for the attributes, none at all when the level is off.
-	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "became leader", slog.Uint64("term", term))
+	c.e.logger.Info("became leader", "term", term)
 	if f := c.e.callbacks.OnStartedLeading; f != nil {
-		c.work = c.leader.run(&c.e.wg, f, t)
+		done := make(chan struct{})
+		c.leaderDone = done
+		c.e.wg.Go(func() {
+			defer close(done)
+			f(t)
+		})
 	}
 }
 
 // stepDown ends the current term with cause and calls OnStoppedLeading.
 func (c *campaign) stepDown(cause error) {
 	t := c.term
-	c.term = nil
+	c.phase, c.term = following, nil
 	c.e.current.Store(nil)
 	t.end(cause)
-	c.e.logger.LogAttrs(context.Background(), slog.LevelInfo, "stopped leading",
-		slog.Uint64("term", t.Term()), slog.Any("cause", context.Cause(t)))
+	c.e.logger.Info("stopped leading", "term", t.Term(), "cause", context.Cause(t))
 	if f := c.e.callbacks.OnStoppedLeading; f != nil {
 		f()
 	}
@@ -261,7 +265,7 @@ func (c *campaign) stepDown(cause error) {
 // requestHandOver takes a HandOver request: it ends the term at once; the release
 // follows when its leader work returned.
 func (c *campaign) requestHandOver(req handoverRequest) {
-	if c.term == nil || c.handover != nil {
+	if c.phase != leading {
 		req.reply <- ErrNotLeader
 		return
 	}
@@ -270,9 +274,9 @@ func (c *campaign) requestHandOver(req handoverRequest) {
 }
 
 func (c *campaign) beginHandOver(req handoverRequest) {
-	c.handover = &req
 	c.e.handOvers.Add(1)
 	c.stepDown(ErrHandedOver)
+	c.phase, c.handover = handingOver, req
 }
 
 // finishHandOver writes the release of the pending hand-over and answers its request.
@@ -280,7 +284,7 @@ func (c *campaign) beginHandOver(req handoverRequest) {
 // so that another candidate leads.
 func (c *campaign) finishHandOver() error {
 	req := c.handover
-	c.handover = nil
+	c.phase, c.handover = following, handoverRequest{}
 	released, err := c.release(req.target)
 	if req.target == "" {
 		c.acquireAt = c.e.clock.Now().Add(c.e.config.LeaseDuration)
@@ -305,15 +309,15 @@ func (c *campaign) finishHandOver() error {
 // "", leaseDurationSeconds 1, both times now), with a compare-and-swap, naming
 // preferred as preferredHolder. It reports whether it wrote the release.
 func (c *campaign) release(preferred string) (bool, error) {
-	ctx := newCallContext(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline)
-	defer ctx.stop()
+	ctx, cancel := withTimeout(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
+	defer cancel()
 	for range 2 {
-		if !c.exists || !c.ours(c.record) {
+		if !c.lease.exists || !c.ours(c.lease.record) {
 			return false, nil // not ours any more: nothing to release
 		}
 		at := c.e.clock.Now()
 		now := wallClock(at)
-		r := c.record
+		r := c.lease.record
 		r.HolderIdentity = ""
 		r.LeaseDuration = time.Second
 		r.AcquireTime, r.RenewTime = now, now

@@ -1,5 +1,0 @@
-//go:build !race
-
-package leaderelection
-
-const raceEnabled = false

@@ -1,0 +1,129 @@
+package leaderelection
+
+import (
+	"context"
+	"time"
+)
+
+// receive takes one receive from the watch channel.
+func (c *campaign) receive(ev LeaseEvent, ok bool) {
+	switch {
+	case !ok:
+		c.watchBroke()
+	case ev.Err != nil:
+		c.e.watchErrors.Add(1)
+		c.e.logger.Warn("lease watch reported an error, watching again", "error", ev.Err)
+		c.watchBroke()
+	default:
+		c.observeWatched(ev)
+	}
+}
+
+// observeWatched observes an event of the watch: its first is the listed state.
+func (c *campaign) observeWatched(ev LeaseEvent) {
+	if !c.watch.listNext {
+		c.observe(ev, 0, false)
+		return
+	}
+	c.watch.listNext = false
+	blind := !c.watch.brokenSince.IsZero() && c.e.clock.Now().Sub(c.watch.brokenSince) >= c.e.config.RetryPeriod
+	c.watch.brokenSince = time.Time{}
+	c.observe(ev, c.watch.listFloor, true)
+	if blind && c.lease.exists {
+		c.lease.since, c.lease.unvouched = c.e.clock.Now(), true
+	}
+}
+
+// drainWatch takes in, without waiting, what the watch has delivered and the loop has
+// not read yet: a watch that finished opening, and the events waiting on the channel.
+// It returns once neither has anything ready.
+func (c *campaign) drainWatch() {
+	for {
+		select {
+		case o := <-c.watch.opening:
+			c.opened(o)
+		case ev, ok := <-c.watch.events:
+			c.receive(ev, ok)
+		default:
+			return
+		}
+	}
+}
+
+// watchOpen is the outcome of LeaseStore.Watch.
+type watchOpen struct {
+	events <-chan LeaseEvent
+	err    error
+}
+
+// openWatch starts opening a watch of the lease; opened takes the outcome. The
+// goroutine hands it over only while the open is wanted; an abandoned open's channel
+// is drained until the store closes it, so Start waits for the store's goroutine too.
+func (c *campaign) openWatch() {
+	ctx, cancel := context.WithCancel(c.ctx)
+	opening := make(chan watchOpen) // unbuffered: handed over only to a loop that waits
+	c.watch.opening, c.watch.stop = opening, cancel
+	c.watch.openedAt, c.watch.listFloor = c.e.clock.Now(), c.lease.maxVersion
+	c.e.watches.Add(1)
+	c.e.wg.Go(func() {
+		events, err := c.e.store.Watch(ctx)
+		select {
+		case opening <- watchOpen{events: events, err: err}:
+		case <-ctx.Done():
+			if err == nil {
+				for range events {
+				}
+			}
+		}
+	})
+}
+
+// opened takes the outcome of openWatch; on failure it schedules another try.
+func (c *campaign) opened(o watchOpen) {
+	c.watch.opening = nil
+	if o.err != nil {
+		c.watch.stop()
+		c.watch.stop = nil
+		c.markBroken()
+		if c.ctx.Err() == nil {
+			c.e.logger.Warn("watching lease failed", "error", o.err)
+		}
+		c.watch.retryAt = c.e.clock.Now().Add(c.watch.backoff.Next())
+		return
+	}
+	c.watch.events, c.watch.listNext = o.events, true
+	c.watch.openedAt = c.e.clock.Now()
+}
+
+// markBroken notes that no watch is open from now, unless that began earlier.
+func (c *campaign) markBroken() {
+	if c.watch.brokenSince.IsZero() {
+		c.watch.brokenSince = c.e.clock.Now()
+	}
+}
+
+// dropWatch stops the open watch and drains its channel in a goroutine that Start
+// waits for, until the store closes it.
+func (c *campaign) dropWatch() {
+	c.watch.stop()
+	if events := c.watch.events; events != nil {
+		c.e.wg.Go(func() {
+			for range events {
+			}
+		})
+	}
+	c.watch.events, c.watch.stop = nil, nil
+}
+
+// watchBroke schedules a new watch after the store closed the channel or reported an
+// error. A watch that lasted a RetryPeriod resets the backoff.
+func (c *campaign) watchBroke() {
+	c.dropWatch()
+	c.markBroken()
+	now := c.e.clock.Now()
+	if now.Sub(c.watch.openedAt) >= c.e.config.RetryPeriod {
+		c.watch.backoff.Reset()
+	}
+	c.watch.retryAt = now.Add(c.watch.backoff.Next())
+	c.e.logger.Debug("lease watch closed", "retry", c.watch.retryAt.Sub(now))
+}
