@@ -188,18 +188,18 @@ func (m *fanOutModel) subscribe() *fanOutSub {
 // busSubscribe makes s on the bus: a leader-only subscription, under the
 // context of a term of its own if the model chose so.
 func (m *fanOutModel) busSubscribe(s *fanOutSub) {
-	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...), busevents.LeaderOnly()}
+	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...)}
 	if s.critical {
 		opts = append(opts, busevents.Critical(func(busevents.Drop) { m.onDrop() }))
 	}
-	ctx := context.Background()
+	ctx := busevents.WithLeaderOnly(context.Background())
 	if s.resumable {
 		ctx, s.endPeriod = context.WithCancel(ctx)
 		s.ch = busevents.Subscribe[busevents.Event](ctx, m.bus, s.name, s.buffer, opts...)
 		return
 	}
 	if s.endTerm != nil {
-		ctx, s.endTerm = context.WithCancel(busevents.WithLeaderOnly(ctx))
+		ctx, s.endTerm = context.WithCancel(ctx)
 	}
 	if m.rng.IntN(3) == 0 {
 		s.typed = busevents.Subscribe[*ev](ctx, m.bus, s.name, s.buffer, opts...)
@@ -637,15 +637,15 @@ func newLeaveSub(rng *rand.Rand, i int) *leaveSub {
 }
 
 func (s *leaveSub) subscribe(bus *busevents.EventBus, rng *rand.Rand) {
-	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...), busevents.LeaderOnly()}
+	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...)}
 	if s.critical {
 		opts = append(opts, busevents.Critical(func(d busevents.Drop) {
 			s.drops[slices.Index(leaveTypes, d.EventType)].Add(1)
 		}))
 	}
-	ctx := context.Background()
+	ctx := busevents.WithLeaderOnly(context.Background())
 	if rng.IntN(2) == 0 {
-		ctx, s.endTerm = context.WithCancel(busevents.WithLeaderOnly(ctx))
+		ctx, s.endTerm = context.WithCancel(ctx)
 	}
 	s.ch = busevents.Subscribe[busevents.Event](ctx, bus, s.name, 1+rng.IntN(32), opts...)
 	if rng.IntN(3) > 0 {

@@ -114,9 +114,9 @@ func (h *holder) Start(ctx context.Context) error {
 	}
 	var ch <-chan busevents.Event
 	if len(h.types) == 0 {
-		ch = busevents.Subscribe[busevents.Event](context.Background(), h.bus, h.name, 16, busevents.LeaderOnly())
+		ch = busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), h.bus, h.name, 16)
 	} else {
-		ch = busevents.Subscribe[busevents.Event](context.Background(), h.bus, h.name, 16, busevents.Types(h.types[0], h.types[1:]...), busevents.LeaderOnly())
+		ch = busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), h.bus, h.name, 16, busevents.Types(h.types[0], h.types[1:]...))
 	}
 	defer busevents.Unsubscribe(h.bus, ch)
 	lifecycle.Subscribed(ctx)
