@@ -17,23 +17,21 @@ import (
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
-// The fan-out path derives a route's delivered count from its topic's
-// publish count, skips per-route writes of lastSeq while the stamp is not
-// new, and checks no closed flag while it holds the topic lock; a route
-// that leaves its topic freezes its count, since the topic's publishes go
-// on. These randomized histories check, against a model, every event each
-// subscriber is queued (in order), what Publish and Republish return, and
-// the Delivered and Dropped figures of Stats, live and total, through
-// publishes, replays with old and new stamps, full buffers, reads, and
-// routes leaving their topics: on Unsubscribe, at the end of a leader-only
-// subscription's term (its context), at the end of a period after which
-// the subscriber subscribes again under the same name (as a leader-only
-// component does in every term), on Stop, and from Critical callbacks in
-// the middle of a delivery, which may also start subscriptions. Each time routes leave a topic, late publishes are
-// delivered to it (through a hook of the bus, while the subscription's
-// counters are not read yet), as by a publisher that looked the topic up
-// just before: they must count for the routes still there and for none
-// that left. A failing seed replays with
+// A route counts what it queued and dropped, and stops counting when it
+// leaves its topic, while the topic's publishes go on. These randomized
+// histories check, against a model, every event each subscriber is queued
+// (in order), what Publish and Republish return, and the Delivered and
+// Dropped figures of Stats, live and total, through publishes, replays
+// with old and new stamps, full buffers, reads, and routes leaving their
+// topics: on Unsubscribe, at the end of a leader-only subscription's term
+// (its context), at the end of a period after which the subscriber
+// subscribes again under the same name (as a leader-only component does
+// in every term), on Stop, and from Critical callbacks in the middle of a
+// delivery, which may also start subscriptions. Each time routes leave a
+// topic, late publishes are delivered to it (through a hook of the bus,
+// while the subscription's counters are not read yet), as by a publisher
+// that looked the topic up just before: they must count for the routes
+// still there and for none that left. A failing seed replays with
 // -run 'TestRandomFanOutAccounting/seed=N'.
 func TestRandomFanOutAccounting(t *testing.T) {
 	var late, lateQueued, resumed int
@@ -491,8 +489,7 @@ func (m *fanOutModel) compare(s *fanOutSub, st busevents.SubscriberStats, what s
 // read only once their subscription has ended, and then checks, for every
 // subscription and event type, that
 //   - Delivered is what its reader received before the channel closed,
-//     although a route's count is derived from its topic's publishes,
-//     which go on after the route has left;
+//     although its topics' publishes go on after the route has left;
 //   - Dropped is the number of Critical callbacks, for a Critical one;
 //   - Delivered + Dropped lies between the publishes made wholly while it
 //     was subscribed and those that overlapped it;
