@@ -36,6 +36,11 @@ func subscribe(b *busevents.EventBus, name string, buffer int, opts ...busevents
 	return busevents.Subscribe[busevents.Event](context.Background(), b, name, buffer, opts...)
 }
 
+// subscribeLeaderOnly is subscribe for a leader-only subscriber.
+func subscribeLeaderOnly(b *busevents.EventBus, name string, buffer int, opts ...busevents.SubscribeOption) <-chan busevents.Event {
+	return busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), b, name, buffer, opts...)
+}
+
 func values(evs []busevents.Event) []int {
 	out := make([]int, 0, len(evs))
 	for _, e := range evs {
@@ -257,7 +262,7 @@ func TestRepublishSkipsSubscribersHoldingNewerState(t *testing.T) {
 	old := newEv("config", 1)
 	oldSeq := b.NextSequence()
 	b.Publish(newEv("config", 2)) // newer than old
-	late := subscribe(b, "late", 10, busevents.Types("config"), busevents.LeaderOnly())
+	late := subscribeLeaderOnly(b, "late", 10, busevents.Types("config"))
 	if n := b.Republish(old, oldSeq); n != 1 {
 		t.Fatalf("Republish reached %d subscribers, want 1 (the late one)", n)
 	}
@@ -392,9 +397,8 @@ func TestSubscribeAfterStartWarnsNamingCaller(t *testing.T) {
 	if buf.Len() != 0 {
 		t.Fatalf("warned before Start: %s", buf.String())
 	}
-	subscribe(b, "leader-only", 1, busevents.Types("a"), busevents.LeaderOnly())
+	subscribeLeaderOnly(b, "leader-only", 1, busevents.Types("a"))
 	busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(t.Context()), b, "leader-only-ctx", 1)
-	busevents.Subscribe[*ev](t.Context(), b, "leader-only-option", 1, busevents.LeaderOnly())
 	if buf.Len() != 0 {
 		t.Fatalf("warned about a leader-only subscription: %s", buf.String())
 	}
@@ -429,7 +433,7 @@ func TestConcurrentPublishSubscribeUnsubscribe(t *testing.T) {
 				if s%2 == 0 {
 					ch = subscribe(b, "u", 2, busevents.LatestValue("a"))
 				} else {
-					ch = subscribe(b, "t", 2, busevents.Types("b"), busevents.LeaderOnly())
+					ch = subscribeLeaderOnly(b, "t", 2, busevents.Types("b"))
 				}
 				eventstest.Drain(ch)
 				busevents.Unsubscribe(b, ch)
@@ -447,12 +451,12 @@ func TestTotalsOutliveSubscriptions(t *testing.T) {
 	b := eventstest.NewBus(t, 0)
 	b.Start()
 	for term := 1; term <= 3; term++ {
-		ch := subscribe(b, "publisher", 4, busevents.Types("a"), busevents.LeaderOnly())
+		ch := subscribeLeaderOnly(b, "publisher", 4, busevents.Types("a"))
 		b.Publish(newEv("a", term))
 		busevents.Unsubscribe(b, ch)
 		eventstest.Drain(ch)
 	}
-	live := subscribe(b, "publisher", 4, busevents.Types("a"), busevents.LeaderOnly())
+	live := subscribeLeaderOnly(b, "publisher", 4, busevents.Types("a"))
 	b.Publish(newEv("a", 4))
 	st := b.Stats()
 	if len(st.Subscribers) != 1 || st.Subscribers[0].Delivered["a"] != 1 {

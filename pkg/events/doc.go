@@ -29,10 +29,11 @@
 //     types the subscription receives.
 //   - Critical(onDrop): a subscriber that must not lose events; each drop
 //     is logged and reported.
-//   - LeaderOnly(): made after Start by a leader-only component, which
-//     gets its state through replays, so it is not warned about. A context
-//     from WithLeaderOnly makes every subscription under it leader-only;
-//     the lifecycle Manager gives one to each leader-only component.
+//
+// A subscription made under a context from WithLeaderOnly is leader-only:
+// made after Start by a component that gets its state through replays, so
+// it is not warned about. The lifecycle Manager gives such a context to
+// each leader-only component.
 //
 // The subscription ends, and the bus closes the channel exactly once, when
 // ctx is done, on Unsubscribe[T] or on Stop; readers never close it. A

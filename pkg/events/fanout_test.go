@@ -17,23 +17,21 @@ import (
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
 
-// The fan-out path derives a route's delivered count from its topic's
-// publish count, skips per-route writes of lastSeq while the stamp is not
-// new, and checks no closed flag while it holds the topic lock; a route
-// that leaves its topic freezes its count, since the topic's publishes go
-// on. These randomized histories check, against a model, every event each
-// subscriber is queued (in order), what Publish and Republish return, and
-// the Delivered and Dropped figures of Stats, live and total, through
-// publishes, replays with old and new stamps, full buffers, reads, and
-// routes leaving their topics: on Unsubscribe, at the end of a leader-only
-// subscription's term (its context), at the end of a period after which
-// the subscriber subscribes again under the same name (as a leader-only
-// component does in every term), on Stop, and from Critical callbacks in
-// the middle of a delivery, which may also start subscriptions. Each time routes leave a topic, late publishes are
-// delivered to it (through a hook of the bus, while the subscription's
-// counters are not read yet), as by a publisher that looked the topic up
-// just before: they must count for the routes still there and for none
-// that left. A failing seed replays with
+// A route counts what it queued and dropped, and stops counting when it
+// leaves its topic, while the topic's publishes go on. These randomized
+// histories check, against a model, every event each subscriber is queued
+// (in order), what Publish and Republish return, and the Delivered and
+// Dropped figures of Stats, live and total, through publishes, replays
+// with old and new stamps, full buffers, reads, and routes leaving their
+// topics: on Unsubscribe, at the end of a leader-only subscription's term
+// (its context), at the end of a period after which the subscriber
+// subscribes again under the same name (as a leader-only component does
+// in every term), on Stop, and from Critical callbacks in the middle of a
+// delivery, which may also start subscriptions. Each time routes leave a
+// topic, late publishes are delivered to it (through a hook of the bus,
+// while the subscription's counters are not read yet), as by a publisher
+// that looked the topic up just before: they must count for the routes
+// still there and for none that left. A failing seed replays with
 // -run 'TestRandomFanOutAccounting/seed=N'.
 func TestRandomFanOutAccounting(t *testing.T) {
 	var late, lateQueued, resumed int
@@ -188,18 +186,18 @@ func (m *fanOutModel) subscribe() *fanOutSub {
 // busSubscribe makes s on the bus: a leader-only subscription, under the
 // context of a term of its own if the model chose so.
 func (m *fanOutModel) busSubscribe(s *fanOutSub) {
-	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...), busevents.LeaderOnly()}
+	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...)}
 	if s.critical {
 		opts = append(opts, busevents.Critical(func(busevents.Drop) { m.onDrop() }))
 	}
-	ctx := context.Background()
+	ctx := busevents.WithLeaderOnly(context.Background())
 	if s.resumable {
 		ctx, s.endPeriod = context.WithCancel(ctx)
 		s.ch = busevents.Subscribe[busevents.Event](ctx, m.bus, s.name, s.buffer, opts...)
 		return
 	}
 	if s.endTerm != nil {
-		ctx, s.endTerm = context.WithCancel(busevents.WithLeaderOnly(ctx))
+		ctx, s.endTerm = context.WithCancel(ctx)
 	}
 	if m.rng.IntN(3) == 0 {
 		s.typed = busevents.Subscribe[*ev](ctx, m.bus, s.name, s.buffer, opts...)
@@ -491,8 +489,7 @@ func (m *fanOutModel) compare(s *fanOutSub, st busevents.SubscriberStats, what s
 // read only once their subscription has ended, and then checks, for every
 // subscription and event type, that
 //   - Delivered is what its reader received before the channel closed,
-//     although a route's count is derived from its topic's publishes,
-//     which go on after the route has left;
+//     although its topics' publishes go on after the route has left;
 //   - Dropped is the number of Critical callbacks, for a Critical one;
 //   - Delivered + Dropped lies between the publishes made wholly while it
 //     was subscribed and those that overlapped it;
@@ -637,15 +634,15 @@ func newLeaveSub(rng *rand.Rand, i int) *leaveSub {
 }
 
 func (s *leaveSub) subscribe(bus *busevents.EventBus, rng *rand.Rand) {
-	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...), busevents.LeaderOnly()}
+	opts := []busevents.SubscribeOption{busevents.Types(s.types[0], s.types[1:]...)}
 	if s.critical {
 		opts = append(opts, busevents.Critical(func(d busevents.Drop) {
 			s.drops[slices.Index(leaveTypes, d.EventType)].Add(1)
 		}))
 	}
-	ctx := context.Background()
+	ctx := busevents.WithLeaderOnly(context.Background())
 	if rng.IntN(2) == 0 {
-		ctx, s.endTerm = context.WithCancel(busevents.WithLeaderOnly(ctx))
+		ctx, s.endTerm = context.WithCancel(ctx)
 	}
 	s.ch = busevents.Subscribe[busevents.Event](ctx, bus, s.name, 1+rng.IntN(32), opts...)
 	if rng.IntN(3) > 0 {

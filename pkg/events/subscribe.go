@@ -83,20 +83,13 @@ func LatestValue(eventTypes ...string) SubscribeOption {
 	}
 }
 
-// LeaderOnly marks the subscription as made by a leader-only component: it
-// is made after Start and gets the state it needs through replays, so it is
-// not warned about. A subscription made with a context from WithLeaderOnly
-// is leader-only without it.
-func LeaderOnly() SubscribeOption {
-	return func(c *subscribeConfig) { c.leaderOnly = true }
-}
-
 type leaderOnlyKey struct{}
 
 // WithLeaderOnly returns a context under which every subscription is
-// leader-only, as with the LeaderOnly option. The lifecycle Manager gives
-// such a context to the components it runs as leader-only, so that they
-// need not remember the option.
+// leader-only: made after Start by a component that gets the state it
+// needs through replays, so the bus does not warn that it may have missed
+// events, and Stats marks it LeaderOnly. The lifecycle Manager gives such
+// a context to the components it runs as leader-only.
 func WithLeaderOnly(ctx context.Context) context.Context {
 	return context.WithValue(ctx, leaderOnlyKey{}, true)
 }
@@ -120,8 +113,7 @@ func IsLeaderOnly(ctx context.Context) bool {
 // Stop the channel is returned closed. Read it with range, or in a select
 // as v, ok := <-ch: once ctx is done, the closed channel and ctx.Done()
 // may both be ready, and a receive without ok then yields T's zero value.
-// A subscription made with a context from WithLeaderOnly is leader-only
-// (see LeaderOnly).
+// A subscription made with a context from WithLeaderOnly is leader-only.
 //
 // Invalid arguments (an empty name, a buffer below 1, a LatestValue type
 // the subscription does not receive) are programming errors: Subscribe
@@ -270,7 +262,7 @@ func (b *EventBus) warnAdded(s *subscription, state int32) {
 		b.logger.Warn("subscription made after the event bus stopped; its channel is closed",
 			"subscriber", s.name, "caller", caller())
 	case state == stateStarted && !s.cfg.leaderOnly:
-		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly or with LeaderOnly",
+		b.logger.Warn("all-replica subscription made after the event bus started may have missed events; leader-only components should subscribe under busevents.WithLeaderOnly",
 			"subscriber", s.name, "caller", caller())
 	}
 }

@@ -59,10 +59,10 @@ func (*cycleEvent) Timestamp() time.Time { return time.Time{} }
 func TestTotalsOfASubscriberThatComesAndGoes(t *testing.T) {
 	b := eventstest.NewBus(t, 8)
 	b.Start()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(busevents.WithLeaderOnly(context.Background()))
 	defer cancel()
 	for range 102 {
-		ch := busevents.Subscribe[*cycleEvent](ctx, b, "cycler", 4, busevents.LeaderOnly())
+		ch := busevents.Subscribe[*cycleEvent](ctx, b, "cycler", 4)
 		b.Publish(&cycleEvent{v: 1})
 		busevents.Unsubscribe(b, ch)
 	}

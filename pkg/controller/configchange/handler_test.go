@@ -212,7 +212,7 @@ func TestReplayerReplaysValidThenInvalid(t *testing.T) {
 		r.h.Update(t.Context(), []byte(docBad))
 		r.pending()
 
-		late := busevents.Subscribe[busevents.Event](context.Background(), r.bus, "leader", 8, busevents.Types(stateTypes[0], stateTypes[1:]...), busevents.LeaderOnly())
+		late := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), r.bus, "leader", 8, busevents.Types(stateTypes[0], stateTypes[1:]...))
 		if !r.h.Replayer().Replay() {
 			t.Fatal("Replay reported no state")
 		}
@@ -230,7 +230,7 @@ func TestReplayerReplaysValidThenInvalid(t *testing.T) {
 		// Once a valid document follows, the old refusal is not replayed.
 		r.h.Update(t.Context(), []byte(docB))
 		r.pending()
-		later := busevents.Subscribe[busevents.Event](context.Background(), r.bus, "leader-2", 8, busevents.Types(stateTypes[0], stateTypes[1:]...), busevents.LeaderOnly())
+		later := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), r.bus, "leader-2", 8, busevents.Types(stateTypes[0], stateTypes[1:]...))
 		r.h.Replayer().Replay()
 		synctest.Wait()
 		if got := len(later); got != 1 {

@@ -186,7 +186,7 @@ func TestReplayToLateSubscriber(t *testing.T) {
 		r.pending()
 		r.d.SetPod(pod("c", "10.0.0.3", true))
 		r.pending()
-		late := busevents.Subscribe[busevents.Event](context.Background(), r.bus, "leader", 4, busevents.Types(events.EventTypeHAProxyPodsDiscovered), busevents.LeaderOnly())
+		late := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), r.bus, "leader", 4, busevents.Types(events.EventTypeHAProxyPodsDiscovered))
 		if !r.d.Replayer().Replay() {
 			t.Fatal("nothing to replay")
 		}

@@ -93,7 +93,7 @@ func BenchmarkReplay(b *testing.B) {
 	b.Run("replayer", func(b *testing.B) {
 		bus := newStarted(b)
 		r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(nil)
-		busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 1, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
+		busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "late", 1, busevents.Types(events.EventTypeConfigValidated))
 		r.Cache(validated("v"))
 		r.Replay()
 		b.ReportAllocs()
@@ -103,7 +103,7 @@ func BenchmarkReplay(b *testing.B) {
 	})
 	b.Run("publish", func(b *testing.B) {
 		bus := newStarted(b)
-		busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 1, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
+		busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "late", 1, busevents.Types(events.EventTypeConfigValidated))
 		e := validated("v")
 		bus.Publish(e)
 		b.ReportAllocs()

@@ -37,7 +37,7 @@ func TestCacheGetReplay(t *testing.T) {
 	if e, ok := r.Get(); !ok || e.Version != "v2" || !r.HasState() {
 		t.Fatalf("Get = %v, %v; want v2", e, ok)
 	}
-	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 4, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
+	ch := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "late", 4, busevents.Types(events.EventTypeConfigValidated))
 	if !r.Replay() {
 		t.Fatal("Replay with state returned false")
 	}
@@ -131,7 +131,7 @@ func replayRace(t *testing.T, it int, cacheFirst bool) {
 		}
 	})
 	<-time.After(0)
-	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "late", versions*2+2, busevents.Types("test.state"), busevents.LeaderOnly())
+	ch := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "late", versions*2+2, busevents.Types("test.state"))
 	close(start)
 	// Let the producer get a head start of a varying length.
 	for range it % 50 {
@@ -193,7 +193,7 @@ func TestPublishCachesAndPublishes(t *testing.T) {
 	bus := eventstest.NewBus(t, 0)
 	r := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(nil)
 	bus.Start()
-	ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "sub", 4, busevents.Types(events.EventTypeConfigValidated), busevents.LeaderOnly())
+	ch := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "sub", 4, busevents.Types(events.EventTypeConfigValidated))
 	if n := r.Publish(nil); n != 0 || r.HasState() {
 		t.Fatalf("Publish(nil) = %d, HasState %v", n, r.HasState())
 	}
@@ -237,7 +237,7 @@ func TestPublishLeavesNoSubscriberBehind(t *testing.T) {
 		for range it % 40 {
 			_ = r.HasState()
 		}
-		ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 8, busevents.Types("test.state"), busevents.LeaderOnly())
+		ch := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "late", 8, busevents.Types("test.state"))
 		r.Replay()
 		wg.Wait()
 		got := eventstest.Drain(ch)
@@ -266,7 +266,7 @@ func TestSubscriberMadeDuringPublishIsNotBehind(t *testing.T) {
 	armed := false
 	full := busevents.Subscribe[busevents.Event](context.Background(), bus, "full", 1, busevents.Types("test.state"), busevents.Critical(func(busevents.Drop) {
 		if armed && late == nil {
-			late = busevents.Subscribe[busevents.Event](context.Background(), bus, "late", 4, busevents.Types("test.state"), busevents.LeaderOnly())
+			late = busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "late", 4, busevents.Types("test.state"))
 			r.Replay()
 		}
 	}))

@@ -258,7 +258,7 @@ func TestCountersSurviveTerms(t *testing.T) {
 	}
 	ev := &configEvent{}
 	for term := 1; term <= 3; term++ {
-		ch := busevents.Subscribe[busevents.Event](context.Background(), bus, "publisher", 4, busevents.Types(configType), busevents.LeaderOnly())
+		ch := busevents.Subscribe[busevents.Event](busevents.WithLeaderOnly(context.Background()), bus, "publisher", 4, busevents.Types(configType))
 		bus.Publish(ev)
 		busevents.Unsubscribe(bus, ch)
 		expect(t, gather(t, m.Registry()), map[string]float64{

@@ -70,10 +70,10 @@ func NewWatcher(tb testing.TB, bus *busevents.EventBus, opts ...WatcherOption) *
 	if w.timeout <= 0 {
 		tb.Fatalf("eventstest: watcher timeout %s is not positive", w.timeout)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(busevents.WithLeaderOnly(context.Background()))
 	tb.Cleanup(cancel)
 	w.ch = busevents.Subscribe[busevents.Event](ctx, bus, "eventstest.watcher", watcherBuffer,
-		busevents.LeaderOnly(), busevents.Critical(func(busevents.Drop) { w.lost.Add(1) }))
+		busevents.Critical(func(busevents.Drop) { w.lost.Add(1) }))
 	return w
 }
 
