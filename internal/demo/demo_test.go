@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/internal/demo"
+	"github.com/baton-dev/baton/internal/testseed"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -403,40 +404,53 @@ func ExampleSchedule() {
 	// [pause hang kill release hang pause]
 }
 
+// interruptSeeds are the seeds TestInterruptedAtRandomMoments runs in CI:
+// each draws a run seed and the moment of the interruption.
+var interruptSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+
+// freshSeedsEnv names how many seeds drawn from the clock
+// TestInterruptedAtRandomMoments runs besides its fixed ones, for a soak;
+// unset in CI, so that a run never depends on the day.
+const freshSeedsEnv = "BATON_DEMO_FRESH_SEEDS"
+
 // TestInterruptedAtRandomMoments: wherever Ctrl-C falls, the run reports
-// INTERRUPTED and no failed check (or, if it came after the end, PASS). The moments are drawn from a seed
-// (BATON_DEMO_SEED replays one).
+// INTERRUPTED and no failed check (or, if it came after the end, PASS). Each
+// seed draws a run seed and a moment; BATON_SEED=N replays one seed, and
+// BATON_DEMO_FRESH_SEEDS=N adds N seeds drawn from the clock.
 func TestInterruptedAtRandomMoments(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BATON_DEMO_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_DEMO_SEED: %v", err)
+	seeds := testseed.Seeds(t, interruptSeeds...)
+	if s := os.Getenv(freshSeedsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			t.Fatalf("%s=%q: want a count of seeds", freshSeedsEnv, s)
 		}
-		seed = v
+		for range n {
+			seeds = append(seeds, rand.Uint64())
+		}
 	}
-	rng := rand.New(rand.NewPCG(seed, 0))
-	o := demo.DefaultOptions()
-	total := o.Estimate()
-	for range 12 {
+	total := demo.DefaultOptions().Estimate()
+	for _, seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 0))
 		runSeed := rng.Uint64N(1000)
 		after := time.Duration(rng.Int64N(int64(total)))
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), after)
-			defer cancel()
-			rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Seed = runSeed }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var s bytes.Buffer
-			if err := rep.WriteSummary(&s); err != nil {
-				t.Fatal(err)
-			}
-			// A run that ended before the moment passed; one cut short
-			// says so and reports no failure.
-			if rep.Interrupted == rep.OK() || strings.Contains(s.String(), "FAIL") {
-				t.Errorf("BATON_DEMO_SEED=%d: run seed %d interrupted after %v: Interrupted=%v OK=%v\n%s", seed, runSeed, after, rep.Interrupted, rep.OK(), s.String())
-			}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), after)
+				defer cancel()
+				rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Seed = runSeed }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var s bytes.Buffer
+				if err := rep.WriteSummary(&s); err != nil {
+					t.Fatal(err)
+				}
+				// A run that ended before the moment passed; one cut short
+				// says so and reports no failure.
+				if rep.Interrupted == rep.OK() || strings.Contains(s.String(), "FAIL") {
+					t.Errorf("%s=%d: run seed %d interrupted after %v: Interrupted=%v OK=%v\n%s", testseed.Env, seed, runSeed, after, rep.Interrupted, rep.OK(), s.String())
+				}
+			})
 		})
 	}
 }
