@@ -60,7 +60,7 @@ func (r *failoverRun) lead() string {
 		return "no leader"
 	}
 	r.old, r.oldTerm = old, oldTerm
-	r.f.From, r.f.OldTerm = old.id, oldTerm
+	r.f.From, r.f.FaultTerm, r.f.OldTerm = old.id, oldTerm, oldTerm
 	r.step("%s leads term %d; pods change under it", old.id, oldTerm)
 	if abort := r.worldChanged(e.changePods()); abort != "" {
 		return abort
