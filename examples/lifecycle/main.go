@@ -34,6 +34,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Names this controller reads and writes.
@@ -63,7 +64,6 @@ func (i *Inventory) Timestamp() time.Time { return i.At }
 type Watcher struct {
 	Clients   kubernetes.Interface
 	Namespace string
-	Bus       *busevents.EventBus
 	Replayer  *leadership.StateReplayer[*Inventory]
 	synced    atomic.Bool
 }
@@ -134,7 +134,7 @@ func (w *Writer) Start(ctx context.Context) error {
 // the term ended (by the elector's clock), refused over a newer term's stamp, and
 // written under the resourceVersion it read, so a newer write in between conflicts.
 func (w *Writer) Write(ctx context.Context, inv *Inventory) error {
-	term, _ := lifecycle.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	api := w.Clients.CoreV1().ConfigMaps(w.Namespace)
 	for {
 		if ctx.Err() != nil {
@@ -150,7 +150,10 @@ func (w *Writer) Write(ctx context.Context, inv *Inventory) error {
 		if old, _ := strconv.ParseUint(cm.Annotations[TermAnnotation], 10, 64); old > term {
 			return fmt.Errorf("%w: %d > %d", ErrStaleTerm, old, term)
 		}
-		cm.Annotations = map[string]string{TermAnnotation: strconv.FormatUint(term, 10)}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[TermAnnotation] = strconv.FormatUint(term, 10) // keep the others
 		cm.Data = map[string]string{"count": strconv.Itoa(len(inv.Names)), "names": fmt.Sprint(inv.Names)}
 		if cm.ResourceVersion == "" {
 			_, err = api.Create(ctx, cm, metav1.CreateOptions{})
@@ -179,13 +182,16 @@ func Setup(clients, leaseClients kubernetes.Interface, namespace string, electio
 	if r.Elector, err = leaderelection.New(election, leaseClients, r.Bus, leaderelection.Callbacks{}, nil); err != nil {
 		return nil, err
 	}
-	if r.Runtime, err = lifecycle.NewManager(r.Bus, lifecycle.Options{TermContext: r.Elector.TermContext}); err != nil {
+	// The term's context ends by the elector's clock; a term missing its writer (stuck
+	// from the last term, or failed) is resigned, so that another replica leads.
+	r.Runtime, err = lifecycle.NewManager(r.Bus, lifecycle.Options{TermContext: r.Elector.TermContext, StepDown: r.Elector.Resign})
+	if err != nil {
 		return nil, err
 	}
 	r.Writer.Bus = r.Bus
 	replayer := leadership.NewStateReplayer[*Inventory](r.Bus)
 	err = errors.Join(r.Runtime.AddCampaigner(r.Elector), // campaigns once the watcher synced
-		r.Runtime.AddAllReplica(&Watcher{Clients: clients, Namespace: namespace, Bus: r.Bus, Replayer: replayer}),
+		r.Runtime.AddAllReplica(&Watcher{Clients: clients, Namespace: namespace, Replayer: replayer}),
 		r.Runtime.AddLeaderOnly(r.Writer),
 		r.Runtime.AddReplayer("inventory", replayer))
 	return r, err
