@@ -4,6 +4,9 @@
 // and a replica that loses the lease campaigns again instead of exiting.
 //
 //	crmirror --kubeconfig ~/.kube/config --source default/shared --lease-namespace default
+//
+// Several replicas on one machine need a probe port each (--health-addr), or none
+// (--health-addr 0).
 package main
 
 import (

@@ -4,7 +4,9 @@
 // ConfigMap "inventory", and a new leader gets the current summary the moment it is
 // elected, without listing anything.
 //
-//	lifecycle --kubeconfig ~/.kube/config --namespace default
+//	lifecycle --kubeconfig ~/.kube/config --namespace default --identity a
+//
+// Each replica needs a name of its own (--identity; in a pod, $HOSTNAME is its name).
 package main
 
 import (
