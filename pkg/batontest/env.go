@@ -24,14 +24,6 @@ const (
 	EtcdVersion       = "v3.6.16"
 )
 
-var (
-	// ErrNoBinaries is returned (wrapped) by [NewEnv] and [AssetsDir] when the
-	// etcd or kube-apiserver binary is missing.
-	ErrNoBinaries = errors.New("batontest: etcd and kube-apiserver binaries not found: set KUBEBUILDER_ASSETS to their directory (setup-envtest prints one; in Baton's repository, run hack/test.sh, which builds them once per machine)")
-	// ErrClosed is returned by [Env.StartAPIServer] after [Env.Close].
-	ErrClosed = errors.New("batontest: environment is closed")
-)
-
 // Env is a running etcd and kube-apiserver: a real API server for a test.
 type Env struct {
 	config    *rest.Config

@@ -2,16 +2,12 @@ package batontest
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
 
 	"k8s.io/client-go/rest"
 )
-
-// ErrCut is what a request through a cut Switch fails with.
-var ErrCut = errors.New("batontest: cut off the API server")
 
 // switchState is where a Switch stands.
 type switchState int
