@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 )
 
 // replica is one in-process replica: its manager, runtime, and the contexts its
-// leader-only probe was given, one per term. Only its lease client goes through the
-// kit's switch: cut, it stops renewing while its manager runs on.
+// leader-only probe was given, one per term. All its requests go through the kit's
+// switch; the watches its cache opened before the switch holds or cuts stay open, so
+// its manager runs on.
 type replica struct {
 	*batontest.Replica
 	mgr     ctrl.Manager
@@ -36,7 +38,7 @@ func startReplica(t *testing.T, env *batontest.Env, kit *batontest.Replica, sour
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.mgr, r.rt, err = Setup(Config{Rest: env.Config(), Source: source, LeaseNamespace: "default", HealthAddr: "0",
+	r.mgr, r.rt, err = Setup(Config{Rest: kit.Config(), Source: source, LeaseNamespace: "default", HealthAddr: "0",
 		Runtime: batoncr.Options{Identity: kit.Name, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
 			LeaderElectionReleaseOnCancel: true, Clientset: cs, MetricsRegisterer: prometheus.NewRegistry()}})
 	if err != nil {
@@ -119,8 +121,20 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	mirrored("v1", term1, "team-a", "team-b", "team-c")
 	oldCtx := <-first.termCtx
 
-	// The leader stops renewing (its lease client is cut off, its manager runs on).
-	first.Switch.Cut()
+	// The leader's requests are held in flight: it stops renewing, its manager runs
+	// on, and a mirror write it makes in its term reaches the API server only later,
+	// after the next leader wrote.
+	first.Switch.Hold()
+	late, err := cs.CoreV1().ConfigMaps("team-a").Get(ctx, source.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.Data = map[string]string{"v": "held in flight"}
+	lateDone := make(chan error, 1)
+	go func() { lateDone <- first.rt.FencedClient(nil).Update(oldCtx, late) }()
+	batontest.WaitFor(t, 30*time.Second, "the old leader's mirror write held in flight", func() bool {
+		return slices.Contains(first.Switch.Held(), "PUT /api/v1/namespaces/team-a/configmaps/"+source.Name)
+	})
 	var second *replica
 	batontest.WaitFor(t, 30*time.Second, "a new leader", func() bool {
 		second = leader(rs)
@@ -147,7 +161,15 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	if exited, err := first.Exited(); exited {
 		t.Fatalf("%s's manager exited on losing the lease: %v", first.Name, err)
 	}
+	// Its caller gave up when term 1 ended; the held write arrives now all the same,
+	// after term 2 wrote every copy, and the API server refuses it (its
+	// resourceVersion is gone): the copies stay term 2's, and the monitor sees no
+	// stamp go back.
+	if err := <-lateDone; err == nil {
+		t.Fatal("the held write of the ended term returned no error")
+	}
 	first.Switch.Heal()
+	mirrored("v2", term2, "team-a", "team-b", "team-c")
 
 	// The new leader shuts down gracefully; it releases the lease.
 	second.Stop(t)

@@ -1,6 +1,7 @@
 package batontest
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"net/http"
@@ -72,11 +73,16 @@ func (s *Switch) set(st switchState) {
 	s.state = st
 }
 
-// Held returns how many requests are held in flight now.
-func (s *Switch) Held() int {
+// Held returns the requests held in flight now, in the order they came, each as its
+// method and path, such as "PUT /api/v1/namespaces/a/configmaps/b".
+func (s *Switch) Held() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.held)
+	out := make([]string, len(s.held))
+	for i, h := range s.held {
+		out[i] = h.req.Method + " " + cmp.Or(h.req.URL.Path, "/")
+	}
+	return out
 }
 
 // Heal delivers the held requests to the API server, one after the other in the

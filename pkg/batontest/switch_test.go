@@ -99,7 +99,7 @@ func TestSwitchHoldsInFlight(t *testing.T) {
 	gaveUp := make(chan error, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { _, err := post(ctx, c, srv.URL, "first, abandoned"); gaveUp <- err }()
-	batontest.WaitFor(t, 10*time.Second, "the first request held", func() bool { return sw.Held() == 1 })
+	batontest.WaitFor(t, 10*time.Second, "the first request held", func() bool { return len(sw.Held()) == 1 })
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned request: %v, want context.Canceled", err)
@@ -107,9 +107,12 @@ func TestSwitchHoldsInFlight(t *testing.T) {
 
 	answer := make(chan string, 1)
 	go func() { got, _ := post(t.Context(), c, srv.URL, "second"); answer <- got }()
-	batontest.WaitFor(t, 10*time.Second, "the second request held", func() bool { return sw.Held() == 2 })
+	batontest.WaitFor(t, 10*time.Second, "the second request held", func() bool { return len(sw.Held()) == 2 })
 	if got := s.received(); len(got) != 0 {
 		t.Fatalf("server received %q while the switch held", got)
+	}
+	if held := sw.Held(); held[0] != "POST /" || held[1] != "POST /" {
+		t.Fatalf("held %q, want both POSTs", held)
 	}
 	sw.Heal()
 	if got := s.received(); len(got) != 2 || got[0] != "first, abandoned" || got[1] != "second" {
@@ -118,8 +121,8 @@ func TestSwitchHoldsInFlight(t *testing.T) {
 	if got := <-answer; got != "ok second" {
 		t.Fatalf("the waiting caller got %q", got)
 	}
-	if sw.Held() != 0 {
-		t.Fatalf("%d requests still held after Heal", sw.Held())
+	if held := sw.Held(); len(held) != 0 {
+		t.Fatalf("%q still held after Heal", held)
 	}
 }
 
