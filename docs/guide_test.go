@@ -1,20 +1,106 @@
 package docs
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/batontest"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+}
 
 // goBlock matches a fenced Go code block.
 var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 
-// TestGuideCodeBlocksCompile builds every ```go block of each guide as a program of
-// its own, in a module that requires this repository through a replace, offline.
-func TestGuideCodeBlocksCompile(t *testing.T) {
+// TestGettingStarted builds every ```go block of the guide as a program of its own,
+// in a module that requires this repository through a replace, offline, and runs each
+// as the guide says: three replicas at a time on one machine, against a real API
+// server, the leader stopped with SIGTERM and another taking over.
+func TestGettingStarted(t *testing.T) {
+	text, err := os.ReadFile("GETTING-STARTED.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlock.FindAllStringSubmatch(string(text), -1)
+	if len(blocks) != 2 {
+		t.Fatalf("GETTING-STARTED.md: %d go blocks, want the two programs", len(blocks))
+	}
+	bins := make([]string, len(blocks))
+	for i, b := range blocks {
+		if !strings.HasPrefix(b[1], "package main\n") {
+			t.Fatalf("block %d is not a complete program (package main)", i)
+		}
+		bins[i] = build(t, b[1])
+	}
+	env := batontest.StartEnv(t)
+	kubeconfig := env.Kubeconfig(t)
+	t.Run("greeter", func(t *testing.T) { runGreeter(t, env.Clientset(), bins[0], kubeconfig) })
+	t.Run("indexer", func(t *testing.T) { runIndexer(t, env.Clientset(), bins[1], kubeconfig) })
+}
+
+// TestReadmeQuickStartCompiles builds the README's Quick Start as a package of its
+// own, against the core alone.
+func TestReadmeQuickStartCompiles(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := goBlock.FindAllStringSubmatch(string(text), -1)
+	if len(blocks) != 1 {
+		t.Fatalf("README.md: %d go blocks, want the Quick Start", len(blocks))
+	}
+	if strings.Contains(blocks[0][1], "pkg/controller/events") {
+		t.Error("the Quick Start imports the reference controller's event catalog")
+	}
+	build(t, "package quickstart\n\n"+blocks[0][1])
+}
+
+// TestLineCounts keeps the sizes the guide gives the examples within a tenth of the
+// truth.
+func TestLineCounts(t *testing.T) {
+	text, err := os.ReadFile("GETTING-STARTED.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(string(text)), " ")
+	for _, example := range []string{"lifecycle", "crmirror"} {
+		m := regexp.MustCompile("`examples/" + example + "`[^.]*? about (\\d+) lines").FindStringSubmatch(flat)
+		if m == nil {
+			t.Errorf("the guide gives no size of examples/%s", example)
+			continue
+		}
+		said, _ := strconv.Atoi(m[1])
+		src, err := os.ReadFile(filepath.Join("..", "examples", example, "main.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := bytes.Count(src, []byte("\n")); n < said*9/10 || n > said*11/10 {
+			t.Errorf("the guide says examples/%s has about %d lines; it has %d", example, said, n)
+		}
+	}
+}
+
+// build builds src as a program (or a package) of its own and vets it; it returns
+// the binary.
+func build(t *testing.T, src string) string {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -23,29 +109,6 @@ func TestGuideCodeBlocksCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, guide := range []string{"GETTING-STARTED.md"} {
-		text, err := os.ReadFile(guide)
-		if err != nil {
-			t.Fatal(err)
-		}
-		blocks := goBlock.FindAllStringSubmatch(string(text), -1)
-		if len(blocks) < 2 {
-			t.Fatalf("%s: %d go blocks, want the two programs", guide, len(blocks))
-		}
-		for i, b := range blocks {
-			src := b[1]
-			t.Run(guide+"/"+string(rune('a'+i)), func(t *testing.T) {
-				if !strings.HasPrefix(src, "package main\n") {
-					t.Fatalf("block %d is not a complete program (package main)", i)
-				}
-				build(t, root, sum, src)
-			})
-		}
-	}
-}
-
-func build(t *testing.T, root string, sum []byte, src string) {
-	t.Helper()
 	dir := t.TempDir()
 	mod := "module example.com/guide\n\ngo 1.26.0\n\nrequire github.com/baton-dev/baton v0.0.0\n\nreplace github.com/baton-dev/baton => " + root + "\n"
 	for name, content := range map[string][]byte{"go.mod": []byte(mod), "go.sum": sum, "main.go": []byte(src)} {
@@ -53,7 +116,8 @@ func build(t *testing.T, root string, sum []byte, src string) {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{{"build", "-o", os.DevNull, "."}, {"vet", "."}} {
+	bin := filepath.Join(dir, "program")
+	for _, args := range [][]string{{"build", "-o", bin, "."}, {"vet", "."}} {
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
@@ -61,4 +125,154 @@ func build(t *testing.T, root string, sum []byte, src string) {
 			t.Fatalf("go %s: %v\n%s\n--- main.go ---\n%s", strings.Join(args, " "), err, out, src)
 		}
 	}
+	return bin
+}
+
+// runGreeter runs the first program as section 3 and 4 do: three replicas, a
+// labelled ConfigMap greeted by the leader, the leader stopped with SIGTERM and the
+// ConfigMap greeted again by another replica in a newer term.
+func runGreeter(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
+	ctx := t.Context()
+	ps := map[string]*process{}
+	for _, id := range []string{"a", "b", "c"} {
+		// Each replica serves metrics and probes on a port of its own.
+		ps[id] = start(t, bin, "--identity", id, "--kubeconfig", kubeconfig,
+			"--metrics-addr", "127.0.0.1:0", "--health-addr", "127.0.0.1:0")
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default", Labels: map[string]string{"hello": "baton"}}}
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	greeted := func() (id string, term uint64) {
+		cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err == nil {
+			fmt.Sscanf(cm.Data["greeted-by"], "%s in term %d", &id, &term)
+		}
+		return id, term
+	}
+	var first string
+	var term1 uint64
+	batontest.WaitFor(t, 60*time.Second, "the ConfigMap greeted", func() bool { first, term1 = greeted(); return term1 != 0 })
+	if holder := leaseHolder(t, cs, "greeter"); holder != first {
+		t.Fatalf("greeted by %q, but %q holds the lease", first, holder)
+	}
+
+	stopped := time.Now()
+	if err := ps[first].stop(); err != nil {
+		t.Fatalf("%s after SIGTERM: %v\n%s", first, err, ps[first].output())
+	}
+	var next string
+	var term2 uint64
+	batontest.WaitFor(t, 30*time.Second, "the ConfigMap greeted by the next leader", func() bool {
+		next, term2 = greeted()
+		return next != first && term2 > term1
+	})
+	took := time.Since(stopped)
+	t.Logf("%s greeted in term %d; after its SIGTERM, %s greeted in term %d, %v later", first, term1, next, term2, took)
+	// A graceful stop releases the lease: far quicker than its 15s expiry.
+	if took > 10*time.Second {
+		t.Errorf("the next leader greeted %v after the SIGTERM; a released lease is taken at once", took)
+	}
+	for id, p := range ps {
+		if out := p.output(); strings.Contains(out, "SetLogger(...) was never called") || !strings.Contains(out, "level=") {
+			t.Errorf("%s logs nothing of its own:\n%s", id, out)
+		}
+	}
+}
+
+// runIndexer runs the second program three times: the leader has the index at once,
+// and so does the next leader after the first is stopped with SIGTERM.
+func runIndexer(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
+	ps := map[string]*process{}
+	for _, id := range []string{"a", "b", "c"} {
+		ps[id] = start(t, bin, "--identity", id, "--kubeconfig", kubeconfig)
+	}
+	const line = "leader has the index"
+	var first string
+	batontest.WaitFor(t, 60*time.Second, "a leader with the index", func() bool {
+		first = leaseHolder(t, cs, "indexer")
+		return ps[first] != nil && strings.Contains(ps[first].output(), line)
+	})
+	stopped := time.Now()
+	if err := ps[first].stop(); err != nil {
+		t.Fatalf("%s after SIGTERM: %v\n%s", first, err, ps[first].output())
+	}
+	var next string
+	batontest.WaitFor(t, 30*time.Second, "the next leader with the index", func() bool {
+		next = leaseHolder(t, cs, "indexer")
+		return next != first && ps[next] != nil && strings.Contains(ps[next].output(), line)
+	})
+	t.Logf("%s had the index; after its SIGTERM, %s had it %v later", first, next, time.Since(stopped))
+}
+
+func leaseHolder(t *testing.T, cs kubernetes.Interface, name string) string {
+	l, err := cs.CoordinationV1().Leases("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// process is one replica of a guide's program, run as a process of its own.
+type process struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{} // closed when it exited
+	err  error         // its exit, once done is closed
+}
+
+func start(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(args, " "), err, p.output())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and waits for the exit; it kills the process after 30s. It
+// returns the exit's error: nil for a clean exit, also on later calls.
+func (p *process) stop() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("no exit within 30s of SIGTERM")
+	}
+}
+
+func (p *process) output() string { return p.out.String() }
+
+// syncBuffer is a bytes.Buffer for one writer and concurrent readers.
+type syncBuffer struct {
+	// mu guards b.
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

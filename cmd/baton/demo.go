@@ -40,7 +40,7 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&d.o.RenewDeadline, "renew-deadline", d.o.RenewDeadline, "renew deadline (below the lease duration)")
 	fs.DurationVar(&d.o.RetryPeriod, "retry-period", d.o.RetryPeriod, "retry period (renew deadline above 1.2 × this)")
 	fs.DurationVar(&d.o.Dwell, "dwell", d.o.Dwell, "how long each leader leads before it is failed; 0 for not at all")
-	fs.Uint64Var(&d.o.Seed, "seed", d.o.Seed, "seed of the fault order and of the changes to the configuration and pods")
+	fs.Uint64Var(&d.o.Seed, "seed", d.o.Seed, "seed of the fault order and of the changes to the configuration and pods; baton-0 always leads first, and who wins each later race for the lease is up to timing")
 	fs.StringVar(&d.timeline, "timeline", "", "write an SVG timeline of the terms, replays and faults to this file")
 	fs.StringVar(&d.metrics, "metrics-addr", "", "serve each replica's /metrics, /healthz and /readyz under /<replica>/ on this address (e.g. 127.0.0.1:9090); off when empty")
 	fs.StringVar(&d.live, "live", "auto", "redraw a live view in place: auto (when stdout is a terminal), always or never")
@@ -52,7 +52,8 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 Runs several replicas of the controller in one process on in-memory leases and
 fails the leader again and again, checking every hand-over. With the defaults a
 run takes about `+demo.DefaultOptions().Estimate().Round(time.Second).String()+`. Exits 0 if every check passed, 1 if one failed,
-2 for bad flags, 130 when interrupted (the report of the run so far is printed).
+2 for bad flags, 130 when interrupted (the report of the run so far is printed;
+under "go run" the go command reports "exit status 130" and exits 1 itself).
 
 `)
 		fs.PrintDefaults()

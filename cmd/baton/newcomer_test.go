@@ -29,6 +29,7 @@ func TestFlagsOutOfRange(t *testing.T) {
 		{[]string{"demo", "--replicas=33"}, "baton demo: --replicas 33 is out of range"},
 		{[]string{"demo", "--failovers=-1"}, "baton demo: --failovers -1 is negative"},
 		{[]string{"demo", "--lease-duration=2m"}, "baton demo: --lease-duration 2m0s is above 1m0s"},
+		{[]string{"demo", "--lease-duration=24h"}, "baton demo: --lease-duration: lease duration 24h0m0s is above 1m0s, the demo's maximum"},
 		{[]string{"demo", "--lease-duration=0"}, "baton demo: --lease-duration: lease duration 0s is below the minimum 1s"},
 		{[]string{"demo", "--dwell=-1s"}, "baton demo: --dwell -1s is negative"},
 		{[]string{"demo", "--retry-period=650ms"}, "baton demo: --renew-deadline: renew deadline 700ms must be greater than 1.2 × retry period 650ms"},
@@ -72,6 +73,10 @@ func TestZeroIsAValue(t *testing.T) {
 		}
 		if !strings.Contains(stdout, "0 failovers") || strings.Contains(stdout, "failover 1/") {
 			t.Errorf("--failovers 0 ran failovers:\n%s", stdout)
+		}
+		// It says what it does instead of listing no faults and no time.
+		if !strings.Contains(stdout, "no failovers: a leader is elected and checked") || strings.Contains(stdout, "faults in order: ;") || strings.Contains(stdout, "about 0s") {
+			t.Errorf("--failovers 0 announces its run badly:\n%s", stdout)
 		}
 	})
 }

@@ -4,6 +4,9 @@
 // and a replica that loses the lease campaigns again instead of exiting.
 //
 //	crmirror --kubeconfig ~/.kube/config --source default/shared --lease-namespace default
+//
+// Several replicas on one machine need a probe port each (--health-addr), or none
+// (--health-addr 0).
 package main
 
 import (
@@ -29,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // MirrorLabel marks the namespaces that get a copy of the source ConfigMap.
@@ -62,7 +66,12 @@ func (m *Mirror) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	case err != nil:
 		return reconcile.Result{}, err
 	}
-	term, _ := batoncr.TermFromContext(ctx)
+	// Why a copy already equal is written again, once per term: the write stamps it
+	// with this term and moves its resourceVersion on, so an Update the last leader
+	// still had in flight (made at the old resourceVersion) conflicts, and any later
+	// write of an older term meets the newer stamp and is refused. Skip it if a
+	// rewrite of every copy at each change of leader costs too much for you.
+	term, _ := termctx.FromContext(ctx)
 	if maps.Equal(dst.Data, src.Data) && dst.Annotations[batoncr.TermAnnotation] == fmt.Sprint(term) {
 		return reconcile.Result{}, nil
 	}
@@ -133,13 +142,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "crmirror: --source must be namespace/name")
 		os.Exit(2)
 	}
-	rest, err := ctrl.GetConfig()
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crmirror:", err)
 		os.Exit(1)
 	}
 	lease := 15 * time.Second
-	mgr, _, err := Setup(Config{Rest: rest, Source: types.NamespacedName{Namespace: ns, Name: name},
+	mgr, _, err := Setup(Config{Rest: cfg, Source: types.NamespacedName{Namespace: ns, Name: name},
 		LeaseNamespace: leaseNS, HealthAddr: *health,
 		Runtime: batoncr.Options{LeaseDuration: &lease, LeaderElectionReleaseOnCancel: *release}})
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,33 +15,31 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/baton-dev/baton/internal/replicatest"
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
 )
 
-// replica is one in-process replica: its manager, runtime, lease partition and the
-// contexts its leader-only probe was given, one per term.
+// replica is one in-process replica: its manager, runtime, and the contexts its
+// leader-only probe was given, one per term. All its requests go through the kit's
+// switch; the watches its cache opened before the switch holds or cuts stay open, so
+// its manager runs on.
 type replica struct {
-	name    string
+	*batontest.Replica
 	mgr     ctrl.Manager
 	rt      *batoncr.Runtime
-	lease   replicatest.Partition
-	cancel  context.CancelFunc
-	done    chan error
 	termCtx chan context.Context
 }
 
-func startReplica(t *testing.T, env *testenv.Env, name string, source types.NamespacedName) *replica {
+func startReplica(t *testing.T, env *batontest.Env, kit *batontest.Replica, source types.NamespacedName) *replica {
 	t.Helper()
-	r := &replica{name: name, done: make(chan error, 1), termCtx: make(chan context.Context, 16)}
+	r := &replica{Replica: kit, termCtx: make(chan context.Context, 16)}
 	lease, renew, retry := 3*time.Second, 2*time.Second, 400*time.Millisecond
-	cs, err := kubernetes.NewForConfig(r.lease.Wrap(env.Config()))
+	cs, err := kubernetes.NewForConfig(kit.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.mgr, r.rt, err = Setup(Config{Rest: env.Config(), Source: source, LeaseNamespace: "default", HealthAddr: "0",
-		Runtime: batoncr.Options{Identity: name, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
+	r.mgr, r.rt, err = Setup(Config{Rest: kit.Config(), Source: source, LeaseNamespace: "default", HealthAddr: "0",
+		Runtime: batoncr.Options{Identity: kit.Name, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
 			LeaderElectionReleaseOnCancel: true, Clientset: cs, MetricsRegisterer: prometheus.NewRegistry()}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,34 +54,13 @@ func startReplica(t *testing.T, env *testenv.Env, name string, source types.Name
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go func() { r.done <- r.mgr.Start(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
+	kit.Run(t, r.mgr.Start)
 	return r
-}
-
-// stop cancels the replica (releasing its lease) and checks mgr.Start returned nil.
-func (r *replica) stop(t *testing.T) {
-	t.Helper()
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	r.cancel = nil
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("%s: manager returned %v", r.name, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s: manager did not stop", r.name)
-	}
 }
 
 func leader(rs []*replica) *replica {
 	for _, r := range rs {
-		if r.cancel != nil && r.rt.IsLeader() {
+		if r.Running() && r.rt.IsLeader() {
 			return r
 		}
 	}
@@ -94,10 +72,10 @@ func leader(rs []*replica) *replica {
 // change of the source, stamped by the current term, that a replica whose term ended
 // has its writes refused, and that no object's term stamp ever goes back.
 func TestThreeReplicasHandOver(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	cs := env.Clientset()
 	ctx := context.Background()
-	monitor := replicatest.Watch(t, cs, batoncr.TermAnnotation)
+	monitor := batontest.WatchStamps(t, cs, batoncr.TermAnnotation)
 	for _, ns := range []string{"src", "team-a", "team-b", "team-c", "other"} {
 		labels := map[string]string{MirrorLabel: "true"}
 		if ns == "other" {
@@ -122,7 +100,7 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	// mirrored waits until every labelled namespace holds v, written in term.
 	mirrored := func(v string, term uint64, namespaces ...string) {
 		t.Helper()
-		replicatest.WaitFor(t, 30*time.Second, fmt.Sprintf("mirrors of %q in term %d", v, term), func() bool {
+		batontest.WaitFor(t, 30*time.Second, fmt.Sprintf("mirrors of %q in term %d", v, term), func() bool {
 			for _, ns := range namespaces {
 				cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, source.Name, metav1.GetOptions{})
 				if err != nil || cm.Data["v"] != v || cm.Annotations[batoncr.TermAnnotation] != fmt.Sprint(term) {
@@ -133,17 +111,32 @@ func TestThreeReplicasHandOver(t *testing.T) {
 		})
 	}
 	setSource("v1")
-	rs := []*replica{startReplica(t, env, "r0", source), startReplica(t, env, "r1", source), startReplica(t, env, "r2", source)}
+	var rs []*replica
+	for _, kit := range batontest.NewReplicas(t, 3, env.Config()) {
+		rs = append(rs, startReplica(t, env, kit, source))
+	}
 	var first *replica
-	replicatest.WaitFor(t, 30*time.Second, "a leader", func() bool { first = leader(rs); return first != nil })
+	batontest.WaitFor(t, 30*time.Second, "a leader", func() bool { first = leader(rs); return first != nil })
 	term1 := first.rt.Term()
 	mirrored("v1", term1, "team-a", "team-b", "team-c")
 	oldCtx := <-first.termCtx
 
-	// The leader stops renewing (its lease client is cut off, its manager runs on).
-	first.lease.Cut()
+	// The leader's requests are held in flight: it stops renewing, its manager runs
+	// on, and a mirror write it makes in its term reaches the API server only later,
+	// after the next leader wrote.
+	first.Switch.Hold()
+	late, err := cs.CoreV1().ConfigMaps("team-a").Get(ctx, source.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.Data = map[string]string{"v": "held in flight"}
+	lateDone := make(chan error, 1)
+	go func() { lateDone <- first.rt.FencedClient(nil).Update(oldCtx, late) }()
+	batontest.WaitFor(t, 30*time.Second, "the old leader's mirror write held in flight", func() bool {
+		return slices.Contains(first.Switch.Held(), "PUT /api/v1/namespaces/team-a/configmaps/"+source.Name)
+	})
 	var second *replica
-	replicatest.WaitFor(t, 30*time.Second, "a new leader", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "a new leader", func() bool {
 		second = leader(rs)
 		return second != nil && second != first
 	})
@@ -155,7 +148,7 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	mirrored("v2", term2, "team-a", "team-b", "team-c")
 	// The old leader is alive, and its term's writes are refused.
 	if first.rt.IsLeader() {
-		t.Fatalf("%s still leads after %s took term %d", first.name, second.name, term2)
+		t.Fatalf("%s still leads after %s took term %d", first.Name, second.Name, term2)
 	}
 	stale, err := cs.CoreV1().ConfigMaps("team-a").Get(ctx, source.Name, metav1.GetOptions{})
 	if err != nil {
@@ -165,17 +158,23 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	if err := first.rt.FencedClient(nil).Update(oldCtx, stale); !errors.Is(err, batoncr.ErrTermEnded) {
 		t.Fatalf("write in ended term %d: got %v, want ErrTermEnded", term1, err)
 	}
-	select {
-	case err := <-first.done:
-		t.Fatalf("%s's manager exited on losing the lease: %v", first.name, err)
-	default:
+	if exited, err := first.Exited(); exited {
+		t.Fatalf("%s's manager exited on losing the lease: %v", first.Name, err)
 	}
-	first.lease.Heal()
+	// Its caller gave up when term 1 ended; the held write arrives now all the same,
+	// after term 2 wrote every copy, and the API server refuses it (its
+	// resourceVersion is gone): the copies stay term 2's, and the monitor sees no
+	// stamp go back.
+	if err := <-lateDone; err == nil {
+		t.Fatal("the held write of the ended term returned no error")
+	}
+	first.Switch.Heal()
+	mirrored("v2", term2, "team-a", "team-b", "team-c")
 
 	// The new leader shuts down gracefully; it releases the lease.
-	second.stop(t)
+	second.Stop(t)
 	var third *replica
-	replicatest.WaitFor(t, 30*time.Second, "a leader after the graceful stop", func() bool { third = leader(rs); return third != nil })
+	batontest.WaitFor(t, 30*time.Second, "a leader after the graceful stop", func() bool { third = leader(rs); return third != nil })
 	term3 := third.rt.Term()
 	if term3 <= term2 {
 		t.Fatalf("term went from %d to %d", term2, term3)

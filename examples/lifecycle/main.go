@@ -4,7 +4,9 @@
 // ConfigMap "inventory", and a new leader gets the current summary the moment it is
 // elected, without listing anything.
 //
-//	lifecycle --kubeconfig ~/.kube/config --namespace default
+//	lifecycle --kubeconfig ~/.kube/config --namespace default --identity a
+//
+// Each replica needs a name of its own (--identity; in a pod, $HOSTNAME is its name).
 package main
 
 import (
@@ -64,7 +66,6 @@ func (i *Inventory) Timestamp() time.Time { return i.At }
 type Watcher struct {
 	Clients   kubernetes.Interface
 	Namespace string
-	Bus       *busevents.EventBus
 	Replayer  *leadership.StateReplayer[*Inventory]
 	synced    atomic.Bool
 }
@@ -151,7 +152,10 @@ func (w *Writer) Write(ctx context.Context, inv *Inventory) error {
 		if old, _ := strconv.ParseUint(cm.Annotations[TermAnnotation], 10, 64); old > term {
 			return fmt.Errorf("%w: %d > %d", ErrStaleTerm, old, term)
 		}
-		cm.Annotations = map[string]string{TermAnnotation: strconv.FormatUint(term, 10)}
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[TermAnnotation] = strconv.FormatUint(term, 10) // keep the others
 		cm.Data = map[string]string{"count": strconv.Itoa(len(inv.Names)), "names": fmt.Sprint(inv.Names)}
 		if cm.ResourceVersion == "" {
 			_, err = api.Create(ctx, cm, metav1.CreateOptions{})
@@ -180,13 +184,16 @@ func Setup(clients, leaseClients kubernetes.Interface, namespace string, electio
 	if r.Elector, err = leaderelection.New(election, leaseClients, r.Bus, leaderelection.Callbacks{}, nil); err != nil {
 		return nil, err
 	}
-	if r.Runtime, err = lifecycle.NewManager(r.Bus, lifecycle.Options{TermContext: r.Elector.TermContext}); err != nil {
+	// The term's context ends by the elector's clock; a term missing its writer (stuck
+	// from the last term, or failed) is resigned, so that another replica leads.
+	r.Runtime, err = lifecycle.NewManager(r.Bus, lifecycle.Options{TermContext: r.Elector.TermContext, StepDown: r.Elector.Resign})
+	if err != nil {
 		return nil, err
 	}
 	r.Writer.Bus = r.Bus
 	replayer := leadership.NewStateReplayer[*Inventory](r.Bus)
 	err = errors.Join(r.Runtime.AddCampaigner(r.Elector), // campaigns once the watcher synced
-		r.Runtime.AddAllReplica(&Watcher{Clients: clients, Namespace: namespace, Bus: r.Bus, Replayer: replayer}),
+		r.Runtime.AddAllReplica(&Watcher{Clients: clients, Namespace: namespace, Replayer: replayer}),
 		r.Runtime.AddLeaderOnly(r.Writer),
 		r.Runtime.AddReplayer("inventory", replayer))
 	return r, err

@@ -14,8 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/internal/replicatest"
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
@@ -38,59 +37,41 @@ func (p probe) Start(ctx context.Context) error {
 	return nil
 }
 
+// replica is one replica of the example in the test process. Only its lease client
+// goes through the kit's switch: cut, it stops renewing while its process runs on.
 type replica struct {
 	*Replica
-	name   string
-	lease  replicatest.Partition
-	terms  probe
-	cancel context.CancelFunc
-	done   chan error
+	kit   *batontest.Replica
+	terms probe
 }
 
-func start(t *testing.T, env *testenv.Env, name string) *replica {
+func start(t *testing.T, env *batontest.Env, r *batontest.Replica) *replica {
 	t.Helper()
-	r := &replica{name: name, terms: make(probe, 16), done: make(chan error, 1)}
-	leaseClients, err := kubernetes.NewForConfig(r.lease.Wrap(env.Config()))
+	leaseClients, err := kubernetes.NewForConfig(r.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Replica, err = Setup(env.Clientset(), leaseClients, "default", k8sle.Config{Identity: name,
+	rep := &replica{kit: r, terms: make(probe, 16)}
+	rep.Replica, err = Setup(env.Clientset(), leaseClients, "default", k8sle.Config{Identity: r.Name,
 		LeaseName: "inventory", LeaseNamespace: "default", ReleaseOnCancel: true,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond})
 	if err == nil {
-		err = r.Runtime.AddLeaderOnly(r.terms)
+		err = rep.Runtime.AddLeaderOnly(rep.terms)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	r.Bus.Start()
-	go func() { r.done <- r.Runtime.Run(ctx); r.Bus.Stop() }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-func (r *replica) stop(t *testing.T) {
-	t.Helper()
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	r.cancel = nil
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Errorf("%s: Run returned %v", r.name, err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s: Run did not return", r.name)
-	}
+	rep.Bus.Start()
+	r.Run(t, func(ctx context.Context) error {
+		defer rep.Bus.Stop()
+		return rep.Runtime.Run(ctx)
+	})
+	return rep
 }
 
 func leader(rs []*replica) *replica {
 	for _, r := range rs {
-		if r.cancel != nil && r.Elector.IsLeader() {
+		if r.kit.Running() && r.Elector.IsLeader() {
 			return r
 		}
 	}
@@ -102,10 +83,10 @@ func leader(rs []*replica) *replica {
 // term, the replica whose term ended has its write refused, and the summary's stamp
 // never goes back.
 func TestThreeReplicasHandOver(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	cs := env.Clientset()
 	ctx := context.Background()
-	monitor := replicatest.Watch(t, cs, TermAnnotation)
+	monitor := batontest.WatchStamps(t, cs, TermAnnotation)
 	label := func(name string) {
 		t.Helper()
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{InventoryLabel: "true"}}}
@@ -115,22 +96,25 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	}
 	summary := func(names string, term uint64) {
 		t.Helper()
-		replicatest.WaitFor(t, 30*time.Second, fmt.Sprintf("summary %s in term %d", names, term), func() bool {
+		batontest.WaitFor(t, 30*time.Second, fmt.Sprintf("summary %s in term %d", names, term), func() bool {
 			cm, err := cs.CoreV1().ConfigMaps("default").Get(ctx, SummaryName, metav1.GetOptions{})
 			return err == nil && cm.Data["names"] == names && cm.Annotations[TermAnnotation] == fmt.Sprint(term)
 		})
 	}
 	label("a")
-	rs := []*replica{start(t, env, "r0"), start(t, env, "r1"), start(t, env, "r2")}
+	var rs []*replica
+	for _, r := range batontest.NewReplicas(t, 3, env.Config()) {
+		rs = append(rs, start(t, env, r))
+	}
 	var first *replica
-	replicatest.WaitFor(t, 30*time.Second, "a leader", func() bool { first = leader(rs); return first != nil })
+	batontest.WaitFor(t, 30*time.Second, "a leader", func() bool { first = leader(rs); return first != nil })
 	term1 := first.Elector.Term()
 	summary("[a]", term1)
 	oldCtx := <-first.terms
 
-	first.lease.Cut() // it stops renewing; its process runs on
+	first.kit.Switch.Cut() // it stops renewing; its process runs on
 	var second *replica
-	replicatest.WaitFor(t, 30*time.Second, "a new leader", func() bool { second = leader(rs); return second != nil && second != first })
+	batontest.WaitFor(t, 30*time.Second, "a new leader", func() bool { second = leader(rs); return second != nil && second != first })
 	term2 := second.Elector.Term()
 	summary("[a]", term2) // the replayed inventory, written at once
 	label("b")
@@ -138,17 +122,17 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	if err := first.Writer.Write(oldCtx, &Inventory{Names: []string{"stale"}}); !errors.Is(err, ErrTermEnded) {
 		t.Fatalf("write in ended term %d: %v, want ErrTermEnded", term1, err)
 	}
-	first.lease.Heal()
+	first.kit.Switch.Heal()
 
-	second.stop(t) // graceful: releases the lease
+	second.kit.Stop(t) // graceful: releases the lease
 	var third *replica
-	replicatest.WaitFor(t, 30*time.Second, "a leader after the graceful stop", func() bool { third = leader(rs); return third != nil })
+	batontest.WaitFor(t, 30*time.Second, "a leader after the graceful stop", func() bool { third = leader(rs); return third != nil })
 	term3 := third.Elector.Term()
 	summary("[a b]", term3)
 	label("c")
 	summary("[a b c]", term3)
 	if st := first.Runtime.Status(); !st.Running {
-		t.Fatalf("%s stopped running after losing its term", first.name)
+		t.Fatalf("%s stopped running after losing its term", first.kit.Name)
 	}
 	if err := monitor.Err(); err != nil {
 		t.Fatal(err)

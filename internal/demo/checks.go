@@ -118,7 +118,7 @@ func (h *handover) firstRender() {
 			bad = append(bad, "a server for not-ready "+ip)
 		}
 	}
-	h.add("first render newest", len(bad) == 0, "want %s/g%d with %d servers: %s", short(want.ConfigVersion), gen, len(ready), strings.Join(bad, "; "))
+	h.add("first render newest", len(bad) == 0, "want %s/g%d with %s: %s", short(want.ConfigVersion), gen, count(len(ready), "server"), strings.Join(bad, "; "))
 }
 
 // published checks the published object: the new term's, of the newest

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-dev/baton/internal/demo"
+	"github.com/baton-dev/baton/internal/testseed"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -99,6 +100,22 @@ func TestRunPasses(t *testing.T) {
 		if !strings.Contains(summary.String(), "result: PASS") {
 			t.Errorf("summary:\n%s", summary.String())
 		}
+		checkLogOrder(t, out.String())
+		// A hang is reported from the term the fault hit, then the term the
+		// stuck replica led again, which it handed over from.
+		for _, f := range rep.Failovers {
+			if f.Fault == demo.FaultHang {
+				if f.FaultTerm == 0 || f.FaultTerm >= f.OldTerm {
+					t.Errorf("hang failover: fault term %d, handed over from %d", f.FaultTerm, f.OldTerm)
+				}
+				if want := fmt.Sprintf("%d→%d", f.FaultTerm, f.OldTerm); !strings.Contains(summary.String(), want) {
+					t.Errorf("summary lacks the hang's terms %q:\n%s", want, summary.String())
+				}
+			} else if f.FaultTerm != f.OldTerm {
+				t.Errorf("%s failover: fault term %d, handed over from %d", f.Fault, f.FaultTerm, f.OldTerm)
+			}
+		}
+		checkPausesEnd(t, rep)
 		// Terms: at least the first one and one per failover, each ended.
 		if len(rep.Terms) < 4 {
 			t.Errorf("%d terms recorded", len(rep.Terms))
@@ -114,7 +131,77 @@ func TestRunPasses(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkSVG(t, svg.Bytes(), len(rep.Terms))
+		for _, tr := range rep.Terms {
+			if !bytes.Contains(svg.Bytes(), fmt.Appendf(nil, ">t%d</text>", tr.Term)) {
+				t.Errorf("timeline: term %d has no label", tr.Term)
+			}
+		}
 	})
+}
+
+// checkLogOrder checks that every line of a term that a replica's runtime
+// logs (replays, term ready, publishes) comes after that term's "became
+// leader" line.
+func checkLogOrder(t *testing.T, log string) {
+	t.Helper()
+	became := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		i := strings.Index(line, "(term ")
+		if i < 0 {
+			continue
+		}
+		term := line[i : strings.IndexByte(line[i:], ')')+i+1]
+		switch {
+		case strings.Contains(line, " became leader "):
+			if became[term] {
+				t.Errorf("became leader twice %s: %s", term, line)
+			}
+			became[term] = true
+		case strings.Contains(line, " replayed its ") || strings.Contains(line, " published "):
+			if !became[term] {
+				t.Errorf("a line of %s before its \"became leader\" line: %s", term, line)
+			}
+		}
+	}
+}
+
+// checkPausesEnd checks that every pause of a finished run, of any replica,
+// has its resume mark, so the timeline draws no pause to the end of the run.
+func checkPausesEnd(t *testing.T, rep *demo.Report) {
+	t.Helper()
+	paused := map[string]int{}
+	for _, m := range rep.Marks {
+		switch m.Kind {
+		case demo.MarkPause:
+			paused[m.Replica]++
+		case demo.MarkResume:
+			paused[m.Replica]--
+		}
+	}
+	for replica, n := range paused {
+		if n != 0 {
+			t.Errorf("%s: %d pause marks without a resume mark", replica, n)
+		}
+	}
+	if len(paused) < 2 {
+		t.Errorf("pauses of %d replicas marked, want the hang's of every replica", len(paused))
+	}
+}
+
+// TestSeedRepeatsTheFirstLeader: runs of one seed start alike; baton-0
+// leads first, whichever replica would win a race.
+func TestSeedRepeatsTheFirstLeader(t *testing.T) {
+	for range 3 {
+		synctest.Test(t, func(t *testing.T) {
+			rep, err := demo.Run(context.Background(), options(func(o *demo.Options) { o.Replicas, o.Failovers = 5, 0 }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK() || len(rep.Terms) == 0 || rep.Terms[0].Replica != "baton-0" {
+				t.Fatalf("OK=%v, terms %+v; want baton-0 to lead first", rep.OK(), rep.Terms)
+			}
+		})
+	}
 }
 
 // checkSVG parses the timeline and counts its term bars.
@@ -403,40 +490,53 @@ func ExampleSchedule() {
 	// [pause hang kill release hang pause]
 }
 
+// interruptSeeds are the seeds TestInterruptedAtRandomMoments runs in CI:
+// each draws a run seed and the moment of the interruption.
+var interruptSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+
+// freshSeedsEnv names how many seeds drawn from the clock
+// TestInterruptedAtRandomMoments runs besides its fixed ones, for a soak;
+// unset in CI, so that a run never depends on the day.
+const freshSeedsEnv = "BATON_DEMO_FRESH_SEEDS"
+
 // TestInterruptedAtRandomMoments: wherever Ctrl-C falls, the run reports
-// INTERRUPTED and no failed check (or, if it came after the end, PASS). The moments are drawn from a seed
-// (BATON_DEMO_SEED replays one).
+// INTERRUPTED and no failed check (or, if it came after the end, PASS). Each
+// seed draws a run seed and a moment; BATON_SEED=N replays one seed, and
+// BATON_DEMO_FRESH_SEEDS=N adds N seeds drawn from the clock.
 func TestInterruptedAtRandomMoments(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BATON_DEMO_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("BATON_DEMO_SEED: %v", err)
+	seeds := testseed.Seeds(t, interruptSeeds...)
+	if s := os.Getenv(freshSeedsEnv); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			t.Fatalf("%s=%q: want a count of seeds", freshSeedsEnv, s)
 		}
-		seed = v
+		for range n {
+			seeds = append(seeds, rand.Uint64())
+		}
 	}
-	rng := rand.New(rand.NewPCG(seed, 0))
-	o := demo.DefaultOptions()
-	total := o.Estimate()
-	for range 12 {
+	total := demo.DefaultOptions().Estimate()
+	for _, seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 0))
 		runSeed := rng.Uint64N(1000)
 		after := time.Duration(rng.Int64N(int64(total)))
-		synctest.Test(t, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), after)
-			defer cancel()
-			rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Seed = runSeed }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var s bytes.Buffer
-			if err := rep.WriteSummary(&s); err != nil {
-				t.Fatal(err)
-			}
-			// A run that ended before the moment passed; one cut short
-			// says so and reports no failure.
-			if rep.Interrupted == rep.OK() || strings.Contains(s.String(), "FAIL") {
-				t.Errorf("BATON_DEMO_SEED=%d: run seed %d interrupted after %v: Interrupted=%v OK=%v\n%s", seed, runSeed, after, rep.Interrupted, rep.OK(), s.String())
-			}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), after)
+				defer cancel()
+				rep, err := demo.Run(ctx, options(func(o *demo.Options) { o.Seed = runSeed }))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var s bytes.Buffer
+				if err := rep.WriteSummary(&s); err != nil {
+					t.Fatal(err)
+				}
+				// A run that ended before the moment passed; one cut short
+				// says so and reports no failure.
+				if rep.Interrupted == rep.OK() || strings.Contains(s.String(), "FAIL") {
+					t.Errorf("%s=%d: run seed %d interrupted after %v: Interrupted=%v OK=%v\n%s", testseed.Env, seed, runSeed, after, rep.Interrupted, rep.OK(), s.String())
+				}
+			})
 		})
 	}
 }

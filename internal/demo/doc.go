@@ -6,7 +6,9 @@
 //
 // # What a run does
 //
-// Run starts Options.Replicas replicas and waits for a first leader. Then,
+// Run starts Options.Replicas replicas, the first alone until it leads (so
+// that runs of one seed start alike; who wins each later race for the lease
+// is up to timing, as in a cluster). Then,
 // for each of Options.Failovers failovers, it lets the leader lead for
 // Options.Dwell while the pods change, changes the configuration and the
 // pods again and waits until every replica's all-replica side holds the

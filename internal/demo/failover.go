@@ -60,7 +60,7 @@ func (r *failoverRun) lead() string {
 		return "no leader"
 	}
 	r.old, r.oldTerm = old, oldTerm
-	r.f.From, r.f.OldTerm = old.id, oldTerm
+	r.f.From, r.f.FaultTerm, r.f.OldTerm = old.id, oldTerm, oldTerm
 	r.step("%s leads term %d; pods change under it", old.id, oldTerm)
 	if abort := r.worldChanged(e.changePods()); abort != "" {
 		return abort
@@ -154,12 +154,14 @@ func (r *failoverRun) newLeader() string {
 	f.To, f.NewTerm = nl.id, newTerm
 	f.ConfigVersion, f.PodGeneration = want.ConfigVersion, podGeneration(nl)
 	r.step("%s leads term %d; checking", nl.id, newTerm)
-	// The first render, and the object published from it (a term may first
-	// publish only a status, before its first render).
+	// The term-ready report, the first render, and the object published
+	// from it (a term may first publish only a status, before its first
+	// render). Why wait for the report: the runtime's Status says the term
+	// is ready a moment before its OnTermReady hook has reported it.
 	e.waitFor(func() bool {
 		t, ok := e.rec.term(newTerm, e.incarnations())
 		p, err := e.published()
-		return ok && t.FirstRender != nil && err == nil && p.Term == newTerm &&
+		return ok && !t.Ready.IsZero() && t.FirstRender != nil && err == nil && p.Term == newTerm &&
 			p.ConfigVersion == want.ConfigVersion && p.PodGeneration == f.PodGeneration
 	})
 	f.Checks = append(f.Checks, e.checkNewLeader(f, r.old, nl, want)...)

@@ -74,12 +74,14 @@ func (r *failoverRun) hang() string {
 	old.gate.pause()
 	_, between, ok := e.waitLeader(r.oldTerm)
 	old.gate.resume()
+	e.rec.mark(Mark{At: time.Now(), Kind: MarkResume, Replica: old.id, Term: r.oldTerm, Text: "resumed"})
 	if !ok {
 		r.fail("leader while stuck", "no other leader above term %d within %v", r.oldTerm, o.StepTimeout)
 		return "no leader"
 	}
 	others := e.liveNodes(old)
 	for _, n := range others {
+		e.rec.mark(Mark{At: time.Now(), Kind: MarkPause, Replica: n.id, Text: "paused until " + old.id + " leads again"})
 		n.gate.pause()
 	}
 	e.view.logf("failover %d: %s resumed with %q still running from term %d; the others paused until it leads again",
@@ -92,6 +94,7 @@ func (r *failoverRun) hang() string {
 	})
 	for _, n := range others {
 		n.gate.resume()
+		e.rec.mark(Mark{At: time.Now(), Kind: MarkResume, Replica: n.id, Text: "resumed"})
 	}
 	if stuckTerm <= between {
 		r.fail("stuck replica leads again", "%s did not lead again within %v", old.id, o.StepTimeout)
@@ -127,6 +130,6 @@ func (r *failoverRun) recoverHang() {
 	old.stall.unblock()
 	healthy := e.waitFor(func() bool { return old.r.Healthy() == nil })
 	r.f.Checks = append(r.f.Checks,
-		check("stuck leader resigned", resigned == 1, "%s asked to step down %d times in this failover, want 1", old.id, resigned),
+		check("stuck leader resigned", resigned == 1, "%s asked to step down %s in this failover, want once", old.id, count(int(resigned), "time")),
 		check("unblocked replica healthy", healthy, "%s still unhealthy: %v", old.id, old.r.Healthy()))
 }

@@ -82,7 +82,8 @@ type OptionError struct {
 	// Election, when set, is the election's own error about one of its
 	// durations (LeaseDuration, RenewDeadline, RetryPeriod: Options names
 	// them as the election's Config does). Problem is then its reason,
-	// which states the value; Value and Other are unset.
+	// which states the value (for a lease above the election's maximum,
+	// the demo's own, lower, maximum instead); Value and Other are unset.
 	Election *k8sle.ConfigError
 }
 
@@ -182,7 +183,13 @@ func (o Options) Check() error {
 				errs = append(errs, e)
 				continue
 			}
-			errs = append(errs, &OptionError{Field: ce.Field, Problem: ce.Reason, Election: ce})
+			problem := ce.Reason
+			if ce.Field == "LeaseDuration" && o.LeaseDuration > k8sle.MaxLeaseDuration {
+				// The election's limit (1h) is not the one that binds here:
+				// name the demo's.
+				problem = fmt.Sprintf("lease duration %v is above %v, the demo's maximum: each kill or pause waits the lease out", o.LeaseDuration, MaxLeaseDuration)
+			}
+			errs = append(errs, &OptionError{Field: ce.Field, Problem: problem, Election: ce})
 			leaseNamed = leaseNamed || ce.Field == "LeaseDuration"
 		}
 	}

@@ -94,10 +94,12 @@ type recorder struct {
 	ctxEnds map[uint64]time.Time // when each term's context ended
 	marks   []Mark
 	dropped uint64
+	// announced holds the terms whose "became leader" line was logged.
+	announced map[uint64]bool
 }
 
 func newRecorder(log func(string, ...any)) *recorder {
-	return &recorder{log: log, terms: map[uint64]*TermRecord{}, ctxEnds: map[uint64]time.Time{}}
+	return &recorder{log: log, terms: map[uint64]*TermRecord{}, ctxEnds: map[uint64]time.Time{}, announced: map[uint64]bool{}}
 }
 
 // termLocked returns the record of term, creating it.
@@ -108,6 +110,23 @@ func (r *recorder) termLocked(term uint64, inc *incarnation) *TermRecord {
 		r.terms[term] = t
 	}
 	return t
+}
+
+// announce logs that inc became leader of term, once per term, whichever
+// comes first: the BecameLeaderEvent on the observer's subscription, or a
+// hook of the term's runtime (a replay, term-ready, a publish), which runs
+// on goroutines of its own and may come before the observer got the event.
+// Why log under mu: the line must be queued before the line of the hook
+// that calls announce, and before another goroutine's line of the term;
+// r.log never blocks (it queues or drops), so holding mu across it is safe.
+func (r *recorder) announce(inc *incarnation, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if term == 0 || r.announced[term] {
+		return
+	}
+	r.announced[term] = true
+	r.log("%s became leader (term %d)", inc.replica, term)
 }
 
 func (r *recorder) mark(m Mark) {
@@ -179,6 +198,7 @@ func (r *recorder) replayed(inc *incarnation, term uint64, name string, ok bool)
 		t.Replays = append(t.Replays, now)
 	}
 	r.mu.Unlock()
+	r.announce(inc, term)
 	if ok {
 		r.log("%s replayed its %s state to its leader-only components (term %d)", inc.replica, name, term)
 	} else {
@@ -191,6 +211,7 @@ func (r *recorder) termReady(inc *incarnation, rep lifecycle.TermReport) {
 	t := r.termLocked(rep.Term, inc)
 	t.Ready, t.ReadyLatency = rep.Ready, rep.Latency
 	r.mu.Unlock()
+	r.announce(inc, rep.Term)
 	r.log("%s term %d ready: every leader-only component holds its state, %v after the lease was acquired",
 		inc.replica, rep.Term, rep.Latency)
 }
@@ -212,6 +233,7 @@ func (r *recorder) published(inc *incarnation, rep configpublisher.WriteReport) 
 		t.FirstPublish, t.PublishAt = &p, now
 	}
 	r.mu.Unlock()
+	r.announce(inc, rep.Term)
 	status := string(p.Status)
 	if len(p.Reasons) > 0 {
 		status += " (" + strings.Join(p.Reasons, "; ") + ")"
@@ -226,7 +248,7 @@ func (r *recorder) observe(inc *incarnation, ev busevents.Event) {
 		r.mu.Lock()
 		r.termLocked(e.Term, inc).Acquired = e.Timestamp()
 		r.mu.Unlock()
-		r.log("%s became leader (term %d)", inc.replica, e.Term)
+		r.announce(inc, e.Term)
 	case *events.LostLeadershipEvent:
 		r.mu.Lock()
 		r.termLocked(e.Term, inc).LostReason = e.Reason
@@ -352,7 +374,7 @@ func renderSummary(out string) string {
 			servers = append(servers, strings.TrimPrefix(f[1], podNamespace+".")+" "+f[2])
 		}
 	}
-	return fmt.Sprintf("maxconn %s; %d servers: %s", maxConn, len(servers), strings.Join(servers, ", "))
+	return fmt.Sprintf("maxconn %s; %s: %s", maxConn, count(len(servers), "server"), strings.Join(servers, ", "))
 }
 
 // short abbreviates a configuration version for display.

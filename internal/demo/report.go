@@ -25,10 +25,14 @@ type Failover struct {
 	// an invalid one.
 	InvalidConfig bool
 	From          string
-	OldTerm       uint64
-	To            string
-	NewTerm       uint64
-	FaultAt       time.Time
+	// FaultTerm is the term the fault hit. OldTerm is the term handed over
+	// from: the same, but for a hang, where it is the later term the stuck
+	// replica led again without its component, and resigned.
+	FaultTerm uint64
+	OldTerm   uint64
+	To        string
+	NewTerm   uint64
+	FaultAt   time.Time
 	// Handover runs from the fault to the sending of the new leader's
 	// acquiring write; Gap from the end of the old term to it.
 	Handover, Gap time.Duration
@@ -71,10 +75,10 @@ func (f Failover) passed() (n int) {
 // line is the one-line account printed after the failover.
 func (f Failover) line(total int) string {
 	if f.Interrupted {
-		return fmt.Sprintf("failover %d/%d (%s %s, term %d): interrupted", f.N, total, f.Fault, dash(f.From), f.OldTerm)
+		return fmt.Sprintf("failover %d/%d (%s %s, %s): interrupted", f.N, total, f.Fault, dash(f.From), f.terms())
 	}
 	if f.To == "" {
-		return fmt.Sprintf("failover %d/%d (%s %s, term %d): FAILED: %s", f.N, total, f.Fault, f.From, f.OldTerm, failedChecks(f.Checks))
+		return fmt.Sprintf("failover %d/%d (%s %s, %s): FAILED: %s", f.N, total, f.Fault, f.From, f.terms(), failedChecks(f.Checks))
 	}
 	newest := "newest"
 	if !f.Newest {
@@ -83,13 +87,31 @@ func (f Failover) line(total int) string {
 	if f.InvalidConfig {
 		newest += " (last valid config kept, invalid one reported)"
 	}
-	s := fmt.Sprintf("failover %d/%d: %s %s (term %d) -> %s leads term %d: lease acquired %v after the fault, term ready %v after that, first render after %v; state %s: config %s, pods g%d; term %d > %d; no overlap; old term fenced: %v; %d/%d checks passed",
-		f.N, total, f.Fault, f.From, f.OldTerm, f.To, f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
+	s := fmt.Sprintf("failover %d/%d: %s %s (%s) -> %s leads term %d: lease acquired %v after the fault, term ready %v after that, first render after %v; state %s: config %s, pods g%d; term %d > %d; no overlap; old term fenced: %v; %d/%d checks passed",
+		f.N, total, f.Fault, f.From, f.terms(), f.To, f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
 		newest, short(f.ConfigVersion), f.PodGeneration, f.NewTerm, f.OldTerm, f.Fenced, f.passed(), len(f.Checks))
 	if !f.OK() {
 		s += "; FAILED: " + failedChecks(f.Checks)
 	}
 	return s
+}
+
+// terms names the term the fault hit and, after a hang, the term handed
+// over from.
+func (f Failover) terms() string {
+	if f.OldTerm != f.FaultTerm && f.OldTerm != 0 {
+		return fmt.Sprintf("term %d, stuck in term %d", f.FaultTerm, f.OldTerm)
+	}
+	return fmt.Sprintf("term %d", f.FaultTerm)
+}
+
+// termColumn is the table's FROM TERM: the term the fault hit, and after a
+// hang the term handed over from.
+func (f Failover) termColumn() string {
+	if f.OldTerm != f.FaultTerm && f.OldTerm != 0 {
+		return fmt.Sprintf("%d→%d", f.FaultTerm, f.OldTerm)
+	}
+	return fmt.Sprint(f.FaultTerm)
 }
 
 func failedChecks(cs []Check) string {
@@ -163,8 +185,8 @@ func (r *Report) verdict() string {
 func (r *Report) WriteSummary(w io.Writer) error {
 	var b strings.Builder
 	o := r.Options
-	fmt.Fprintf(&b, "\nSUMMARY  %d replicas · %d failovers · lease %v / renew %v / retry %v · seed %d · %v\n\n",
-		o.Replicas, o.Failovers, o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, round(r.Duration))
+	fmt.Fprintf(&b, "\nSUMMARY  %d replicas · %s · lease %v / renew %v / retry %v · seed %d · %v\n\n",
+		o.Replicas, count(o.Failovers, "failover"), o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, round(r.Duration))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "#\tFAULT\tFROM\tTERM\tTO\tTERM\tHANDOVER\tTERM-READY\t1ST RENDER\tNEWEST STATE\tOLD TERM FENCED\tCHECKS\t")
 	var ready []time.Duration
@@ -174,11 +196,11 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			fault += "*"
 		}
 		if f.Interrupted {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t-\t-\t-\t-\t-\t-\t-\tinterrupted\t\n", f.N, fault, dash(f.From), f.OldTerm)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t-\tinterrupted\t\n", f.N, fault, dash(f.From), f.termColumn())
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%d/%d\t\n",
-			f.N, fault, f.From, f.OldTerm, dash(f.To), f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%v\t%v\t%v\t%s\t%s\t%d/%d\t\n",
+			f.N, fault, f.From, f.termColumn(), dash(f.To), f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
 			yes(f.Newest), yes(f.Fenced), f.passed(), len(f.Checks))
 		if f.To != "" {
 			ready = append(ready, f.TermReady)
@@ -193,10 +215,16 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			break
 		}
 	}
+	for _, f := range r.Failovers {
+		if f.OldTerm != f.FaultTerm && f.OldTerm != 0 {
+			b.WriteString("\nhang: FROM TERM is the term the fault hit, then the term the stuck replica led again without its component; the hand-over is from that one\n")
+			break
+		}
+	}
 	b.WriteString("\nhandover: from the fault to the new leader's acquiring write; term-ready: from the lease's acquisition to every\nleader-only component holding the replayed state; 1st render: from the acquisition to the term's first TemplateRenderedEvent.\nterm: " + TermExplained + ".\n")
 	if len(ready) > 0 {
 		slices.Sort(ready)
-		fmt.Fprintf(&b, "term-ready after lease acquired: median %v, max %v over %d failovers\n", ready[len(ready)/2], ready[len(ready)-1], len(ready))
+		fmt.Fprintf(&b, "term-ready after lease acquired: median %v, max %v over %s\n", ready[len(ready)/2], ready[len(ready)-1], count(len(ready), "failover"))
 	}
 	b.WriteString("\n")
 	for _, c := range r.Global {
@@ -221,7 +249,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		if done > 0 && r.Failovers[done-1].Interrupted {
 			done--
 		}
-		fmt.Fprintf(&b, "interrupted after %d of %d failovers; the report covers the run so far\n", done, r.Options.Failovers)
+		fmt.Fprintf(&b, "interrupted after %d of %s; the report covers the run so far\n", done, count(r.Options.Failovers, "failover"))
 	}
 	if r.LostLogLines > 0 {
 		fmt.Fprintf(&b, "(%d log lines were dropped: the output fell behind)\n", r.LostLogLines)
@@ -262,4 +290,20 @@ func round(d time.Duration) time.Duration {
 		return d.Round(10 * time.Microsecond)
 	}
 	return d
+}
+
+// count says n of a noun, in the singular for one: "1 server", "3 servers".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// about says how long a run is estimated to take, to the second.
+func about(d time.Duration) string {
+	if d < time.Second {
+		return "under a second"
+	}
+	return "about " + d.Round(time.Second).String()
 }

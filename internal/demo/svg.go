@@ -85,8 +85,8 @@ func (s *svg) header() {
 		svgWidth, height, svgWidth, height)
 	s.p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	passed, total := r.Checks()
-	s.p(`<text x="%d" y="24" font-size="16" font-weight="bold">Baton demo: %d replicas, %d failovers, seed %d: %s (%d/%d checks)</text>`+"\n",
-		svgLeft, r.Options.Replicas, len(r.Failovers), r.Options.Seed, r.verdict(), passed, total)
+	s.p(`<text x="%d" y="24" font-size="16" font-weight="bold">Baton demo: %d replicas, %s, seed %d: %s (%d/%d checks)</text>`+"\n",
+		svgLeft, r.Options.Replicas, count(len(r.Failovers), "failover"), r.Options.Seed, r.verdict(), passed, total)
 	s.p(`<text x="%d" y="44" fill="#555">lease %v / renew %v / retry %v; a bar is a term, from its acquiring write to the end of its term context</text>`+"\n",
 		svgLeft, r.Options.LeaseDuration, r.Options.RenewDeadline, r.Options.RetryPeriod)
 }
@@ -121,8 +121,8 @@ func (s *svg) pauses() {
 			}
 		}
 		y := s.rowY(m.Replica)
-		s.p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="#bbb" fill-opacity="0.45" stroke="#888" stroke-dasharray="3,2"><title>%s paused (store calls hang)</title></rect>`+"\n",
-			s.x(m.At), y+4, math.Max(s.x(until)-s.x(m.At), 1), svgRowH-8, html.EscapeString(m.Replica))
+		s.p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="#bbb" fill-opacity="0.45" stroke="#888" stroke-dasharray="3,2"><title>%s %s (store calls hang)</title></rect>`+"\n",
+			s.x(m.At), y+4, math.Max(s.x(until)-s.x(m.At), 1), svgRowH-8, html.EscapeString(m.Replica), html.EscapeString(m.Text))
 	}
 }
 
@@ -145,8 +145,11 @@ func (s *svg) term(i int, t TermRecord) {
 	}
 	s.p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%d" rx="3" fill="%s"><title>%s</title></rect>`+"\n",
 		x0, y, wd, svgBarH, termColors[i%len(termColors)], esc(title))
+	// The label goes inside a bar wide enough for it, else just after it.
 	if wd > 34 {
 		s.p(`<text x="%.1f" y="%.1f" fill="white" font-weight="bold">t%d</text>`+"\n", x0+4, y+svgBarH/2+4, t.Term)
+	} else {
+		s.p(`<text x="%.1f" y="%.1f" fill="#333" font-size="10" font-weight="bold">t%d</text>`+"\n", x0+wd+2, y+svgBarH/2+4, t.Term)
 	}
 	// The marks of a term's start are simultaneous at this scale: the ready
 	// mark goes above the bar, the replays and the first render below it,

@@ -135,8 +135,8 @@ func bold(s string) string { return "\x1b[1m" + s + "\x1b[0m" }
 func (e *engine) frame() []string {
 	o := e.opts
 	lines := []string{
-		bold("Baton demo") + fmt.Sprintf("  %d replicas · %d failovers · lease %v / renew %v / retry %v · seed %d · %s of about %v",
-			o.Replicas, o.Failovers, o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, strings.TrimSpace(e.view.elapsed()), o.Estimate().Round(time.Second)),
+		bold("Baton demo") + fmt.Sprintf("  %d replicas · %s · lease %v / renew %v / retry %v · seed %d · %s of %s",
+			o.Replicas, count(o.Failovers, "failover"), o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.Seed, strings.TrimSpace(e.view.elapsed()), about(o.Estimate())),
 		"",
 		e.world.describe(),
 	}

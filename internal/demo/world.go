@@ -179,7 +179,7 @@ func (w *world) describe() string {
 	if n.Invalid {
 		cfg += ", newest document invalid"
 	}
-	return fmt.Sprintf("world      %s · %d pods, %d ready: %s", cfg, len(n.Pods), ready, strings.Join(names, ", "))
+	return fmt.Sprintf("world      %s · %s, %d ready: %s", cfg, count(len(n.Pods), "pod"), ready, strings.Join(names, ", "))
 }
 
 // readyIPs returns the IPs of the ready pods and of the others.

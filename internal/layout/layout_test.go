@@ -26,6 +26,7 @@ var core = []string{
 	"pkg/controller/metrics",
 	"pkg/termctx",
 	"pkg/integration/...",
+	"pkg/batontest",
 }
 
 // reference lists packages that must exist and must stay outside the core:
@@ -156,6 +157,34 @@ func TestExamplesUseOnlyTheCore(t *testing.T) {
 				t.Errorf("%s imports %s, which is not in the core", strings.TrimPrefix(pkg, module+"/"), strings.TrimPrefix(imp, module+"/"))
 			}
 		}
+	}
+}
+
+// TestExamplesTestsUseOnlyPublicPackages: a user copies an example with its test, so
+// the tests import nothing internal to this module either.
+func TestExamplesTestsUseOnlyPublicPackages(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(gobin, "list", "-f", "{{.ImportPath}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"/examples/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	tested := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 {
+			tested++
+		}
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, module+"/internal/") || (strings.HasPrefix(imp, module+"/") && !inCore(imp, core) && !strings.HasPrefix(imp, module+"/examples/")) {
+				t.Errorf("the tests of %s import %s, which a user cannot", strings.TrimPrefix(f[0], module+"/"), strings.TrimPrefix(imp, module+"/"))
+			}
+		}
+	}
+	if tested == 0 {
+		t.Error("no example has a test")
 	}
 }
 

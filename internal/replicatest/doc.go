@@ -1,10 +1,7 @@
-// Package replicatest holds helpers for tests that run several replicas of a controller
-// in one process against a real API server (internal/testenv): a switchable network
-// partition of one client, polling for a condition, and a monitor that checks that the
-// term stamps written on objects never go backwards.
+// Package replicatest is the name this repository's tests knew part of package
+// batontest by, before the kit was public: Partition is a batontest.Switch that only
+// cuts, Watch is batontest.WatchStamps, WaitFor is batontest.WaitFor.
 //
-// # Concurrency properties
-//
-// Partition and Monitor are safe for concurrent use; Monitor's watch runs in a
-// goroutine of its own that ends with the test (t.Cleanup waits for it).
+// Deprecated: use github.com/baton-dev/baton/pkg/batontest. This package remains only
+// until the tests that import it move; it adds nothing.
 package replicatest

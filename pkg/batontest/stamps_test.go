@@ -1,4 +1,4 @@
-package replicatest
+package batontest
 
 import (
 	"strings"
@@ -13,7 +13,7 @@ func stamped(ns, name, term string) *corev1.ConfigMap {
 }
 
 func TestMonitorFlagsAStampGoingBack(t *testing.T) {
-	m := &Monitor{annotation: "t", last: map[string]uint64{}}
+	m := &StampMonitor{annotation: "t", last: map[string]uint64{}}
 	m.observe(stamped("a", "x", "5"))
 	m.observe(stamped("a", "x", "5"))
 	m.observe(stamped("a", "y", "3")) // another object: its own history

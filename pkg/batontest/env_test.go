@@ -1,4 +1,4 @@
-package testenv
+package batontest
 
 import (
 	"context"
@@ -10,19 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
-}
-
 func TestStartServesLeasesAndSurvivesRestart(t *testing.T) {
-	env := Start(t)
+	env := StartEnv(t)
 	ctx := t.Context()
 	leases := env.Clientset().CoordinationV1().Leases("default")
 	holder := "a"
@@ -110,7 +105,7 @@ func TestAssetsDirMissingBinaries(t *testing.T) {
 	if !strings.Contains(err.Error(), "hack/test.sh") {
 		t.Fatalf("error %q does not tell to run hack/test.sh", err)
 	}
-	if _, err := New(); !errors.Is(err, ErrNoBinaries) {
+	if _, err := NewEnv(); !errors.Is(err, ErrNoBinaries) {
 		t.Fatalf("New with empty KUBEBUILDER_ASSETS = %v, want ErrNoBinaries", err)
 	}
 
@@ -162,7 +157,7 @@ func TestVersionsMatchTestenvScript(t *testing.T) {
 			t.Fatalf("hack/testenv.sh sets no %s", name)
 		}
 		if string(m[1]) != want {
-			t.Errorf("hack/testenv.sh %s=%s, testenv says %s", name, m[1], want)
+			t.Errorf("hack/testenv.sh %s=%s, batontest says %s", name, m[1], want)
 		}
 	}
 	if !strings.Contains(string(script), `baton/k8s-${kube_version}-etcd-${etcd_version}`) {
