@@ -358,7 +358,7 @@ func (h *history) checkGaps(t *testing.T, phase string, from time.Time, limit ti
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var worst time.Duration
+	var worst, settled time.Duration
 	moved := 0
 	for _, ended := range h.terms {
 		if ended.end.IsZero() || ended.end.Before(from) {
@@ -375,11 +375,12 @@ func (h *history) checkGaps(t *testing.T, phase string, from time.Time, limit ti
 		}
 		moved++
 		worst = max(worst, next.Sub(ended.end))
+		settled = max(settled, next.Sub(from))
 	}
 	if worst > limit {
 		t.Fatalf("%s: a shard went %v without owner, want at most %v", phase, worst, limit)
 	}
-	t.Logf("%s: %d shards moved, longest without owner %v", phase, moved, worst)
+	t.Logf("%s: %d shards moved, longest without owner %v, last owned again %v after the fault", phase, moved, worst, settled)
 }
 
 // checkAllEnded: once every replica stopped, no term is open.
