@@ -31,13 +31,13 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, s := ok, stores
 			tc.change(&c, &s)
-			_, err := sharding.New(c, s, sharding.Callbacks{}, nil)
+			_, err := sharding.NewWithStores(c, s, sharding.Callbacks{}, nil)
 			if !errors.Is(err, sharding.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: %v, want ErrInvalidConfig naming %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := sharding.New(ok, stores, sharding.Callbacks{}, nil); err != nil {
+	if _, err := sharding.NewWithStores(ok, stores, sharding.Callbacks{}, nil); err != nil {
 		t.Fatalf("New with a good config: %v", err)
 	}
 }

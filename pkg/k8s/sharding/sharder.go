@@ -89,7 +89,7 @@ func NewMemoryStores(shards int) Stores {
 }
 
 // Sharder runs one replica's part of a ring: its member Lease, and one elector per
-// shard, campaigning for the shards placement gives it. Create it with New; run it
+// shard, campaigning for the shards placement gives it. Create it with New or NewWithStores; run it
 // with Run. Its methods are safe for concurrent use.
 type Sharder struct {
 	config    Config
@@ -114,9 +114,9 @@ type Sharder struct {
 	handingOver map[int]bool   // shards with a hand-over under way
 }
 
-// New returns a Sharder for config's ring on stores. It returns an error wrapping
+// NewWithStores returns a Sharder for config's ring on stores (NewMemoryStores, or any). It returns an error wrapping
 // ErrInvalidConfig naming each bad field. A nil logger discards logs.
-func New(config Config, stores Stores, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
+func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -188,7 +188,7 @@ func New(config Config, stores Stores, callbacks Callbacks, logger *slog.Logger)
 		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) })
 		e, err := leaderelection.NewWithStore(leaderelection.Config{
 			Identity:        config.Identity,
-			LeaseName:       fmt.Sprintf("%s-shard-%d", config.Name, i),
+			LeaseName:       ShardLeaseName(config.Name, i),
 			LeaseNamespace:  config.Namespace,
 			LeaseDuration:   config.LeaseDuration,
 			RenewDeadline:   config.RenewDeadline,

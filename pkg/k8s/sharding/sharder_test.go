@@ -3,18 +3,15 @@ package sharding_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
-	"slices"
-	"sort"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
 )
 
 // Timing of the sharder tests: short, so histories are short in fake time.
@@ -35,7 +32,7 @@ const (
 // most LeaseDuration + 2·RetryPeriod after a crash.
 func TestSharderFaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHistory()
+		h := shardingtest.NewHistory(testShards)
 		stores := sharding.NewMemoryStores(testShards)
 		replicas := map[string]*replica{}
 		start := func(id string) { replicas[id] = startReplica(t, stores, id, h) }
@@ -49,31 +46,31 @@ func TestSharderFaults(t *testing.T) {
 			start(id)
 		}
 		time.Sleep(10 * time.Second)
-		h.checkBalanced(t, "start", "a", "b", "c")
+		h.CheckBalanced(t, "start", "a", "b", "c")
 
 		phase := time.Now()
 		start("d")
 		time.Sleep(5 * time.Second)
-		h.checkBalanced(t, "join of d", "a", "b", "c", "d")
-		h.checkGaps(t, "join of d", phase, handoverGap)
+		h.CheckBalanced(t, "join of d", "a", "b", "c", "d")
+		h.CheckGaps(t, "join of d", phase, handoverGap)
 
 		phase = time.Now()
 		replicas["b"].stop()
 		time.Sleep(5 * time.Second)
-		h.checkBalanced(t, "graceful leave of b", "a", "c", "d")
-		h.checkGaps(t, "graceful leave of b", phase, handoverGap)
+		h.CheckBalanced(t, "graceful leave of b", "a", "c", "d")
+		h.CheckGaps(t, "graceful leave of b", phase, handoverGap)
 
 		phase = time.Now()
 		replicas["c"].crash()
 		time.Sleep(4 * testLease)
-		h.checkBalanced(t, "crash of c", "a", "d")
-		h.checkGaps(t, "crash of c", phase, testLease+2*testRetry)
+		h.CheckBalanced(t, "crash of c", "a", "d")
+		h.CheckGaps(t, "crash of c", phase, testLease+2*testRetry)
 
 		for _, r := range replicas {
 			r.stop()
 		}
-		h.checkNoOverlap(t)
-		h.checkAllEnded(t)
+		h.CheckNoOverlap(t)
+		h.CheckAllEnded(t)
 		for _, r := range replicas {
 			if r.err != nil {
 				t.Errorf("Run of %s: %v", r.id, r.err)
@@ -92,7 +89,7 @@ type replica struct {
 	err     error
 }
 
-func startReplica(t *testing.T, shared sharding.Stores, id string, h *history) *replica {
+func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingtest.History) *replica {
 	t.Helper()
 	r := &replica{id: id, done: make(chan struct{}), down: make(chan struct{})}
 	stores := sharding.Stores{
@@ -103,20 +100,11 @@ func startReplica(t *testing.T, shared sharding.Stores, id string, h *history) *
 	if os.Getenv("BATON_SHARDING_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
 	}
-	s, err := sharding.New(sharding.Config{
+	s, err := sharding.NewWithStores(sharding.Config{
 		Identity: id, Name: "ring", Namespace: "default", Shards: testShards,
 		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
 	}, stores, sharding.Callbacks{
-		OnAcquired: func(ctx context.Context) {
-			st, ok := sharding.ShardTermFromContext(ctx)
-			if !ok {
-				t.Errorf("%s: OnAcquired's context carries no shard term", id)
-				return
-			}
-			h.acquired(st, id)
-			<-ctx.Done()
-			h.lost(st, id)
-		},
+		OnAcquired: h.OnAcquired(t, id),
 	}, logger)
 	if err != nil {
 		t.Fatal(err)
@@ -279,147 +267,4 @@ func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, er
 		}
 	}()
 	return out, nil
-}
-
-// history records every shard term as its OnAcquired saw it: from the call to the
-// end of its context.
-type history struct {
-	mu     sync.Mutex
-	open   map[int]map[string]time.Time // shard -> owner -> start
-	terms  []shardTermSpan
-	errors []string
-}
-
-type shardTermSpan struct {
-	shard      int
-	owner      string
-	term       uint64
-	start, end time.Time // end zero while open
-}
-
-func newHistory() *history { return &history{open: map[int]map[string]time.Time{}} }
-
-func (h *history) acquired(st sharding.ShardTerm, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := time.Now()
-	if others := h.open[st.Shard]; len(others) > 0 {
-		h.errors = append(h.errors, fmt.Sprintf("%v: shard %d taken by %s (term %d) while led by %v", now, st.Shard, id, st.Term, others))
-	}
-	if h.open[st.Shard] == nil {
-		h.open[st.Shard] = map[string]time.Time{}
-	}
-	h.open[st.Shard][id] = now
-	h.terms = append(h.terms, shardTermSpan{shard: st.Shard, owner: id, term: st.Term, start: now})
-}
-
-func (h *history) lost(st sharding.ShardTerm, id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.open[st.Shard], id)
-	for i := len(h.terms) - 1; i >= 0; i-- {
-		if h.terms[i].shard == st.Shard && h.terms[i].owner == id && h.terms[i].end.IsZero() {
-			h.terms[i].end = time.Now()
-			return
-		}
-	}
-}
-
-// checkBalanced: every shard has exactly one owner, one of members, and their shares
-// differ by at most one.
-func (h *history) checkBalanced(t *testing.T, after string, members ...string) {
-	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	count := map[string]int{}
-	for shard := range testShards {
-		var owners []string
-		for o := range h.open[shard] {
-			owners = append(owners, o)
-		}
-		if len(owners) != 1 || !slices.Contains(members, owners[0]) {
-			t.Fatalf("after %s: shard %d owned by %v, want one of %v", after, shard, owners, members)
-		}
-		count[owners[0]]++
-	}
-	lo, hi := testShards, 0
-	for _, m := range members {
-		lo, hi = min(lo, count[m]), max(hi, count[m])
-	}
-	if hi-lo > 1 {
-		t.Fatalf("after %s: shares %v, want within one shard", after, count)
-	}
-	t.Logf("after %s: shares %v", after, count)
-}
-
-// checkGaps: every shard whose term ended since from had its next term begin within
-// limit.
-func (h *history) checkGaps(t *testing.T, phase string, from time.Time, limit time.Duration) {
-	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var worst, settled time.Duration
-	moved := 0
-	for _, ended := range h.terms {
-		if ended.end.IsZero() || ended.end.Before(from) {
-			continue
-		}
-		next := time.Time{}
-		for _, s := range h.terms {
-			if s.shard == ended.shard && !s.start.Before(ended.end) && (next.IsZero() || s.start.Before(next)) {
-				next = s.start
-			}
-		}
-		if next.IsZero() {
-			t.Fatalf("%s: shard %d has no owner since %v", phase, ended.shard, ended.end)
-		}
-		moved++
-		worst = max(worst, next.Sub(ended.end))
-		settled = max(settled, next.Sub(from))
-	}
-	if worst > limit {
-		t.Fatalf("%s: a shard went %v without owner, want at most %v", phase, worst, limit)
-	}
-	t.Logf("%s: %d shards moved, longest without owner %v, last owned again %v after the fault", phase, moved, worst, settled)
-}
-
-// checkAllEnded: once every replica stopped, no term is open.
-func (h *history) checkAllEnded(t *testing.T) {
-	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, s := range h.terms {
-		if s.end.IsZero() {
-			t.Errorf("shard %d: %s's term %d still open after every replica stopped", s.shard, s.owner, s.term)
-		}
-	}
-}
-
-// checkNoOverlap: no two terms of a shard overlapped, and no term began while another
-// was open.
-func (h *history) checkNoOverlap(t *testing.T) {
-	t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, e := range h.errors {
-		t.Error(e)
-	}
-	byShard := map[int][]shardTermSpan{}
-	for _, s := range h.terms {
-		byShard[s.shard] = append(byShard[s.shard], s)
-	}
-	for shard, spans := range byShard {
-		sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
-		for i := 1; i < len(spans); i++ {
-			prev := spans[i-1]
-			if prev.end.IsZero() || spans[i].start.Before(prev.end) {
-				t.Errorf("shard %d: %s's term %d (from %v) began before %s's term %d ended (%v)",
-					shard, spans[i].owner, spans[i].term, spans[i].start, prev.owner, prev.term, prev.end)
-			}
-			if spans[i].term <= prev.term {
-				t.Errorf("shard %d: term %d after term %d", shard, spans[i].term, prev.term)
-			}
-		}
-	}
-	t.Logf("%d shard terms, none overlapping", len(h.terms))
 }
