@@ -186,7 +186,7 @@ func (h *History) CheckNoOverlap(t testing.TB) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range h.errors {
-		t.Error(e)
+		t.Errorf("%s", e)
 	}
 	byShard := map[int][]shardTermSpan{}
 	for _, s := range h.terms {
