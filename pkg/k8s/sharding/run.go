@@ -159,28 +159,29 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 	return true
 }
 
-// replace recomputes the live members and the placement over them at now.
+// replace recomputes the live members and the placement over them at now. Only
+// this goroutine changes leaving and live, so it computes the placement outside the
+// lock and only stores it under it.
 func (l *loop) replace(now time.Time) {
 	s := l.s
-	live := l.liveness.live(now)
 	s.mu.Lock()
-	if !s.leaving && !slices.Contains(live, s.config.Identity) {
+	leaving, prev := s.leaving, s.live
+	s.mu.Unlock()
+	live := l.liveness.live(now)
+	live = slices.DeleteFunc(live, func(id string) bool { return id == s.config.Identity })
+	if !leaving {
 		live = append(live, s.config.Identity)
 		slices.Sort(live)
 	}
-	if s.leaving {
-		live = slices.DeleteFunc(live, func(id string) bool { return id == s.config.Identity })
+	if slices.Equal(live, prev) {
+		return
 	}
-	changed := !slices.Equal(live, s.live)
-	if changed {
-		s.live, s.placement = live, Place(s.ring, live)
-	}
-	assigned := len(s.placement.Shards(s.config.Identity))
+	placement := Place(s.ring, live)
+	s.mu.Lock()
+	s.live, s.placement = live, placement
 	s.mu.Unlock()
-	if changed {
-		s.logger.Info("members changed", "members", live, "assigned", assigned)
-		l.rebalanceAt = now.Add(s.config.SettleDelay)
-	}
+	s.logger.Info("members changed", "members", live, "assigned", len(placement.Shards(s.config.Identity)))
+	l.rebalanceAt = now.Add(s.config.SettleDelay)
 }
 
 // renew writes this replica's member Lease.
