@@ -15,10 +15,11 @@ import (
 )
 
 const (
-	shards = 8
+	shards = 16
 	// A planned move (join, graceful leave) may leave a shard without owner this long
-	// at most: a release and a takeover on its watch event, on a loaded CI machine.
-	handoverGap = time.Second
+	// at most: a release and a takeover on its watch event, with room for a loaded CI
+	// machine (tens of milliseconds on an idle one; writes of a second under load).
+	handoverGap = 2 * time.Second
 )
 
 // TestThreeReplicasJoinAndLeave runs three replicas of a ring on a real API server,
@@ -94,7 +95,7 @@ func startReplica(t *testing.T, env *testenv.Env, id string, h *shardingtest.His
 	}
 	s, err := sharding.New(sharding.Config{
 		Identity: id, Name: "ring", Namespace: "default", Shards: shards,
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second,
 	}, clientset, sharding.Callbacks{OnAcquired: h.OnAcquired(t, id)}, logger)
 	if err != nil {
 		t.Fatal(err)

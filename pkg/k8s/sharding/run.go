@@ -187,7 +187,7 @@ func (l *loop) replace(now time.Time) {
 // renew writes this replica's member Lease.
 func (l *loop) renew(ctx context.Context) {
 	s := l.s
-	cctx, cancel := context.WithTimeout(ctx, s.config.RetryPeriod)
+	cctx, cancel := context.WithTimeout(ctx, s.config.RenewDeadline)
 	defer cancel()
 	if err := s.members.Renew(cctx, s.config.Identity, s.config.LeaseDuration); err != nil && ctx.Err() == nil {
 		s.logger.Warn("renewing member lease failed", "error", err)

@@ -134,14 +134,14 @@ func (h *History) CheckBalanced(tb testing.TB, after string, members ...string) 
 }
 
 // CheckGaps fails tb unless every shard whose term ended since from had its next term
-// begin within limit, and logs the longest gap and when the last shard was owned
-// again. It returns the longest gap.
+// begin within limit, and logs the median, 99th percentile and longest gap, and when
+// the last shard was owned again. It returns the longest gap.
 func (h *History) CheckGaps(t testing.TB, phase string, from time.Time, limit time.Duration) time.Duration {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var worst, settled time.Duration
-	moved := 0
+	var settled time.Duration
+	var gaps []time.Duration
 	for _, ended := range h.terms {
 		if ended.end.IsZero() || ended.end.Before(from) {
 			continue
@@ -155,14 +155,20 @@ func (h *History) CheckGaps(t testing.TB, phase string, from time.Time, limit ti
 		if next.IsZero() {
 			t.Fatalf("%s: shard %d has no owner since %v", phase, ended.shard, ended.end)
 		}
-		moved++
-		worst = max(worst, next.Sub(ended.end))
+		gaps = append(gaps, next.Sub(ended.end))
 		settled = max(settled, next.Sub(from))
 	}
+	if len(gaps) == 0 {
+		t.Logf("%s: no shard moved", phase)
+		return 0
+	}
+	slices.Sort(gaps)
+	worst := gaps[len(gaps)-1]
 	if worst > limit {
 		t.Fatalf("%s: a shard went %v without owner, want at most %v", phase, worst, limit)
 	}
-	t.Logf("%s: %d shards moved, longest without owner %v, last owned again %v after the fault", phase, moved, worst, settled)
+	t.Logf("%s: %d shards moved; without owner: median %v, p99 %v, longest %v; last owned again %v after the fault",
+		phase, len(gaps), gaps[len(gaps)/2], gaps[(len(gaps)*99)/100], worst, settled)
 	return worst
 }
 
