@@ -268,6 +268,7 @@ func (l *loop) rebalance(ctx context.Context) {
 		}
 	}
 	s.mu.Unlock()
+	slices.SortFunc(moves, func(a, b move) int { return a.shard - b.shard }) // the same order every run
 	for _, m := range moves {
 		l.handovers.Go(func() { l.handOver(ctx, m.shard, m.target) })
 	}

@@ -268,3 +268,39 @@ func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, er
 	}()
 	return out, nil
 }
+
+// TestSharderRollingRestart replaces each of 3 replicas in turn, as a rolling update
+// of a Deployment does (the new pod starts, then the old one leaves gracefully): no
+// shard is ever without owner for more than handoverGap, none has two owners, and
+// the new replicas end balanced.
+func TestSharderRollingRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := shardingtest.NewHistory(testShards)
+		stores := sharding.NewMemoryStores(testShards)
+		var all []*replica
+		defer func() {
+			for _, r := range all {
+				r.stop()
+			}
+		}()
+		for _, id := range []string{"a", "b", "c"} {
+			all = append(all, startReplica(t, stores, id, h))
+		}
+		time.Sleep(10 * time.Second)
+		h.CheckBalanced(t, "start", "a", "b", "c")
+		roll := time.Now()
+		for i, id := range []string{"a2", "b2", "c2"} {
+			all = append(all, startReplica(t, stores, id, h))
+			time.Sleep(3 * time.Second)
+			all[i].stop()
+			time.Sleep(3 * time.Second)
+		}
+		h.CheckBalanced(t, "rolling restart", "a2", "b2", "c2")
+		h.CheckGaps(t, "rolling restart", roll, handoverGap)
+		for _, r := range all {
+			r.stop()
+		}
+		h.CheckNoOverlap(t)
+		h.CheckAllEnded(t)
+	})
+}
