@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
 )
@@ -20,12 +21,17 @@ const (
 	// at most: a release and a takeover on its watch event, with room for a loaded CI
 	// machine (tens of milliseconds on an idle one; writes of a second under load).
 	handoverGap = 2 * time.Second
+
+	leaseDuration = 4 * time.Second
+	renewDeadline = 3 * time.Second
+	retryPeriod   = time.Second
 )
 
 // TestThreeReplicasJoinAndLeave runs three replicas of a ring on a real API server,
-// then a fourth joins and one leaves gracefully: every shard owned by one replica
-// and the shares within one shard after each, no shard ever led by two, and planned
-// moves that leave no shard without owner longer than handoverGap.
+// then a fourth joins, one leaves gracefully and one crashes: every shard owned by one
+// replica and the shares within one shard after each, no shard ever led by two,
+// planned moves that leave no shard without owner longer than handoverGap, and a
+// crashed replica's shards owned again about a LeaseDuration after the crash.
 func TestThreeReplicasJoinAndLeave(t *testing.T) {
 	env := testenv.Start(t)
 	h := shardingtest.NewHistory(shards)
@@ -51,6 +57,14 @@ func TestThreeReplicasJoinAndLeave(t *testing.T) {
 	replicas["b"].stop()
 	waitBalanced(t, h, "graceful leave of b", 15*time.Second, "a", "c", "d")
 	h.CheckGaps(t, "graceful leave of b", phase, handoverGap)
+
+	// A crash: c is cut off from the API server. Its shards are owned again when its
+	// Leases expire, a LeaseDuration after its last renew (plus a RetryPeriod for a
+	// retry, plus the load of a CI machine).
+	phase = time.Now()
+	close(replicas["c"].down)
+	waitBalanced(t, h, "crash of c", 30*time.Second, "a", "d")
+	h.CheckGaps(t, "crash of c", phase, leaseDuration+2*retryPeriod+handoverGap)
 
 	for _, r := range replicas {
 		r.stop()
@@ -81,6 +95,7 @@ func waitBalanced(t *testing.T, h *shardingtest.History, after string, timeout t
 type replica struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	down   chan struct{} // closing it cuts the replica off from the API server
 }
 
 func startReplica(t *testing.T, env *testenv.Env, id string, h *shardingtest.History) *replica {
@@ -93,15 +108,30 @@ func startReplica(t *testing.T, env *testenv.Env, id string, h *shardingtest.His
 	if os.Getenv("BATON_SHARDING_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", id)
 	}
-	s, err := sharding.New(sharding.Config{
+	members, err := sharding.NewKubeMembers(clientset, "default", "ring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{done: make(chan struct{}), down: make(chan struct{})}
+	stores := shardingtest.Cut(sharding.Stores{
+		Members: members,
+		Shard: func(i int) leaderelection.LeaseStore {
+			s, err := leaderelection.NewKubernetesStore(clientset, "default", sharding.ShardLeaseName("ring", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	}, r.down, 0)
+	s, err := sharding.NewWithStores(sharding.Config{
 		Identity: id, Name: "ring", Namespace: "default", Shards: shards,
-		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second,
-	}, clientset, sharding.Callbacks{OnAcquired: h.OnAcquired(t, id)}, logger)
+		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+	}, stores, sharding.Callbacks{OnAcquired: h.OnAcquired(t, id)}, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{cancel: cancel, done: make(chan struct{})}
+	r.cancel = cancel
 	go func() {
 		defer close(r.done)
 		if err := s.Run(ctx); err != nil {

@@ -96,9 +96,19 @@
 // for all of them before it returns. Owned, Assigned and Members are safe to call
 // from any goroutine. No lock is held while calling a callback or a store.
 //
+// Replicas that start at the same moment each see only themselves at first, so each
+// campaigns for every shard; the shard Leases give each shard one owner, and the
+// hand-overs balance them once the replicas see each other. A replica refused a
+// shard whose Lease does not exist yet (placement gave it to another member, which
+// has not created it) waits a LeaseDuration before it campaigns for it again, as the
+// elector does after any failed Create: it cannot tell the Lease was not created and
+// deleted meanwhile.
+//
 // # Testing
 //
 // NewMemoryStores gives the Leases of a ring in memory, for the replicas of one
 // process; everything runs in testing/synctest bubbles, where the timing runs on the
-// fake clock.
+// fake clock. Package shardingtest records the shard terms of a ring's replicas and
+// checks them (never two owners, balanced shares, time without owner), and cuts a
+// replica off from its stores to simulate a crash.
 package sharding

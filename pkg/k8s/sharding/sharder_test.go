@@ -2,14 +2,12 @@ package sharding_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
 )
@@ -92,10 +90,7 @@ type replica struct {
 func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingtest.History) *replica {
 	t.Helper()
 	r := &replica{id: id, done: make(chan struct{}), down: make(chan struct{})}
-	stores := sharding.Stores{
-		Shard:   func(i int) leaderelection.LeaseStore { return &cutLease{LeaseStore: shared.Shard(i), down: r.down} },
-		Members: &cutMembers{MemberStore: shared.Members, down: r.down, lag: memberLag},
-	}
+	stores := shardingtest.Cut(shared, r.down, memberLag)
 	var logger *slog.Logger
 	if os.Getenv("BATON_SHARDING_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
@@ -129,145 +124,6 @@ func (r *replica) stop() {
 // terms end by their renew deadline; the others take its shards when its Leases
 // expire.
 func (r *replica) crash() { close(r.down) }
-
-var errCrashed = errors.New("replica crashed")
-
-type cutLease struct {
-	leaderelection.LeaseStore
-	down chan struct{}
-}
-
-func isDown(down chan struct{}) bool {
-	select {
-	case <-down:
-		return true
-	default:
-		return false
-	}
-}
-
-func (c *cutLease) Get(ctx context.Context) (leaderelection.LeaseRecord, error) {
-	if isDown(c.down) {
-		return leaderelection.LeaseRecord{}, errCrashed
-	}
-	return c.LeaseStore.Get(ctx)
-}
-
-func (c *cutLease) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
-	if isDown(c.down) {
-		return leaderelection.LeaseRecord{}, errCrashed
-	}
-	return c.LeaseStore.Create(ctx, r)
-}
-
-func (c *cutLease) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
-	if isDown(c.down) {
-		return leaderelection.LeaseRecord{}, errCrashed
-	}
-	return c.LeaseStore.Update(ctx, r)
-}
-
-// Watch relays the store's watch until the replica crashes.
-func (c *cutLease) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
-	if isDown(c.down) {
-		return nil, errCrashed
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	in, err := c.LeaseStore.Watch(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan leaderelection.LeaseEvent)
-	go func() {
-		defer close(out)
-		defer func() {
-			cancel()
-			for range in {
-			}
-		}()
-		for {
-			select {
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- ev:
-				case <-c.down:
-					return
-				case <-ctx.Done():
-					return
-				}
-			case <-c.down:
-				return
-			}
-		}
-	}()
-	return out, nil
-}
-
-// cutMembers also delays every member event by lag, so that views of the members lag
-// behind the shard Leases, as on a real API server where the watches race.
-type cutMembers struct {
-	sharding.MemberStore
-	down chan struct{}
-	lag  time.Duration
-}
-
-func (c *cutMembers) Renew(ctx context.Context, id string, d time.Duration) error {
-	if isDown(c.down) {
-		return errCrashed
-	}
-	return c.MemberStore.Renew(ctx, id, d)
-}
-
-func (c *cutMembers) Leave(ctx context.Context, id string) error {
-	if isDown(c.down) {
-		return errCrashed
-	}
-	return c.MemberStore.Leave(ctx, id)
-}
-
-func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, error) {
-	if isDown(c.down) {
-		return nil, errCrashed
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	in, err := c.MemberStore.Watch(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan sharding.MemberEvent)
-	go func() {
-		defer close(out)
-		defer func() {
-			cancel()
-			for range in {
-			}
-		}()
-		for {
-			select {
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				time.Sleep(c.lag)
-				select {
-				case out <- ev:
-				case <-c.down:
-					return
-				case <-ctx.Done():
-					return
-				}
-			case <-c.down:
-				return
-			}
-		}
-	}()
-	return out, nil
-}
 
 // TestSharderRollingRestart replaces each of 3 replicas in turn, as a rolling update
 // of a Deployment does (the new pod starts, then the old one leaves gracefully): no
