@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
@@ -22,7 +23,8 @@ const recentRecords = 16
 type gate struct {
 	store    leaderelection.LeaseStore
 	self     string
-	mayTake  func() bool // whether placement gives this replica the shard now
+	mayTake  func() bool    // whether placement gives this replica the shard now
+	refused  *atomic.Uint64 // the sharder's count of refused writes
 	warmOnce sync.Once
 	warm     chan struct{} // closed when the elector has read its first watch event
 
@@ -33,8 +35,8 @@ type gate struct {
 
 var _ leaderelection.LeaseStore = (*gate)(nil)
 
-func newGate(store leaderelection.LeaseStore, self string, mayTake func() bool) *gate {
-	return &gate{store: store, self: self, mayTake: mayTake, warm: make(chan struct{})}
+func newGate(store leaderelection.LeaseStore, self string, mayTake func() bool, refused *atomic.Uint64) *gate {
+	return &gate{store: store, self: self, mayTake: mayTake, refused: refused, warm: make(chan struct{})}
 }
 
 func (g *gate) String() string { return g.store.String() }
@@ -49,6 +51,7 @@ func (g *gate) Get(ctx context.Context) (leaderelection.LeaseRecord, error) {
 
 func (g *gate) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
 	if r.HolderIdentity == g.self && !g.mayTake() {
+		g.refused.Add(1)
 		return leaderelection.LeaseRecord{}, fmt.Errorf("create %s: %w", g.store, ErrNotPlaced)
 	}
 	out, err := g.store.Create(ctx, r)
@@ -65,6 +68,7 @@ func (g *gate) Update(ctx context.Context, r leaderelection.LeaseRecord) (leader
 	if r.HolderIdentity == g.self && !g.mayTake() {
 		prev, ok := g.state(r.ResourceVersion)
 		if !ok || (prev.HolderIdentity != g.self && prev.PreferredHolder != g.self) {
+			g.refused.Add(1)
 			return leaderelection.LeaseRecord{}, fmt.Errorf("update %s: %w", g.store, ErrNotPlaced)
 		}
 	}

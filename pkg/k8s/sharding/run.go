@@ -286,10 +286,12 @@ func (l *loop) handOver(ctx context.Context, shard int, target string) {
 		s.kick()
 	}
 	if err != nil {
+		s.handOverFailures.Add(1)
 		s.logger.Info("hand-over failed", "shard", shard, "to", target, "error", err)
 		s.clock.AfterFunc(s.config.RetryPeriod, done)
 		return
 	}
+	s.handOvers.Add(1)
 	s.logger.Debug("handed over", "shard", shard, "to", target)
 	done()
 }

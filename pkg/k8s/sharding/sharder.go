@@ -101,6 +101,8 @@ type Sharder struct {
 	gates     []*gate
 	electors  []*leaderelection.Elector
 	started   atomic.Bool
+	// Counters of Stats.
+	refused, handOvers, handOverFailures atomic.Uint64
 	// kicks wakes Run's loop when a shard was acquired or a hand-over finished; room
 	// for one, so that a kick never blocks.
 	kicks chan struct{}
@@ -185,7 +187,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		if store == nil {
 			return nil, fmt.Errorf("%w: Stores.Shard(%d) is nil", ErrInvalidConfig, i)
 		}
-		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) })
+		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) }, &s.refused)
 		e, err := leaderelection.NewWithStore(leaderelection.Config{
 			Identity:        config.Identity,
 			LeaseName:       ShardLeaseName(config.Name, i),
@@ -255,6 +257,25 @@ func (s *Sharder) Members() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.live)
+}
+
+// Stats are counters of a Sharder since it was created, for metrics and tests.
+type Stats struct {
+	// HandOvers counts the shards this replica handed over to their owner in
+	// placement: two Lease writes each (its release, the new owner's takeover).
+	HandOvers uint64
+	// HandOverFailures counts the hand-overs that failed (the term had ended, the
+	// Lease was taken, a write failed); each is tried again after a RetryPeriod if the
+	// shard is still led here.
+	HandOverFailures uint64
+	// Refused counts the acquiring writes of this replica's electors held back because
+	// placement gives their shard to another member. They cost no request.
+	Refused uint64
+}
+
+// Stats returns the sharder's counters.
+func (s *Sharder) Stats() Stats {
+	return Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), Refused: s.refused.Load()}
 }
 
 // mayTake reports whether this replica may campaign for shard now.

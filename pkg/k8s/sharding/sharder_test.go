@@ -53,7 +53,11 @@ func TestSharderFaults(t *testing.T) {
 		h.CheckGaps(t, "join of d", phase, handoverGap)
 
 		phase = time.Now()
+		bLed := len(replicas["b"].sharder.Owned())
 		replicas["b"].stop()
+		if st := replicas["b"].sharder.Stats(); st.HandOvers < uint64(bLed) || st.HandOverFailures != 0 {
+			t.Errorf("b led %d shards when it left; its stats: %+v, want as many hand-overs and no failure", bLed, st)
+		}
 		time.Sleep(5 * time.Second)
 		h.CheckBalanced(t, "graceful leave of b", "a", "c", "d")
 		h.CheckGaps(t, "graceful leave of b", phase, handoverGap)
