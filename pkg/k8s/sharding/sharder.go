@@ -200,7 +200,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		}, g, leaderelection.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
-		}, s.logger.With("shard", i))
+		}, slog.New(quietRefusals{logger.Handler()}).With("ring", config.Name, "shard", i))
 		if err != nil {
 			return nil, fmt.Errorf("sharding: shard %d: %w", i, err)
 		}
@@ -313,6 +313,43 @@ func (s *Sharder) kick() {
 	case s.kicks <- struct{}{}:
 	default:
 	}
+}
+
+// quietRefusals logs at Debug the records of a shard's elector whose error is a
+// write the gate held back (ErrNotPlaced): expected whenever a shard placed
+// elsewhere is free, not a warning. (The elector names itself in its records.)
+type quietRefusals struct{ slog.Handler }
+
+func (h quietRefusals) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level > slog.LevelDebug && refusal(r) {
+		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		q := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool { q.AddAttrs(a); return true })
+		r = q
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietRefusals) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quietRefusals{h.Handler.WithAttrs(attrs)}
+}
+
+func (h quietRefusals) WithGroup(name string) slog.Handler {
+	return quietRefusals{h.Handler.WithGroup(name)}
+}
+
+// refusal reports whether an attribute of r is an error wrapping ErrNotPlaced.
+func refusal(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, ErrNotPlaced) {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // realClock is the Clock of the runtime.
