@@ -21,8 +21,9 @@
 // rendezvous (highest random weight) hashing with a fair-share cap. Shares differ by
 // at most one shard (at most ceil(S/N) each). A member that joins or leaves moves its
 // own share of shards and, because shares shrink or grow by one, a few more: on
-// average 2.6 beyond the minimum over the randomized test's histories, never more
-// than 2·ceil(S/N) beyond it (TestPlacementRandomized checks both).
+// average 2.1 beyond the minimum over the randomized test's 1000 joins and leaves
+// (rings of 16 to 300 shards, up to 17 members), never more than 2·ceil(S/N) beyond
+// it (TestPlacementRandomized checks the bound and logs the average).
 //
 // # Membership
 //
