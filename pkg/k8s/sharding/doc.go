@@ -1,0 +1,115 @@
+// Package sharding spreads the work of a controller over its replicas: every
+// replica leads a share of a fixed set of shards, each shard elected on its own
+// coordination.k8s.io/v1 Lease with Baton's elector (its own term, fencing and
+// hand-over). There is no extra component: no sharder Deployment, no webhook, no
+// CRD, no labels on objects. The replicas' own Leases are the whole state.
+//
+// # Ring
+//
+// A Ring divides the objects into S shards (DefaultShards, 64, unless told
+// otherwise; fixed for the life of a ring) by the 64-bit FNV-1a hash of the object's
+// UID, each shard a contiguous range of hashes: the function and the ranges of
+// Kubernetes' sharded list and watch (KEP-5866), so an API server with the
+// ShardedListAndWatch feature can send a replica only its shards' objects
+// (Ring.Selector), and a client without it can compute an object's shard itself
+// (Ring.ShardOf). Every UID is in exactly one shard.
+//
+// # Placement
+//
+// Place decides which member owns which shard, from the set of live members alone,
+// so every replica computes the same answer without talking to the others:
+// rendezvous (highest random weight) hashing with a fair-share cap. Shares differ by
+// at most one shard (at most ceil(S/N) each). A member that joins or leaves moves its
+// own share of shards and, because shares shrink or grow by one, a few more: on
+// average 2.1 beyond the minimum over the randomized test's 1000 joins and leaves
+// (rings of 16 to 300 shards, up to 17 members), never more than 2·ceil(S/N) beyond
+// it (TestPlacementRandomized checks the bound and logs the average).
+//
+// # Membership
+//
+// Each replica writes a member Lease of its own ("<ring>-member-<identity>") when it
+// joins, renews it every RetryPeriod, and deletes it when it leaves. Every replica
+// watches the ring's member Leases and counts a member live until LeaseDuration after
+// it last saw that member's Lease change, by its own clock, as the elector judges a
+// holder: clocks of different nodes need not agree. A replica always counts itself
+// while it runs.
+//
+// Why member Leases, and not the shard Leases' holders: a replica that just started
+// holds no shard, so nobody could see it to give it one. Why not one shared object
+// listing the members: every renew of every replica would conflict on it. One Lease
+// per replica is written by that replica alone (no conflicts), costs one write per
+// RetryPeriod, and expires by itself when the replica dies.
+//
+// Views may differ for a moment (one replica saw a change before another). That is
+// safe: membership and placement only decide who campaigns for a shard; who leads
+// it is decided by the shard's Lease alone, and two replicas that both campaign
+// get one term between them.
+//
+// # Shards and their terms
+//
+// A Sharder runs one replica's part: its member Lease and one elector per shard.
+// Every elector follows its shard's Lease (watches it, so it knows when the holder
+// stopped renewing), but it campaigns only while placement gives this replica the
+// shard: its acquiring writes are refused before they reach the API server
+// otherwise (ErrNotPlaced, which the elector logs and retries like any failed write),
+// except the takeover of a hand-over that names this replica. Renews and releases
+// always pass.
+//
+// A replica leading a shard that placement gives to another live member hands it
+// over with the elector's planned hand-over, SettleDelay after the members or its
+// shards last changed: its term ends, the release names the new owner, and the new
+// owner's elector takes the Lease on the release's watch event, milliseconds later.
+// Rebalancing writes only Leases, two writes per moved shard.
+//
+// Callbacks.OnAcquired runs for each term of a shard this replica leads, under the
+// shard's term context; ShardTermFromContext gives the shard and its term (the
+// fencing token of writes for that shard's objects), and the context ends when the
+// term does. Callbacks.OnLost runs once after each such term. Owned lists the shards
+// led now.
+//
+// # Joining, leaving and crashing
+//
+// A replica starting (Run) reads the members, starts its electors and waits until
+// each has seen its Lease, and only then writes its member Lease, so the others
+// never hand it a shard it is not yet watching. When Run's context ends it leaves:
+// it stops campaigning, deletes its member Lease, hands each shard it leads to its
+// owner in the placement without it, then stops (releasing any shard still held).
+// Its shard work keeps its term until that shard is handed over.
+//
+// A replica that crashes stops renewing: its shard terms end by their
+// RenewDeadline, the others see its member Lease expire and its shards' Leases
+// expire at about the same time, LeaseDuration after its last renew, and the shards'
+// new owners take them then (TestSharderFaults: all of them one LeaseDuration after
+// the crash).
+//
+// # Safety
+//
+// No shard has two leaders at once: that is the elector's guarantee for each shard
+// Lease, with its clock-rate tolerance and fencing terms (see leaderelection). This
+// package adds no rule that safety depends on; placement and membership decide only
+// who campaigns, and a wrong or stale view costs time, never a second leader.
+//
+// # Concurrency properties
+//
+// Run's goroutine keeps the view of the members and starts hand-overs; each shard's
+// elector runs in a goroutine of its own, and each hand-over too. OnAcquired runs on
+// the shard elector's leader goroutine, OnLost on its election goroutine. Run waits
+// for all of them before it returns. Owned, Assigned and Members are safe to call
+// from any goroutine. No lock is held while calling a callback or a store.
+//
+// Replicas that start at the same moment each see only themselves at first, so each
+// campaigns for every shard; the shard Leases give each shard one owner, and the
+// hand-overs balance them once the replicas see each other. A replica refused a
+// shard whose Lease does not exist yet (placement gave it to another member, which
+// has not created it) waits a LeaseDuration before it campaigns for it again, as the
+// elector does after any failed Create: it cannot tell the Lease was not created and
+// deleted meanwhile.
+//
+// # Testing
+//
+// NewMemoryStores gives the Leases of a ring in memory, for the replicas of one
+// process; everything runs in testing/synctest bubbles, where the timing runs on the
+// fake clock. Package shardingtest records the shard terms of a ring's replicas and
+// checks them (never two owners, balanced shares, time without owner), and cuts a
+// replica off from its stores to simulate a crash.
+package sharding

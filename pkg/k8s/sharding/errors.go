@@ -1,0 +1,22 @@
+package sharding
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap them, so test with errors.Is.
+var (
+	// ErrInvalidRing is wrapped by the errors of NewRing and of a ring's methods given
+	// a shard that is not in the ring.
+	ErrInvalidRing = errors.New("sharding: invalid ring")
+	// ErrNoShards is returned by Ring.Selector for an empty set of shards: the empty
+	// selector would select every object, the opposite of what an empty set means.
+	ErrNoShards = errors.New("sharding: no shards to select")
+	// ErrInvalidConfig is wrapped by every configuration error of New; the message
+	// names the offending field.
+	ErrInvalidConfig = errors.New("sharding: invalid config")
+	// ErrAlreadyStarted is returned by a second call of Sharder.Run.
+	ErrAlreadyStarted = errors.New("sharding: sharder already started")
+	// ErrNotPlaced is what a shard's elector gets, instead of a write to the API
+	// server, when it tries to acquire a shard that placement gives to another
+	// member (and that no hand-over names it for): it keeps following the shard.
+	ErrNotPlaced = errors.New("sharding: shard placed on another member")
+)

@@ -1,0 +1,67 @@
+package sharding_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+)
+
+// The selector of a replica's shards, for metav1.ListOptions.ShardSelector: adjacent
+// shards make one range.
+func ExampleRing_Selector() {
+	ring, _ := sharding.NewRing(8)
+	sel, _ := ring.Selector([]int{0, 1, 6})
+	fmt.Println(sel)
+	// Output:
+	// shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000') || shardRange(object.metadata.uid, '0xc000000000000000', '0xe000000000000000')
+}
+
+// A client computes an object's shard itself, as the API server does.
+func ExampleRing_ShardOf() {
+	ring, _ := sharding.NewRing(sharding.DefaultShards)
+	fmt.Println(ring.ShardOf("6f1c2c5e-7b1e-4a8e-9a4f-0d2c3e4f5a6b"))
+	// Output:
+	// 47
+}
+
+// One replica alone leads every shard of its ring; each shard's work runs under that
+// shard's term context.
+func ExampleSharder() {
+	stores := sharding.NewMemoryStores(4)
+	var mu sync.Mutex
+	led := map[int]bool{}
+	all := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := sharding.NewWithStores(sharding.Config{
+		Identity: "replica-0", Name: "ring", Namespace: "default", Shards: 4,
+	}, stores, sharding.Callbacks{
+		OnAcquired: func(ctx context.Context) {
+			t, _ := sharding.ShardTermFromContext(ctx)
+			mu.Lock()
+			led[t.Shard] = true
+			if len(led) == 4 {
+				close(all)
+			}
+			mu.Unlock()
+			<-ctx.Done() // the shard's work, until its term ends
+		},
+	}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	<-all
+	fmt.Println("leading", len(s.Owned()), "shards of", s.Ring().Shards())
+	cancel() // leave: nobody to hand over to, so the shards are released
+	fmt.Println("run:", <-done)
+	fmt.Println("leading after leaving:", len(s.Owned()))
+	// Output:
+	// leading 4 shards of 4
+	// run: <nil>
+	// leading after leaving: 0
+}

@@ -1,0 +1,242 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// RingLabel is the label of a ring's member Leases; its value is the ring's name.
+const RingLabel = "sharding.baton.dev/ring"
+
+// ShardLeaseName returns the name of shard's Lease in ring.
+func ShardLeaseName(ring string, shard int) string { return fmt.Sprintf("%s-shard-%d", ring, shard) }
+
+// MemberLeaseName returns the name of identity's member Lease in ring.
+func MemberLeaseName(ring, identity string) string { return ring + "-member-" + identity }
+
+// New returns a Sharder for config's ring on the Leases of config.Namespace, read and
+// written with clientset's typed client: the shard Leases "<Name>-shard-<i>" (with
+// the elector's KubeStore) and the member Leases "<Name>-member-<identity>",
+// labelled RingLabel=<Name> (KubeMembers). It needs get, list, watch, create, update
+// and delete on coordination.k8s.io leases in that namespace. Errors as
+// NewWithStores's.
+func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
+	if clientset == nil {
+		return nil, fmt.Errorf("%w: clientset: nil", ErrInvalidConfig)
+	}
+	members, err := NewKubeMembers(clientset, config.Namespace, config.Name)
+	if err != nil {
+		return nil, err
+	}
+	stores := Stores{
+		Members: members,
+		Shard: func(i int) leaderelection.LeaseStore {
+			s, err := leaderelection.NewKubernetesStore(clientset, config.Namespace, ShardLeaseName(config.Name, i))
+			if err != nil {
+				return nil // NewWithStores reports the nil store; the fields were checked above
+			}
+			return s
+		},
+	}
+	return NewWithStores(config, stores, callbacks, logger)
+}
+
+// KubeMembers is the MemberStore of a ring on Kubernetes: one Lease per member,
+// named "<ring>-member-<identity>", labelled RingLabel=<ring>, its holderIdentity the
+// member's identity. Safe for concurrent use.
+type KubeMembers struct {
+	leases coordinationclient.LeaseInterface
+	ring   string
+
+	// mu guards own.
+	mu  sync.Mutex
+	own map[string]*coordinationv1.Lease // the last write of each identity's lease, for the next renew
+}
+
+var _ MemberStore = (*KubeMembers)(nil)
+
+// NewKubeMembers returns the member store of ring in namespace. It returns an error
+// wrapping ErrInvalidConfig when clientset is nil or namespace or ring is empty.
+func NewKubeMembers(clientset kubernetes.Interface, namespace, ring string) (*KubeMembers, error) {
+	switch {
+	case clientset == nil:
+		return nil, fmt.Errorf("%w: clientset: nil", ErrInvalidConfig)
+	case namespace == "":
+		return nil, fmt.Errorf("%w: Namespace: empty", ErrInvalidConfig)
+	case ring == "":
+		return nil, fmt.Errorf("%w: Name: empty", ErrInvalidConfig)
+	}
+	return &KubeMembers{
+		leases: clientset.CoordinationV1().Leases(namespace),
+		ring:   ring,
+		own:    map[string]*coordinationv1.Lease{},
+	}, nil
+}
+
+// Renew updates identity's member lease on its last write, and when that fails (a
+// conflict, or the lease is gone) reads it and updates it, or creates it.
+func (k *KubeMembers) Renew(ctx context.Context, identity string, leaseDuration time.Duration) error {
+	k.mu.Lock()
+	last := k.own[identity]
+	k.mu.Unlock()
+	if last != nil {
+		if out, err := k.leases.Update(ctx, k.renewal(last, identity, leaseDuration), metav1.UpdateOptions{}); err == nil {
+			k.remember(identity, out)
+			return nil
+		} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("sharding: renew member lease of %s: %w", identity, err)
+		}
+	}
+	name := MemberLeaseName(k.ring, identity)
+	cur, err := k.leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		cur, err = k.leases.Create(ctx, k.renewal(fresh, identity, leaseDuration), metav1.CreateOptions{})
+	case err == nil:
+		cur, err = k.leases.Update(ctx, k.renewal(cur, identity, leaseDuration), metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("sharding: renew member lease of %s: %w", identity, err)
+	}
+	k.remember(identity, cur)
+	return nil
+}
+
+// renewal returns a copy of l renewed now by identity.
+func (k *KubeMembers) renewal(l *coordinationv1.Lease, identity string, leaseDuration time.Duration) *coordinationv1.Lease {
+	out := l.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	out.Labels[RingLabel] = k.ring
+	seconds := int32(leaseDuration.Round(time.Second) / time.Second)
+	now := metav1.NewMicroTime(time.Now())
+	out.Spec.HolderIdentity = &identity
+	out.Spec.LeaseDurationSeconds = &seconds
+	out.Spec.RenewTime = &now
+	if out.Spec.AcquireTime == nil {
+		out.Spec.AcquireTime = &now
+	}
+	return out
+}
+
+func (k *KubeMembers) remember(identity string, l *coordinationv1.Lease) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.own[identity] = l
+}
+
+// Leave deletes identity's member lease.
+func (k *KubeMembers) Leave(ctx context.Context, identity string) error {
+	k.mu.Lock()
+	delete(k.own, identity)
+	k.mu.Unlock()
+	err := k.leases.Delete(ctx, MemberLeaseName(k.ring, identity), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("sharding: delete member lease of %s: %w", identity, err)
+	}
+	return nil
+}
+
+// Watch lists the ring's member leases (by RingLabel) and watches them from the
+// list's resourceVersion, delivering every member after the list and after each
+// change, skipping to the latest when the reader is slow.
+func (k *KubeMembers) Watch(ctx context.Context) (<-chan MemberEvent, error) {
+	selector := RingLabel + "=" + k.ring
+	list, err := k.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("sharding: list member leases of %s: %w", k.ring, err)
+	}
+	w, err := k.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, fmt.Errorf("sharding: watch member leases of %s: %w", k.ring, err)
+	}
+	members := map[string]MemberLease{}
+	for i := range list.Items {
+		put(members, &list.Items[i])
+	}
+	slot := make(chan MemberEvent, 1) // the latest event not yet taken
+	offer := func(ev MemberEvent) {
+		select {
+		case <-slot:
+		default:
+		}
+		slot <- ev
+	}
+	offer(MemberEvent{Members: snapshot(members)})
+	out := make(chan MemberEvent)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		in := w.ResultChan()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-slot:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+				if ev.Err != nil {
+					return
+				}
+			case e, ok := <-in:
+				switch {
+				case !ok:
+					offer(MemberEvent{Err: fmt.Errorf("sharding: member watch of %s closed", k.ring)})
+					in = nil
+				case e.Type == watch.Error:
+					offer(MemberEvent{Err: fmt.Errorf("sharding: member watch of %s: %v", k.ring, apierrors.FromObject(e.Object))})
+					in = nil
+				case e.Type == watch.Deleted:
+					if l, ok := e.Object.(*coordinationv1.Lease); ok {
+						delete(members, l.Name)
+						offer(MemberEvent{Members: snapshot(members)})
+					}
+				case e.Type == watch.Added || e.Type == watch.Modified:
+					if l, ok := e.Object.(*coordinationv1.Lease); ok {
+						put(members, l)
+						offer(MemberEvent{Members: snapshot(members)})
+					}
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// put records l, keyed by its name, unless it has no holder.
+func put(members map[string]MemberLease, l *coordinationv1.Lease) {
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		delete(members, l.Name)
+		return
+	}
+	d := time.Duration(0)
+	if l.Spec.LeaseDurationSeconds != nil {
+		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion}
+}
+
+func snapshot(members map[string]MemberLease) []MemberLease {
+	out := make([]MemberLease, 0, len(members))
+	for _, m := range members {
+		out = append(out, m)
+	}
+	return out
+}

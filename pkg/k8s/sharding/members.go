@@ -1,0 +1,202 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// MemberLease is one replica's member Lease as a MemberStore reports it.
+type MemberLease struct {
+	// Identity is the replica's identity (its Lease's holderIdentity).
+	Identity string
+	// LeaseDuration is how long the others count the replica live after they saw its
+	// lease change last.
+	LeaseDuration time.Duration
+	// Version changes with every write of the lease (its resourceVersion).
+	Version string
+}
+
+// MemberEvent is one observation of a ring's member Leases.
+type MemberEvent struct {
+	// Members is every member Lease of the ring as of this event, in no order.
+	Members []MemberLease
+	// Err, when set, is why the watch broke: the event carries no members, and the
+	// store closes the channel after it.
+	Err error
+}
+
+// MemberStore keeps the member Leases of one ring: one per replica, which only that
+// replica writes. Implementations are safe for concurrent use. Stores in this
+// package: MemoryMembers.
+type MemberStore interface {
+	// Renew writes identity's member lease, creating it when absent, with a new
+	// Version every time.
+	Renew(ctx context.Context, identity string, leaseDuration time.Duration) error
+	// Leave deletes identity's member lease; nil when it is absent.
+	Leave(ctx context.Context, identity string) error
+	// Watch delivers every member lease of the ring at once, then again after every
+	// change; a store may skip to the latest. The store closes the channel when ctx
+	// ends or the watch breaks (after an event with Err set if it knows why); the
+	// caller then watches again.
+	Watch(ctx context.Context) (<-chan MemberEvent, error)
+}
+
+// MemoryMembers is an in-process MemberStore for the replicas of one process (tests,
+// demos). The zero value is not usable; call NewMemoryMembers.
+type MemoryMembers struct {
+	// mu guards the fields below.
+	mu       sync.Mutex
+	version  uint64
+	members  map[string]MemberLease
+	watchers map[chan MemberEvent]struct{}
+}
+
+var _ MemberStore = (*MemoryMembers)(nil)
+
+// NewMemoryMembers returns an empty MemoryMembers.
+func NewMemoryMembers() *MemoryMembers {
+	return &MemoryMembers{members: map[string]MemberLease{}, watchers: map[chan MemberEvent]struct{}{}}
+}
+
+// Renew creates or renews identity's member lease.
+func (m *MemoryMembers) Renew(ctx context.Context, identity string, leaseDuration time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if identity == "" {
+		return fmt.Errorf("%w: renew of a member with no identity", ErrInvalidConfig)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.version++
+	m.members[identity] = MemberLease{Identity: identity, LeaseDuration: leaseDuration, Version: strconv.FormatUint(m.version, 10)}
+	m.notifyLocked()
+	return nil
+}
+
+// Leave deletes identity's member lease.
+func (m *MemoryMembers) Leave(ctx context.Context, identity string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.members[identity]; ok {
+		delete(m.members, identity)
+		m.notifyLocked()
+	}
+	return nil
+}
+
+// Watch delivers the members now and after every change, skipping to the latest when
+// the reader is slow. The channel is closed when ctx ends.
+func (m *MemoryMembers) Watch(ctx context.Context) (<-chan MemberEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch := make(chan MemberEvent, 1)
+	m.mu.Lock()
+	m.watchers[ch] = struct{}{}
+	ch <- MemberEvent{Members: m.snapshotLocked()}
+	m.mu.Unlock()
+	out := make(chan MemberEvent)
+	// The relay hands the latest snapshot to the reader; writers only ever replace
+	// the one waiting in ch, so they never block.
+	go func() {
+		defer close(out)
+		defer func() {
+			m.mu.Lock()
+			delete(m.watchers, ch)
+			m.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-ch:
+				select {
+				case out <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (m *MemoryMembers) snapshotLocked() []MemberLease {
+	out := make([]MemberLease, 0, len(m.members))
+	for _, l := range m.members {
+		out = append(out, l)
+	}
+	return out
+}
+
+// notifyLocked puts the latest snapshot in every watcher's slot, replacing one not
+// yet taken.
+func (m *MemoryMembers) notifyLocked() {
+	for ch := range m.watchers {
+		select {
+		case <-ch:
+		default:
+		}
+		ch <- MemberEvent{Members: m.snapshotLocked()}
+	}
+}
+
+// liveness judges which members are live, by the local clock: a member is live from
+// when its lease was seen until its LeaseDuration after the lease last changed (a new
+// Version), as the elector judges a holder, so clocks of different nodes need not
+// agree. Owned by the sharder's loop; not safe for concurrent use.
+type liveness struct {
+	seen map[string]seenMember
+}
+
+type seenMember struct {
+	lease      MemberLease
+	observedAt time.Time
+}
+
+// observe takes a snapshot of the member leases seen at now.
+func (l *liveness) observe(now time.Time, members []MemberLease) {
+	next := make(map[string]seenMember, len(members))
+	for _, m := range members {
+		prev, ok := l.seen[m.Identity]
+		if ok && prev.lease.Version == m.Version {
+			next[m.Identity] = prev
+			continue
+		}
+		next[m.Identity] = seenMember{lease: m, observedAt: now}
+	}
+	l.seen = next
+}
+
+// live returns the identities live at now, sorted.
+func (l *liveness) live(now time.Time) []string {
+	var out []string
+	for id, m := range l.seen {
+		if now.Before(m.observedAt.Add(m.lease.LeaseDuration)) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// nextExpiry returns the earliest instant after now at which a live member expires.
+func (l *liveness) nextExpiry(now time.Time) (time.Time, bool) {
+	var at time.Time
+	ok := false
+	for _, m := range l.seen {
+		end := m.observedAt.Add(m.lease.LeaseDuration)
+		if end.After(now) && (!ok || end.Before(at)) {
+			at, ok = end, true
+		}
+	}
+	return at, ok
+}

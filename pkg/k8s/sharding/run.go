@@ -1,0 +1,316 @@
+package sharding
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Run runs this replica's part of the ring until ctx ends, then leaves gracefully,
+// and returns nil once it has left. In order:
+//
+//  1. It reads the member Leases, to see who runs already.
+//  2. It starts one elector per shard, each following its shard's Lease, and waits
+//     until every one has seen its Lease (so a hand-over to it is taken at once).
+//  3. It joins: it writes its member Lease and renews it every RetryPeriod. The
+//     others see it and hand it its shards.
+//  4. Until ctx ends, it keeps its view of the members and the placement over them,
+//     campaigns for the shards placement gives it (its electors take a shard when its
+//     Lease is free, expired, or handed over to it), and hands each shard it leads
+//     but placement gives to another live member over to that member, SettleDelay
+//     after the last change.
+//  5. When ctx ends it leaves: it stops campaigning, deletes its member Lease, hands
+//     every shard it leads to its owner in the placement without it, then stops its
+//     electors (which release any shard still held). Shard work keeps its term
+//     context until its shard is handed over.
+//
+// A second call returns ErrAlreadyStarted.
+func (s *Sharder) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	l := &loop{s: s}
+	// Electors run under their own context: after ctx ended they keep leading until
+	// their shards are handed over.
+	electorsCtx, stopElectors := context.WithCancel(context.WithoutCancel(ctx))
+	var electors sync.WaitGroup
+	defer func() {
+		stopElectors()
+		electors.Wait()
+		l.handovers.Wait()
+	}()
+
+	// 1. The members.
+	if !l.firstMembers(ctx) {
+		return nil
+	}
+	// 2. The electors, warm.
+	for _, e := range s.electors {
+		electors.Go(func() {
+			if err := e.Start(electorsCtx); err != nil {
+				s.logger.Warn("shard elector stopped", "error", err)
+			}
+		})
+	}
+	for _, g := range s.gates {
+		select {
+		case <-g.warm:
+		case <-ctx.Done():
+		}
+	}
+	// 3. Join, 4. run, 5. leave.
+	if ctx.Err() == nil {
+		l.renew(ctx)
+		s.logger.Info("joined", "members", s.Members())
+		l.run(ctx)
+	}
+	l.leave(ctx)
+	return nil
+}
+
+// loop is the state of Run's goroutine.
+type loop struct {
+	s         *Sharder
+	liveness  liveness
+	events    <-chan MemberEvent
+	stopWatch context.CancelFunc
+	watchAt   time.Time // when to watch the members again, while events is nil
+	renewAt   time.Time
+	// rebalanceAt is when to hand over the shards placed elsewhere; zero when nothing
+	// changed since the last time.
+	rebalanceAt time.Time
+	handovers   sync.WaitGroup
+}
+
+// firstMembers opens the member watch and takes its first event; it reports false
+// when ctx ended first.
+func (l *loop) firstMembers(ctx context.Context) bool {
+	for {
+		if l.events == nil {
+			l.watch(ctx)
+		}
+		if l.events != nil {
+			select {
+			case ev, ok := <-l.events:
+				if l.receive(ev, ok) {
+					return true
+				}
+				continue
+			case <-ctx.Done():
+				l.closeWatch()
+				return false
+			}
+		}
+		if !l.sleepUntil(ctx, l.watchAt) {
+			return false
+		}
+	}
+}
+
+// sleepUntil waits on the sharder's clock until at; false when ctx ended first.
+func (l *loop) sleepUntil(ctx context.Context, at time.Time) bool {
+	wake := make(chan struct{})
+	t := l.s.clock.AfterFunc(at.Sub(l.s.clock.Now()), func() { close(wake) })
+	defer t.Stop()
+	select {
+	case <-wake:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (l *loop) watch(ctx context.Context) {
+	wctx, cancel := context.WithCancel(ctx)
+	events, err := l.s.members.Watch(wctx)
+	if err != nil {
+		cancel()
+		l.s.logger.Warn("watching members failed", "error", err)
+		l.watchAt = l.s.clock.Now().Add(l.s.config.RetryPeriod)
+		return
+	}
+	l.events, l.stopWatch = events, cancel
+}
+
+func (l *loop) closeWatch() {
+	if l.stopWatch != nil {
+		l.stopWatch()
+		for range l.events { // until the store closes it
+		}
+	}
+	l.events, l.stopWatch = nil, nil
+}
+
+// receive takes one receive of the member watch; it reports whether it carried the
+// members.
+func (l *loop) receive(ev MemberEvent, ok bool) bool {
+	if !ok || ev.Err != nil {
+		if ev.Err != nil {
+			l.s.logger.Warn("member watch broke", "error", ev.Err)
+		}
+		l.closeWatch()
+		l.watchAt = l.s.clock.Now().Add(l.s.config.RetryPeriod)
+		return false
+	}
+	now := l.s.clock.Now()
+	l.liveness.observe(now, ev.Members)
+	l.replace(now)
+	return true
+}
+
+// replace recomputes the live members and the placement over them at now. Only
+// this goroutine changes leaving and live, so it computes the placement outside the
+// lock and only stores it under it.
+func (l *loop) replace(now time.Time) {
+	s := l.s
+	s.mu.Lock()
+	leaving, prev := s.leaving, s.live
+	s.mu.Unlock()
+	live := l.liveness.live(now)
+	live = slices.DeleteFunc(live, func(id string) bool { return id == s.config.Identity })
+	if !leaving {
+		live = append(live, s.config.Identity)
+		slices.Sort(live)
+	}
+	if slices.Equal(live, prev) {
+		return
+	}
+	placement := Place(s.ring, live)
+	s.mu.Lock()
+	s.live, s.placement = live, placement
+	s.mu.Unlock()
+	s.logger.Info("members changed", "members", live, "assigned", len(placement.Shards(s.config.Identity)))
+	l.rebalanceAt = now.Add(s.config.SettleDelay)
+}
+
+// renew writes this replica's member Lease.
+func (l *loop) renew(ctx context.Context) {
+	s := l.s
+	cctx, cancel := context.WithTimeout(ctx, s.config.RenewDeadline)
+	defer cancel()
+	if err := s.members.Renew(cctx, s.config.Identity, s.config.LeaseDuration); err != nil && ctx.Err() == nil {
+		s.logger.Warn("renewing member lease failed", "error", err)
+	}
+	l.renewAt = s.clock.Now().Add(s.config.RetryPeriod)
+}
+
+// run is step 4 of Run, until ctx ends.
+func (l *loop) run(ctx context.Context) {
+	s := l.s
+	wake := make(chan struct{}, 1)
+	for ctx.Err() == nil {
+		now := s.clock.Now()
+		if !now.Before(l.renewAt) {
+			l.renew(ctx)
+		}
+		if l.events == nil && !now.Before(l.watchAt) {
+			l.watch(ctx)
+		}
+		l.replace(now) // members expire by time
+		if !l.rebalanceAt.IsZero() && !now.Before(l.rebalanceAt) {
+			l.rebalanceAt = time.Time{}
+			l.rebalance(ctx)
+		}
+		at := l.renewAt
+		if l.events == nil {
+			at = earlier(at, l.watchAt)
+		}
+		if exp, ok := l.liveness.nextExpiry(now); ok {
+			at = earlier(at, exp)
+		}
+		if !l.rebalanceAt.IsZero() {
+			at = earlier(at, l.rebalanceAt)
+		}
+		t := s.clock.AfterFunc(at.Sub(now), func() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		select {
+		case <-ctx.Done():
+		case ev, ok := <-l.events:
+			l.receive(ev, ok)
+		case <-s.kicks:
+			if l.rebalanceAt.IsZero() {
+				l.rebalanceAt = s.clock.Now().Add(s.config.SettleDelay)
+			}
+		case <-wake:
+		}
+		t.Stop()
+	}
+	l.closeWatch()
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// rebalance hands each shard this replica leads but placement gives to another member
+// over to that member, one goroutine per shard, unless one is under way.
+func (l *loop) rebalance(ctx context.Context) {
+	s := l.s
+	type move struct {
+		shard  int
+		target string
+	}
+	var moves []move
+	s.mu.Lock()
+	for shard := range s.owned {
+		target := s.placement.Owner(shard)
+		if target != "" && target != s.config.Identity && !s.handingOver[shard] {
+			s.handingOver[shard] = true
+			moves = append(moves, move{shard, target})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(moves, func(a, b move) int { return a.shard - b.shard }) // the same order every run
+	for _, m := range moves {
+		l.handovers.Go(func() { l.handOver(ctx, m.shard, m.target) })
+	}
+}
+
+// handOver hands shard to target. A failed hand-over may be tried again after a
+// RetryPeriod.
+func (l *loop) handOver(ctx context.Context, shard int, target string) {
+	s := l.s
+	err := s.electors[shard].HandOver(ctx, target)
+	done := func() {
+		s.mu.Lock()
+		delete(s.handingOver, shard)
+		s.mu.Unlock()
+		s.kick()
+	}
+	if err != nil {
+		s.handOverFailures.Add(1)
+		s.logger.Info("hand-over failed", "shard", shard, "to", target, "error", err)
+		s.clock.AfterFunc(s.config.RetryPeriod, done)
+		return
+	}
+	s.handOvers.Add(1)
+	s.logger.Debug("handed over", "shard", shard, "to", target)
+	done()
+}
+
+// leave is step 5 of Run.
+func (l *loop) leave(ctx context.Context) {
+	s := l.s
+	l.closeWatch()
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.leaving = true
+	s.mu.Unlock()
+	l.replace(now)
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.config.LeaseDuration)
+	defer cancel()
+	if err := s.members.Leave(lctx, s.config.Identity); err != nil {
+		s.logger.Warn("deleting member lease failed", "error", err)
+	}
+	l.rebalance(lctx)
+	l.handovers.Wait()
+	s.logger.Info("left", "still leading", len(s.Owned()))
+}

@@ -1,0 +1,361 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+)
+
+// DefaultSettleDelay is the default of Config.SettleDelay.
+const DefaultSettleDelay = 200 * time.Millisecond
+
+// Config configures a Sharder. Zero durations take the defaults written on each field.
+type Config struct {
+	// Identity names this replica: in its member Lease and as the holder of the shard
+	// Leases it leads. Required; unique among the replicas (a pod name).
+	Identity string
+	// Name names the ring: its shard Leases are "<Name>-shard-<i>", its member Leases
+	// "<Name>-member-<identity>". Required; every replica of a ring uses the same.
+	Name string
+	// Namespace is the namespace of the ring's Leases. Required.
+	Namespace string
+	// Shards is the number of shards S, from 1 to MaxShards; 0 means DefaultShards
+	// (64). Every replica of a ring must use the same, for the life of the ring.
+	Shards int
+	// LeaseDuration, RenewDeadline and RetryPeriod are the timing of every shard's
+	// election, as leaderelection.Config's (defaults 15s, 10s, 2s, the same bounds), and
+	// of the member Leases: a replica renews its member Lease every RetryPeriod, and the
+	// others count it live until LeaseDuration after they last saw it renewed.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// SettleDelay is how long a replica waits after the members or its shards last
+	// changed before it hands over the shards placement gives to others (default
+	// DefaultSettleDelay, 200ms): a burst of joins moves each shard once, and a replica
+	// that took a shard while its view of the members lagged does not hand it on before
+	// its view caught up. From 0 to RetryPeriod.
+	SettleDelay time.Duration
+	// Clock is the time source of the shard electors and of the member Leases' expiry;
+	// nil is the real clock. For tests and fault injection.
+	Clock leaderelection.Clock
+}
+
+// Callbacks are called by a running Sharder. Both are optional.
+type Callbacks struct {
+	// OnAcquired runs when this replica starts leading a shard, on that shard's own
+	// goroutine (calls for one shard never overlap; calls for different shards run at
+	// once). ctx is the shard's term context: ShardTermFromContext(ctx) gives the shard
+	// and its term, and ctx ends when the term does (handed over, lost, or Run's
+	// shutdown). It may return at once or run the shard's work until ctx ends; the
+	// shard is handed over only after it returned, so it must return soon after ctx
+	// ends.
+	OnAcquired func(ctx context.Context)
+	// OnLost runs exactly once after every term that OnAcquired was called for, after
+	// its ctx ended (it may run while OnAcquired still runs).
+	OnLost func(t ShardTerm)
+}
+
+// Stores are where a Sharder keeps its Leases.
+type Stores struct {
+	// Shard returns the store of shard i's Lease; it is called once per shard by New.
+	Shard func(shard int) leaderelection.LeaseStore
+	// Members is the store of the ring's member Leases.
+	Members MemberStore
+}
+
+// NewMemoryStores returns in-memory stores of a ring of shards shards, to share
+// between the replicas of one process (tests, demos).
+func NewMemoryStores(shards int) Stores {
+	leases := make([]*leaderelection.MemoryStore, shards)
+	for i := range leases {
+		leases[i] = leaderelection.NewMemoryStore(fmt.Sprint("shard-", i))
+	}
+	return Stores{
+		Shard: func(i int) leaderelection.LeaseStore {
+			if i < 0 || i >= len(leases) {
+				return nil
+			}
+			return leases[i]
+		},
+		Members: NewMemoryMembers(),
+	}
+}
+
+// Sharder runs one replica's part of a ring: its member Lease, and one elector per
+// shard, campaigning for the shards placement gives it. Create it with New or NewWithStores; run it
+// with Run. Its methods are safe for concurrent use.
+type Sharder struct {
+	config    Config
+	ring      Ring
+	members   MemberStore
+	callbacks Callbacks
+	logger    *slog.Logger
+	clock     leaderelection.Clock
+	gates     []*gate
+	electors  []*leaderelection.Elector
+	started   atomic.Bool
+	// Counters of Stats.
+	refused, handOvers, handOverFailures atomic.Uint64
+	// kicks wakes Run's loop when a shard was acquired or a hand-over finished; room
+	// for one, so that a kick never blocks.
+	kicks chan struct{}
+
+	// mu guards the fields below.
+	mu          sync.Mutex
+	live        []string       // the members this replica sees live, itself included while running
+	placement   Placement      // Place over live
+	leaving     bool           // Run's context ended: campaign for nothing, hand everything over
+	owned       map[int]uint64 // the shards this replica leads, with their terms
+	handingOver map[int]bool   // shards with a hand-over under way
+}
+
+// NewWithStores returns a Sharder for config's ring on stores (NewMemoryStores, or any). It returns an error wrapping
+// ErrInvalidConfig naming each bad field. A nil logger discards logs.
+func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
+	}
+	if config.Identity == "" {
+		bad("Identity", "empty")
+	}
+	if config.Name == "" {
+		bad("Name", "empty")
+	}
+	if config.Namespace == "" {
+		bad("Namespace", "empty")
+	}
+	ring, err := NewRing(config.Shards)
+	if err != nil {
+		bad("Shards", "%d is not from 1 to %d", config.Shards, MaxShards)
+	}
+	config.Shards = ring.Shards()
+	config.LeaseDuration = orDefault(config.LeaseDuration, leaderelection.DefaultLeaseDuration)
+	config.RenewDeadline = orDefault(config.RenewDeadline, leaderelection.DefaultRenewDeadline)
+	config.RetryPeriod = orDefault(config.RetryPeriod, leaderelection.DefaultRetryPeriod)
+	if err := leaderelection.CheckDurations(config.LeaseDuration, config.RenewDeadline, config.RetryPeriod); err != nil {
+		for _, e := range unjoin(err) {
+			var ce *leaderelection.ConfigError
+			if errors.As(e, &ce) {
+				bad(ce.Field, "%s", ce.Reason)
+			} else {
+				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, e))
+			}
+		}
+	}
+	switch {
+	case config.SettleDelay == 0:
+		config.SettleDelay = DefaultSettleDelay
+	case config.SettleDelay < 0 || config.SettleDelay > config.RetryPeriod:
+		bad("SettleDelay", "%v is not from 0 to RetryPeriod (%v)", config.SettleDelay, config.RetryPeriod)
+	}
+	if stores.Shard == nil {
+		bad("Stores.Shard", "nil")
+	}
+	if stores.Members == nil {
+		bad("Stores.Members", "nil")
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s := &Sharder{
+		config:      config,
+		ring:        ring,
+		members:     stores.Members,
+		callbacks:   callbacks,
+		logger:      logger.With("ring", config.Name, "identity", config.Identity),
+		clock:       config.Clock,
+		kicks:       make(chan struct{}, 1),
+		owned:       map[int]uint64{},
+		handingOver: map[int]bool{},
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	for i := range ring.Shards() {
+		store := stores.Shard(i)
+		if store == nil {
+			return nil, fmt.Errorf("%w: Stores.Shard(%d) is nil", ErrInvalidConfig, i)
+		}
+		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) }, &s.refused)
+		e, err := leaderelection.NewWithStore(leaderelection.Config{
+			Identity:        config.Identity,
+			LeaseName:       ShardLeaseName(config.Name, i),
+			LeaseNamespace:  config.Namespace,
+			LeaseDuration:   config.LeaseDuration,
+			RenewDeadline:   config.RenewDeadline,
+			RetryPeriod:     config.RetryPeriod,
+			ReleaseOnCancel: true,
+			Clock:           config.Clock,
+		}, g, leaderelection.Callbacks{
+			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
+			OnStoppedLeading: func() { s.notLeading(i) },
+		}, slog.New(quietRefusals{logger.Handler()}).With("ring", config.Name, "shard", i))
+		if err != nil {
+			return nil, fmt.Errorf("sharding: shard %d: %w", i, err)
+		}
+		s.gates = append(s.gates, g)
+		s.electors = append(s.electors, e)
+	}
+	return s, nil
+}
+
+// unjoin returns the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Ring returns the sharder's ring.
+func (s *Sharder) Ring() Ring { return s.ring }
+
+// Identity returns the configured identity.
+func (s *Sharder) Identity() string { return s.config.Identity }
+
+// Owned returns the shards this replica leads now, with their terms, in shard order.
+func (s *Sharder) Owned() []ShardTerm {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ShardTerm, 0, len(s.owned))
+	for shard, term := range s.owned {
+		out = append(out, ShardTerm{Shard: shard, Term: term})
+	}
+	slices.SortFunc(out, func(a, b ShardTerm) int { return a.Shard - b.Shard })
+	return out
+}
+
+// Assigned returns the shards placement gives this replica in its current view of
+// the members (those it campaigns for), in order.
+func (s *Sharder) Assigned() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.placement.Shards(s.config.Identity)
+}
+
+// Members returns the members this replica sees live, itself included while it runs
+// and has not begun to leave, sorted.
+func (s *Sharder) Members() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.live)
+}
+
+// Stats are counters of a Sharder since it was created, for metrics and tests.
+type Stats struct {
+	// HandOvers counts the shards this replica handed over to their owner in
+	// placement: two Lease writes each (its release, the new owner's takeover).
+	HandOvers uint64
+	// HandOverFailures counts the hand-overs that failed (the term had ended, the
+	// Lease was taken, a write failed); each is tried again after a RetryPeriod if the
+	// shard is still led here.
+	HandOverFailures uint64
+	// Refused counts the acquiring writes of this replica's electors held back because
+	// placement gives their shard to another member. They cost no request.
+	Refused uint64
+}
+
+// Stats returns the sharder's counters.
+func (s *Sharder) Stats() Stats {
+	return Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), Refused: s.refused.Load()}
+}
+
+// mayTake reports whether this replica may campaign for shard now.
+func (s *Sharder) mayTake(shard int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.leaving && s.placement.Owner(shard) == s.config.Identity
+}
+
+// leading is shard's OnStartedLeading.
+func (s *Sharder) leading(ctx context.Context, shard int) {
+	term, _ := leaderelection.TermFromContext(ctx)
+	s.mu.Lock()
+	s.owned[shard] = term
+	s.mu.Unlock()
+	s.kick()
+	if f := s.callbacks.OnAcquired; f != nil {
+		f(withShardTerm(ctx, ShardTerm{Shard: shard, Term: term}))
+	}
+}
+
+// notLeading is shard's OnStoppedLeading.
+func (s *Sharder) notLeading(shard int) {
+	s.mu.Lock()
+	t := ShardTerm{Shard: shard, Term: s.owned[shard]}
+	delete(s.owned, shard)
+	s.mu.Unlock()
+	if f := s.callbacks.OnLost; f != nil {
+		f(t)
+	}
+}
+
+func (s *Sharder) kick() {
+	select {
+	case s.kicks <- struct{}{}:
+	default:
+	}
+}
+
+// quietRefusals logs at Debug the records of a shard's elector whose error is a
+// write the gate held back (ErrNotPlaced): expected whenever a shard placed
+// elsewhere is free, not a warning. (The elector names itself in its records.)
+type quietRefusals struct{ slog.Handler }
+
+func (h quietRefusals) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level > slog.LevelDebug && refusal(r) {
+		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		q := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool { q.AddAttrs(a); return true })
+		r = q
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietRefusals) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quietRefusals{h.Handler.WithAttrs(attrs)}
+}
+
+func (h quietRefusals) WithGroup(name string) slog.Handler {
+	return quietRefusals{h.Handler.WithGroup(name)}
+}
+
+// refusal reports whether an attribute of r is an error wrapping ErrNotPlaced.
+func refusal(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, ErrNotPlaced) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// realClock is the Clock of the runtime.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) leaderelection.Timer {
+	return time.AfterFunc(d, f)
+}

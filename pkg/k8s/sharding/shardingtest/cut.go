@@ -1,0 +1,161 @@
+package shardingtest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+)
+
+// ErrCut is what every call of a store cut off by Cut returns.
+var ErrCut = errors.New("shardingtest: cut off from the store")
+
+// Cut returns stores that pass calls to stores until down is closed, and then fail
+// every call with ErrCut and end every watch: a replica crashed or cut off from the
+// API server, as the others see it. Every member event is also delivered lag late
+// (0 for none), so that views of the members lag behind the shard Leases as on a
+// real API server, where the watches race.
+func Cut(stores sharding.Stores, down <-chan struct{}, lag time.Duration) sharding.Stores {
+	return sharding.Stores{
+		Shard:   func(i int) leaderelection.LeaseStore { return &cutLease{LeaseStore: stores.Shard(i), down: down} },
+		Members: &cutMembers{MemberStore: stores.Members, down: down, lag: lag},
+	}
+}
+
+type cutLease struct {
+	leaderelection.LeaseStore
+	down <-chan struct{}
+}
+
+func isDown(down <-chan struct{}) bool {
+	select {
+	case <-down:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *cutLease) Get(ctx context.Context) (leaderelection.LeaseRecord, error) {
+	if isDown(c.down) {
+		return leaderelection.LeaseRecord{}, ErrCut
+	}
+	return c.LeaseStore.Get(ctx)
+}
+
+func (c *cutLease) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	if isDown(c.down) {
+		return leaderelection.LeaseRecord{}, ErrCut
+	}
+	return c.LeaseStore.Create(ctx, r)
+}
+
+func (c *cutLease) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	if isDown(c.down) {
+		return leaderelection.LeaseRecord{}, ErrCut
+	}
+	return c.LeaseStore.Update(ctx, r)
+}
+
+// Watch relays the store's watch until the replica crashes.
+func (c *cutLease) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
+	if isDown(c.down) {
+		return nil, ErrCut
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	in, err := c.LeaseStore.Watch(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	out := make(chan leaderelection.LeaseEvent)
+	go func() {
+		defer close(out)
+		defer func() {
+			cancel()
+			for range in {
+			}
+		}()
+		for {
+			select {
+			case ev, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case out <- ev:
+				case <-c.down:
+					return
+				case <-ctx.Done():
+					return
+				}
+			case <-c.down:
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// cutMembers also delays every member event by lag.
+type cutMembers struct {
+	sharding.MemberStore
+	down <-chan struct{}
+	lag  time.Duration
+}
+
+func (c *cutMembers) Renew(ctx context.Context, id string, d time.Duration) error {
+	if isDown(c.down) {
+		return ErrCut
+	}
+	return c.MemberStore.Renew(ctx, id, d)
+}
+
+func (c *cutMembers) Leave(ctx context.Context, id string) error {
+	if isDown(c.down) {
+		return ErrCut
+	}
+	return c.MemberStore.Leave(ctx, id)
+}
+
+func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, error) {
+	if isDown(c.down) {
+		return nil, ErrCut
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	in, err := c.MemberStore.Watch(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	out := make(chan sharding.MemberEvent)
+	go func() {
+		defer close(out)
+		defer func() {
+			cancel()
+			for range in {
+			}
+		}()
+		for {
+			select {
+			case ev, ok := <-in:
+				if !ok {
+					return
+				}
+				time.Sleep(c.lag)
+				select {
+				case out <- ev:
+				case <-c.down:
+					return
+				case <-ctx.Done():
+					return
+				}
+			case <-c.down:
+				return
+			}
+		}
+	}()
+	return out, nil
+}
