@@ -20,7 +20,7 @@ const module = "github.com/baton-dev/baton"
 var core = []string{
 	"pkg/events/...",
 	"pkg/controller/leadership",
-	"pkg/k8s/leaderelection",
+	"pkg/k8s/leaderelection/...",
 	"pkg/k8s/sharding/...",
 	"pkg/controller/leaderelection",
 	"pkg/controller/lifecycle",
@@ -229,7 +229,7 @@ func TestArrows(t *testing.T) {
 		banned []string // import path prefixes
 	}{
 		{"pkg/events/...", []string{module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/", "sigs.k8s.io/"}},
-		{"pkg/k8s/leaderelection", []string{module + "/pkg/events", module + "/pkg/controller"}},
+		{"pkg/k8s/leaderelection/...", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		{"pkg/k8s/sharding/...", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		// The term accessor sits below both the elector and the runtime.
 		{"pkg/termctx", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/"}},

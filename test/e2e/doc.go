@@ -1,5 +1,5 @@
 // Package e2e holds the integration test of `baton run` against a real
-// API server (internal/testenv): three controller processes built from
+// API server (pkg/batontest): three controller processes built from
 // cmd/baton, running as the ServiceAccount of deploy/ with its
 // least-privilege Role, through the SIGKILL of their leader.
 //

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/baton-dev/baton/deploy"
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/config"
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/store"
@@ -54,7 +54,7 @@ var timings = []string{"--lease-duration=3s", "--renew-deadline=2s", "--retry-pe
 // refused, and that SIGTERM stops the others cleanly, releasing the lease.
 func TestRunFailover(t *testing.T) {
 	bin := buildBaton(t)
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	admin := env.Clientset()
 	ctx := t.Context()
 
@@ -253,7 +253,7 @@ func applyManifests(t *testing.T, cs kubernetes.Interface) {
 
 // impersonating writes a kubeconfig that acts as deploy/'s ServiceAccount,
 // and returns it with a clientset of the same identity.
-func impersonating(t *testing.T, env *testenv.Env) (string, kubernetes.Interface) {
+func impersonating(t *testing.T, env *batontest.Env) (string, kubernetes.Interface) {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig(t))
 	if err != nil {

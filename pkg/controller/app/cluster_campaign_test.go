@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/app"
 	"github.com/baton-dev/baton/pkg/controller/config"
 )
@@ -47,7 +47,7 @@ func (h *heldLists) release() { h.once.Do(func() { close(h.open) }) }
 // after it with nothing held back, leads. Once a's list is answered it
 // campaigns, and takes over when b leaves.
 func TestClusterReplicaCampaignsOnlyWithState(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	admin := env.Clientset()
 	ctx := t.Context()
 	const ns = "default"

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/config"
 	"github.com/baton-dev/baton/pkg/controller/configchange"
 	"github.com/baton-dev/baton/pkg/controller/events"
@@ -31,7 +31,7 @@ func await(t *testing.T, ch <-chan busevents.Event) busevents.Event {
 }
 
 func TestConfigMapSource(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	cs := env.Clientset()
 	ctx := t.Context()
 	cms := cs.CoreV1().ConfigMaps("default")

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/discovery"
 	"github.com/baton-dev/baton/pkg/controller/events"
 	busevents "github.com/baton-dev/baton/pkg/events"
@@ -63,7 +63,7 @@ func setStatus(t *testing.T, cs kubernetes.Interface, p *corev1.Pod, ip string, 
 }
 
 func TestCluster(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	cs := env.Clientset()
 	haproxy := map[string]string{"app": "haproxy"}
 	a := createPod(t, cs, "haproxy-a", haproxy)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/store"
 )
 
@@ -37,7 +37,7 @@ func TestMemoryContract(t *testing.T) {
 // TestConfigMapContract runs the contract against a real API server: the
 // fake clientset does not enforce resourceVersions.
 func TestConfigMapContract(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	contract(t, func(t *testing.T, name string) (store.Store, store.Store) {
 		a, err := store.NewConfigMap(env.Clientset(), "default", name)
 		if err != nil {
@@ -275,7 +275,7 @@ func BenchmarkMemoryGet(b *testing.B) {
 // TestConfigMapUpdateKeepsWhatObjectDoesNotCarry: binaryData and owner
 // references added by someone else survive a publish through the store.
 func TestConfigMapUpdateKeepsWhatObjectDoesNotCarry(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	ctx := t.Context()
 	cms := env.Clientset().CoreV1().ConfigMaps("default")
 	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner"}}, metav1.CreateOptions{})

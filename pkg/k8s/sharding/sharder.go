@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // DefaultSettleDelay is the default of Config.SettleDelay.
@@ -287,7 +288,7 @@ func (s *Sharder) mayTake(shard int) bool {
 
 // leading is shard's OnStartedLeading.
 func (s *Sharder) leading(ctx context.Context, shard int) {
-	term, _ := leaderelection.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	s.mu.Lock()
 	s.owned[shard] = term
 	s.mu.Unlock()

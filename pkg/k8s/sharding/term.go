@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // ShardTerm is one term of one shard: the shard, and the term of its Lease (the
@@ -25,12 +25,10 @@ func withShardTerm(termCtx context.Context, t ShardTerm) context.Context {
 }
 
 // ShardTermFromContext returns the shard term ctx belongs to: ctx is the context given
-// to Callbacks.OnAcquired or one derived from it. ok is false for other contexts. As
-// leaderelection.TermFromContext, it checks the term's renew deadline by the local
-// clock first, so once it returned, ctx.Err() reports a term that is over: check it
-// before acting for the shard.
+// to Callbacks.OnAcquired or one derived from it. ok is false for other contexts.
+// Check ctx.Err() before acting for the shard: it reports a term that is over.
 func ShardTermFromContext(ctx context.Context) (t ShardTerm, ok bool) {
-	if _, ok := leaderelection.TermFromContext(ctx); !ok {
+	if _, ok := termctx.FromContext(ctx); !ok {
 		return ShardTerm{}, false
 	}
 	t, ok = ctx.Value(shardTermKey{}).(ShardTerm)
