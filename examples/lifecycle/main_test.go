@@ -90,7 +90,7 @@ func (r *replica) stop(t *testing.T) {
 
 func leader(rs []*replica) *replica {
 	for _, r := range rs {
-		if r.cancel != nil && r.Elector.IsLeader() {
+		if r.cancel != nil && r.Elector.Elector().IsLeader() {
 			return r
 		}
 	}
@@ -124,14 +124,14 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	rs := []*replica{start(t, env, "r0"), start(t, env, "r1"), start(t, env, "r2")}
 	var first *replica
 	replicatest.WaitFor(t, 30*time.Second, "a leader", func() bool { first = leader(rs); return first != nil })
-	term1 := first.Elector.Term()
+	term1 := first.Elector.Elector().Term()
 	summary("[a]", term1)
 	oldCtx := <-first.terms
 
 	first.lease.Cut() // it stops renewing; its process runs on
 	var second *replica
 	replicatest.WaitFor(t, 30*time.Second, "a new leader", func() bool { second = leader(rs); return second != nil && second != first })
-	term2 := second.Elector.Term()
+	term2 := second.Elector.Elector().Term()
 	summary("[a]", term2) // the replayed inventory, written at once
 	label("b")
 	summary("[a b]", term2)
@@ -143,7 +143,7 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	second.stop(t) // graceful: releases the lease
 	var third *replica
 	replicatest.WaitFor(t, 30*time.Second, "a leader after the graceful stop", func() bool { third = leader(rs); return third != nil })
-	term3 := third.Elector.Term()
+	term3 := third.Elector.Elector().Term()
 	summary("[a b]", term3)
 	label("c")
 	summary("[a b c]", term3)
