@@ -10,13 +10,8 @@
 //
 //	term, ok := termctx.FromContext(ctx)
 //
-// k8sle.TermFromContext and lifecycle.TermFromContext are the same lookup,
-// kept so that code reading either package finds it there.
-//
-// A context type of its own that knows its term (the elector's term context,
-// made once per term) carries it without NewContext: its Value returns a
-// Carrier for the key IsKey recognises, which saves the wrapping context's
-// allocation on every term.
+// A context derived from a stamped one carries the same term; a term
+// stamped later, on a derived context, shadows it.
 //
 // # Layers
 //

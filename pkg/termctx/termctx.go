@@ -6,9 +6,8 @@ import "context"
 type key struct{}
 
 // Carrier is a context value that carries a term: what a context's Value
-// returns for the term key (see IsKey). A context type of its own that knows
-// its term (the elector's term context) answers the lookup itself, instead
-// of wrapping a parent with NewContext, which saves an allocation per term.
+// returns for the term key (see IsKey). NewContext stores one; a context
+// type of its own that knows its term may answer the lookup itself.
 type Carrier interface {
 	// Term returns the term carried.
 	Term() uint64
@@ -22,31 +21,15 @@ func IsKey(k any) bool {
 	return ok
 }
 
-// stamped is a context carrying a term. It is what context.WithValue would
-// make, in one allocation rather than two (WithValue boxes the uint64 as
-// well). Done, Err and Deadline are the parent's, so contexts derived from
-// it still register with the parent's cancellation directly.
-type stamped struct {
-	context.Context
-	n uint64
-}
+// term is the Carrier NewContext stores.
+type term uint64
 
-// Term returns the term stamped: a stamped context is its own Carrier.
-func (c *stamped) Term() uint64 { return c.n }
-
-// Value returns the stamped context itself for key{} (FromContext reads
-// the term from it without boxing) and asks the parent for any other key.
-func (c *stamped) Value(k any) any {
-	if IsKey(k) {
-		return c
-	}
-	return c.Context.Value(k)
-}
+func (t term) Term() uint64 { return uint64(t) }
 
 // NewContext returns a copy of parent that carries term n. A term stamped
 // later, on a context derived from it, shadows this one.
 func NewContext(parent context.Context, n uint64) context.Context {
-	return &stamped{Context: parent, n: n}
+	return context.WithValue(parent, key{}, term(n))
 }
 
 // FromContext returns the term ctx carries: the term of the leadership
