@@ -22,8 +22,10 @@ type everyTermComponent struct {
 	chans map[<-chan *events.ConfigValidatedEvent]bool
 }
 
-func (k *everyTermComponent) Name() string            { return "keeper" }
-func (k *everyTermComponent) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
+func (k *everyTermComponent) Name() string { return "keeper" }
+func (k *everyTermComponent) RequiredState() []string {
+	return []string{events.EventTypeConfigValidated}
+}
 
 func (k *everyTermComponent) Start(ctx context.Context) error {
 	term, _ := termctx.FromContext(ctx)
