@@ -71,7 +71,7 @@ func start(t *testing.T, env *batontest.Env, r *batontest.Replica) *replica {
 
 func leader(rs []*replica) *replica {
 	for _, r := range rs {
-		if r.kit.Running() && r.Elector.IsLeader() {
+		if r.kit.Running() && r.Elector.Elector().IsLeader() {
 			return r
 		}
 	}
@@ -108,14 +108,14 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	}
 	var first *replica
 	batontest.WaitFor(t, 30*time.Second, "a leader", func() bool { first = leader(rs); return first != nil })
-	term1 := first.Elector.Term()
+	term1 := first.Elector.Elector().Term()
 	summary("[a]", term1)
 	oldCtx := <-first.terms
 
 	first.kit.Switch.Cut() // it stops renewing; its process runs on
 	var second *replica
 	batontest.WaitFor(t, 30*time.Second, "a new leader", func() bool { second = leader(rs); return second != nil && second != first })
-	term2 := second.Elector.Term()
+	term2 := second.Elector.Elector().Term()
 	summary("[a]", term2) // the replayed inventory, written at once
 	label("b")
 	summary("[a b]", term2)
@@ -127,7 +127,7 @@ func TestThreeReplicasHandOver(t *testing.T) {
 	second.kit.Stop(t) // graceful: releases the lease
 	var third *replica
 	batontest.WaitFor(t, 30*time.Second, "a leader after the graceful stop", func() bool { third = leader(rs); return third != nil })
-	term3 := third.Elector.Term()
+	term3 := third.Elector.Elector().Term()
 	summary("[a b]", term3)
 	label("c")
 	summary("[a b c]", term3)

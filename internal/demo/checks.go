@@ -184,7 +184,7 @@ func (h *handover) takeover() {
 func (e *engine) checkResumed(old *node, oldTerm, newTerm uint64) []Check {
 	stepped := e.waitFor(func() bool {
 		t, _ := e.rec.term(oldTerm, e.incarnations())
-		return t.LostReason != "" && !old.r.Manager().Status().Leading && !old.r.Elector().IsLeader()
+		return t.LostReason != "" && !old.r.Manager().Status().Leading && !old.r.Elector().Elector().IsLeader()
 	})
 	t, _ := e.rec.term(oldTerm, e.incarnations())
 	p, err := e.published()

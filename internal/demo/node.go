@@ -136,7 +136,7 @@ func (n *node) state() string {
 		return "stopped"
 	case n.gate.isPaused():
 		return "paused"
-	case n.r.Elector().IsLeader():
+	case n.r.Elector().Elector().IsLeader():
 		return "leader"
 	case n.r.Ready() != nil:
 		return "starting"
@@ -153,11 +153,11 @@ func (n *node) live() bool {
 
 // leading reports the node's term if it leads with its term ready.
 func (n *node) leading() (uint64, bool) {
-	if !n.live() || !n.r.Elector().IsLeader() {
+	if !n.live() || !n.r.Elector().Elector().IsLeader() {
 		return 0, false
 	}
 	st := n.r.Manager().Status()
-	return st.Term, st.Leading && st.TermReady && st.Term == n.r.Elector().Term()
+	return st.Term, st.Leading && st.TermReady && st.Term == n.r.Elector().Elector().Term()
 }
 
 func (n *node) wasKilled() bool {

@@ -10,13 +10,8 @@
 //
 //	term, ok := termctx.FromContext(ctx)
 //
-// lifecycle.TermFromContext is the same lookup, kept so that code reading
-// that package finds it there.
-//
-// A context type of its own that knows its term (the elector's term context,
-// made once per term) carries it without NewContext: its Value returns a
-// Carrier for the key IsKey recognises, which saves the wrapping context's
-// allocation on every term.
+// A context derived from a stamped one carries the same term; a term
+// stamped later, on a derived context, shadows it.
 //
 // # Layers
 //
@@ -26,6 +21,5 @@
 //
 // # Concurrency properties
 //
-// Contexts are immutable; every function is safe for concurrent use. A
-// Carrier's Term must be too: FromContext calls it from any goroutine.
+// Contexts are immutable; every function is safe for concurrent use.
 package termctx

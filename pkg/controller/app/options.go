@@ -103,11 +103,11 @@ type Options struct {
 	// zero means lifecycle's defaults, negative is invalid.
 	StopTimeout      time.Duration
 	SubscribeTimeout time.Duration
-	// StepDownGrace and NoStepDown are the runtime's (lifecycle.Options):
-	// how long a leader keeps a term that misses a leader-only component
-	// before it resigns so that another replica leads (zero means
-	// lifecycle.DefaultStepDownGrace, negative is invalid), and whether it
-	// never does.
+	// StepDownGrace is the runtime's (lifecycle.Options): how long a leader
+	// keeps a term that misses a leader-only component before it resigns so
+	// that another replica leads (zero means lifecycle.DefaultStepDownGrace,
+	// negative is invalid). NoStepDown keeps such a term: the runtime gets
+	// no StepDown.
 	StepDownGrace time.Duration
 	NoStepDown    bool
 	// CampaignUnsynced lets the elector campaign at once. By default it

@@ -254,7 +254,7 @@ func (r *Replica) buildMetrics(opts Options) (err error) {
 	// 7. Metrics.
 	own := refmetrics.NewCollector(refmetrics.Sources{Config: r.config, Publisher: r.publisher})
 	if r.metrics, err = metrics.New(metrics.Sources{
-		Bus: r.bus, Runtime: r.manager, Election: r.elector,
+		Bus: r.bus, Runtime: r.manager, Election: r.elector.Elector(),
 	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics, Collectors: []prometheus.Collector{own}}); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
@@ -347,7 +347,7 @@ func (r *Replica) Done() <-chan struct{} { return r.done }
 // the elector holds the lease but missed its renew deadline, or the runtime
 // reports a failed component. It backs /healthz.
 func (r *Replica) Healthy() error {
-	return metrics.Sources{Election: r.elector, Runtime: r.manager}.Healthy()
+	return metrics.Sources{Election: r.elector.Elector(), Runtime: r.manager}.Healthy()
 }
 
 // Ready returns nil once the all-replica side has synced: the runtime runs,

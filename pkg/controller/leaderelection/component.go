@@ -58,7 +58,9 @@ type Callbacks struct {
 
 // Component runs a leader elector and publishes its transitions on the
 // bus. Create it with New or NewWithStore; it is a lifecycle.Component
-// (Name, Start) meant to be added as all-replica.
+// (Name, Start) meant to be added as all-replica. What the elector itself
+// answers (IsLeader, Term, GetLeader, HandOver, Stats, Healthy) is asked
+// of it through Elector.
 type Component struct {
 	elector   *k8sle.Elector
 	bus       *busevents.EventBus
@@ -71,11 +73,6 @@ type Component struct {
 	// same term. The elector alternates the two strictly (one term at a
 	// time), so it never holds more than one.
 	began chan heldTerm
-
-	// takenBy and takenReason are the last holder named in a LostLeadershipEvent and
-	// its reason, kept so that terms lost to the same holder share one string. Used
-	// on the elector's goroutine only (OnStoppedLeading).
-	takenBy, takenReason string
 
 	// mu guards current.
 	mu      sync.Mutex
@@ -161,32 +158,11 @@ func (c *Component) Run(ctx context.Context) error {
 // Start is Run, so that the Component is a lifecycle.Component.
 func (c *Component) Start(ctx context.Context) error { return c.Run(ctx) }
 
-// IsLeader reports whether this replica leads now, by its own clock (see
-// k8sle.Elector.IsLeader).
-func (c *Component) IsLeader() bool { return c.elector.IsLeader() }
-
-// GetLeader returns the lease holder last observed, "" if none.
-func (c *Component) GetLeader() string { return c.elector.GetLeader() }
-
-// Term returns the current term, 0 when not leading.
-func (c *Component) Term() uint64 { return c.elector.Term() }
-
-// HandOver ends this replica's term and hands the lease to the candidate
-// identity, which takes it at once (see k8sle.Elector.HandOver, whose errors
-// it returns: k8sle.ErrNotLeader when this replica does not lead,
-// k8sle.ErrInvalidHandOver for an empty or its own identity). The term's
-// LostLeadershipEvent carries ReasonHandedOver.
-func (c *Component) HandOver(ctx context.Context, identity string) error {
-	return c.elector.HandOver(ctx, identity)
-}
-
-// Stats returns the elector's counters (k8sle.Elector.Stats).
-func (c *Component) Stats() k8sle.Stats { return c.elector.Stats() }
-
-// Healthy returns the elector's health: an error wrapping
-// k8sle.ErrRenewDeadlineMissed while this replica believes it holds the
-// lease but missed its renew deadline. For /healthz.
-func (c *Component) Healthy() error { return c.elector.Healthy() }
+// Elector returns the elector the Component runs, for what it answers
+// itself: IsLeader, Term, GetLeader, HandOver, Stats, Healthy (see
+// k8sle.Elector). A handover through it ends the term with a
+// LostLeadershipEvent carrying ReasonHandedOver.
+func (c *Component) Elector() *k8sle.Elector { return c.elector }
 
 // TermContext returns the elector's context of term while that term's
 // BecameLeaderEvent is the last one published and its LostLeadershipEvent
@@ -210,10 +186,7 @@ func (c *Component) startedLeading(ctx context.Context) {
 	c.mu.Lock()
 	c.current = l
 	c.mu.Unlock()
-	// LogAttrs: no allocation for the attributes, none at all when the
-	// level is off (the log lines below are once per term).
-	c.logger.LogAttrs(ctx, slog.LevelDebug, "publishing BecameLeaderEvent",
-		slog.String("identity", c.config.Identity), slog.Uint64("term", term))
+	c.logger.Debug("publishing BecameLeaderEvent", "identity", c.config.Identity, "term", term)
 	c.bus.Publish(leadership.NewBecameLeaderEvent(c.config.Identity, term))
 	c.began <- l // never blocks: see began
 	if f := c.callbacks.OnStartedLeading; f != nil {
@@ -233,8 +206,7 @@ func (c *Component) stoppedLeading() {
 	}
 	c.mu.Unlock()
 	reason := c.reason(l.ctx)
-	c.logger.LogAttrs(context.Background(), slog.LevelInfo, "lost leadership",
-		slog.String("identity", c.config.Identity), slog.Uint64("term", l.term), slog.String("reason", reason))
+	c.logger.Info("lost leadership", "identity", c.config.Identity, "term", l.term, "reason", reason)
 	c.bus.Publish(leadership.NewLostLeadershipEvent(c.config.Identity, l.term, reason))
 	if f := c.callbacks.OnStoppedLeading; f != nil {
 		f()
@@ -255,10 +227,7 @@ func (c *Component) reason(ctx context.Context) string {
 		return ReasonResigned
 	case errors.Is(cause, k8sle.ErrLeaseLost):
 		if h := c.elector.GetLeader(); h != "" && h != c.config.Identity {
-			if h != c.takenBy {
-				c.takenBy, c.takenReason = h, ReasonLeaseTakenPrefix+h
-			}
-			return c.takenReason
+			return ReasonLeaseTakenPrefix + h
 		}
 		return ReasonLeaseCleared
 	case errors.Is(cause, context.Canceled), errors.Is(cause, context.DeadlineExceeded):
@@ -270,8 +239,7 @@ func (c *Component) reason(ctx context.Context) string {
 
 func (c *Component) newLeader(identity string) {
 	self := identity == c.config.Identity
-	c.logger.LogAttrs(context.Background(), slog.LevelInfo, "new leader observed",
-		slog.String("leader", identity), slog.Bool("self", self))
+	c.logger.Info("new leader observed", "leader", identity, "self", self)
 	c.bus.Publish(leadership.NewNewLeaderObservedEvent(identity, self))
 	if f := c.callbacks.OnNewLeader; f != nil {
 		f(identity)

@@ -284,10 +284,10 @@ func TestEventsPrecedeCallbacks(t *testing.T) {
 		r.start()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if !r.c.IsLeader() || r.c.GetLeader() != "a" || r.c.Term() == 0 || r.c.Healthy() != nil {
-			t.Fatalf("not leading: leader %q term %d healthy %v", r.c.GetLeader(), r.c.Term(), r.c.Healthy())
+		if !r.c.Elector().IsLeader() || r.c.Elector().GetLeader() != "a" || r.c.Elector().Term() == 0 || r.c.Elector().Healthy() != nil {
+			t.Fatalf("not leading: leader %q term %d healthy %v", r.c.Elector().GetLeader(), r.c.Elector().Term(), r.c.Elector().Healthy())
 		}
-		term := r.c.Term()
+		term := r.c.Elector().Term()
 		if ctx, ok := r.c.TermContext(term); !ok || ctx.Err() != nil {
 			t.Errorf("TermContext(%d) = %v, %v", term, ctx, ok)
 		}
@@ -331,7 +331,7 @@ func TestReCampaignAfterLosses(t *testing.T) {
 		r := newReplica(t, "a", store, nil)
 		r.start()
 		time.Sleep(time.Second)
-		if !r.c.IsLeader() {
+		if !r.c.Elector().IsLeader() {
 			t.Fatal("not leading")
 		}
 
@@ -345,14 +345,14 @@ func TestReCampaignAfterLosses(t *testing.T) {
 		cur.LeaseTransitions++
 		leaderelectiontest.Set(mem, cur)
 		time.Sleep(3*k8sle.DefaultLeaseDuration + 5*time.Second)
-		if !r.c.IsLeader() {
+		if !r.c.Elector().IsLeader() {
 			t.Fatal("did not re-acquire after the intruder's lease expired")
 		}
 
 		// 2. The lease is deleted by hand.
 		leaderelectiontest.Delete(mem)
 		time.Sleep(5 * time.Second)
-		if !r.c.IsLeader() {
+		if !r.c.Elector().IsLeader() {
 			t.Fatal("did not re-acquire after the delete")
 		}
 
@@ -360,12 +360,12 @@ func TestReCampaignAfterLosses(t *testing.T) {
 		store.failing.Store(true)
 		time.Sleep(k8sle.DefaultRenewDeadline + time.Second)
 		synctest.Wait()
-		if r.c.IsLeader() {
+		if r.c.Elector().IsLeader() {
 			t.Fatal("still leading with failing renews")
 		}
 		store.failing.Store(false)
 		time.Sleep(30 * time.Second)
-		if !r.c.IsLeader() {
+		if !r.c.Elector().IsLeader() {
 			t.Fatal("did not lead again after the store healed")
 		}
 		r.stop()
@@ -436,7 +436,7 @@ func TestFailoverAcrossReplicas(t *testing.T) {
 		leader := func() *replica {
 			var out *replica
 			for _, r := range reps {
-				if r.c.IsLeader() {
+				if r.c.Elector().IsLeader() {
 					if out != nil {
 						t.Fatalf("two leaders: %s and %s", out.id, r.id)
 					}
@@ -452,9 +452,9 @@ func TestFailoverAcrossReplicas(t *testing.T) {
 			if l == nil {
 				t.Fatalf("round %d: no leader", round)
 			}
-			order = append(order, l.c.Term())
+			order = append(order, l.c.Elector().Term())
 			for _, r := range reps {
-				if got := r.c.GetLeader(); got != l.id {
+				if got := r.c.Elector().GetLeader(); got != l.id {
 					t.Errorf("round %d: %s sees leader %q, want %q", round, r.id, got, l.id)
 				}
 			}
@@ -470,7 +470,7 @@ func TestFailoverAcrossReplicas(t *testing.T) {
 		if last == nil {
 			t.Fatal("no leader at the end")
 		}
-		order = append(order, last.c.Term())
+		order = append(order, last.c.Elector().Term())
 		// Followers first, so that the last release starts no new term.
 		for _, r := range reps {
 			if r != last {
@@ -532,8 +532,8 @@ func TestDrivesLifecycleManager(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- m.Run(ctx) }()
 		rep := <-ready
-		if got := <-terms; got != rep.Term || got != le.Term() {
-			t.Errorf("worker ran in term %d, report %d, elector %d", got, rep.Term, le.Term())
+		if got := <-terms; got != rep.Term || got != le.Elector().Term() {
+			t.Errorf("worker ran in term %d, report %d, elector %d", got, rep.Term, le.Elector().Term())
 		}
 		cancel()
 		if err := <-done; err != nil {
@@ -596,18 +596,18 @@ func TestHandOver(t *testing.T) {
 		b := newReplica(t, "b", store, nil)
 		b.start()
 		time.Sleep(time.Second)
-		if err := b.c.HandOver(context.Background(), "a"); !errors.Is(err, k8sle.ErrNotLeader) {
+		if err := b.c.Elector().HandOver(context.Background(), "a"); !errors.Is(err, k8sle.ErrNotLeader) {
 			t.Fatalf("follower HandOver = %v, want ErrNotLeader", err)
 		}
-		term := a.c.Term()
-		if err := a.c.HandOver(context.Background(), "b"); err != nil {
+		term := a.c.Elector().Term()
+		if err := a.c.Elector().HandOver(context.Background(), "b"); err != nil {
 			t.Fatalf("HandOver: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
-		if !b.c.IsLeader() || b.c.Term() <= term || a.c.IsLeader() {
-			t.Fatalf("after HandOver: a leads %v, b leads %v with term %d (a's was %d)", a.c.IsLeader(), b.c.IsLeader(), b.c.Term(), term)
+		if !b.c.Elector().IsLeader() || b.c.Elector().Term() <= term || a.c.Elector().IsLeader() {
+			t.Fatalf("after HandOver: a leads %v, b leads %v with term %d (a's was %d)", a.c.Elector().IsLeader(), b.c.Elector().IsLeader(), b.c.Elector().Term(), term)
 		}
-		if st := a.c.Stats(); st.HandOvers != 1 {
+		if st := a.c.Elector().Stats(); st.HandOvers != 1 {
 			t.Errorf("a: stats %+v", st)
 		}
 		b.stop()

@@ -28,8 +28,10 @@
 //   - NewLeaderObservedEvent{Identity, IsSelf} before calling OnNewLeader,
 //     for each observed change of holder.
 //
-// HandOver hands the lease to a named candidate (a planned handover, e.g.
-// before a rolling update drains this pod); see k8sle.Elector.HandOver.
+// Elector returns the elector itself, for what only it answers: IsLeader,
+// Term, GetLeader, Stats, Healthy, and HandOver, which hands the lease to a
+// named candidate (a planned handover, e.g. before a rolling update drains
+// this pod).
 //
 // Terms on one bus therefore come as strictly alternating BecameLeader/Lost
 // pairs with strictly increasing terms: losing the lease ends the term, not
@@ -48,7 +50,7 @@
 // from one notifier goroutine, in order. Publishing never blocks (the bus
 // drops for full subscribers instead); the LostLeadershipEvent of a term
 // waits only for the BecameLeaderEvent of the same term to be published by
-// its goroutine. Run returns after all of them returned. IsLeader, GetLeader,
-// Term, Healthy, Stats, HandOver and TermContext are safe from any goroutine; no lock is held
+// its goroutine. Run returns after all of them returned. TermContext and
+// Resign are safe from any goroutine, as is the elector; no lock is held
 // while publishing or calling back.
 package leaderelection

@@ -62,9 +62,9 @@
 //
 // # Concurrency properties
 //
-// All methods are safe for concurrent use and never block on anything but
-// the short serialisation of concurrent Publish calls (EventBus.Publish
-// itself never blocks). The slot is an atomic pointer to an immutable entry,
-// so Get and HasState are a single atomic load; Cache keeps whichever of
-// concurrent calls took the later sequence.
+// All methods are safe for concurrent use, through an internal RWMutex
+// around the slot, and never block on anything but it and the short
+// serialisation of concurrent Publish calls (EventBus.Publish itself never
+// blocks). Of concurrent Cache calls, the slot keeps the one that took the
+// later sequence.
 package leadership

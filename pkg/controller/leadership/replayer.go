@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
-	"sync/atomic"
 
 	busevents "github.com/baton-dev/baton/pkg/events"
 )
@@ -15,16 +14,19 @@ type StateReplayer[T busevents.Event] struct {
 	bus    *busevents.EventBus
 	name   string       // T's type name, for logs
 	logger *slog.Logger // set by NewStateReplayer or WithLogger, before use
-	slot   atomic.Pointer[entry[T]]
 
 	// publishMu serialises Publish, so that the order in which the slot
 	// takes events is the order in which the bus delivers them. It is held
 	// across EventBus.Publish, which never blocks and calls back nothing of
 	// the replayer's.
 	publishMu sync.Mutex
+
+	// mu guards slot, the cached event (nil when none).
+	mu   sync.RWMutex
+	slot *entry[T]
 }
 
-// entry is an immutable cached event and the sequence it was stamped with.
+// entry is a cached event and the sequence it was stamped with.
 type entry[T busevents.Event] struct {
 	event T
 	seq   uint64
@@ -64,20 +66,22 @@ func (r *StateReplayer[T]) Cache(event T) {
 		r.logger.Warn("state replayer ignored a nil event", "type", r.name)
 		return
 	}
-	r.store(&entry[T]{event: event, seq: r.bus.NextSequence()})
+	r.store(event)
 }
 
-// store puts e in the slot unless a concurrent call stored a later stamp.
-func (r *StateReplayer[T]) store(e *entry[T]) {
-	for {
-		old := r.slot.Load()
-		if old != nil && old.seq > e.seq {
-			return // a concurrent Cache stored newer state
-		}
-		if r.slot.CompareAndSwap(old, e) {
-			return
-		}
-	}
+// store caches event, stamped with a new bus sequence. The stamp is taken
+// under mu, so the slot always holds the event stamped last.
+func (r *StateReplayer[T]) store(event T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.slot = &entry[T]{event: event, seq: r.bus.NextSequence()}
+}
+
+// load returns the cached entry, nil when none.
+func (r *StateReplayer[T]) load() *entry[T] {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.slot
 }
 
 // Publish makes event the current state and publishes it, as one step:
@@ -97,7 +101,7 @@ func (r *StateReplayer[T]) Publish(event T) int {
 	}
 	r.publishMu.Lock()
 	defer r.publishMu.Unlock()
-	r.store(&entry[T]{event: event, seq: r.bus.NextSequence()})
+	r.store(event)
 	return r.bus.Publish(event)
 }
 
@@ -105,7 +109,7 @@ func (r *StateReplayer[T]) Publish(event T) int {
 // does not already hold newer state of that type, and reports whether there
 // was anything cached. It logs "replaying <Type>" when it replays.
 func (r *StateReplayer[T]) Replay() bool {
-	e := r.slot.Load()
+	e := r.load()
 	if e == nil {
 		return false
 	}
@@ -115,12 +119,12 @@ func (r *StateReplayer[T]) Replay() bool {
 }
 
 // HasState reports whether an event is cached.
-func (r *StateReplayer[T]) HasState() bool { return r.slot.Load() != nil }
+func (r *StateReplayer[T]) HasState() bool { return r.load() != nil }
 
 // Get returns the cached event without replaying it, and false when nothing
 // is cached.
 func (r *StateReplayer[T]) Get() (T, bool) {
-	e := r.slot.Load()
+	e := r.load()
 	if e == nil {
 		var zero T
 		return zero, false

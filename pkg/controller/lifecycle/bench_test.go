@@ -22,10 +22,6 @@ type benchComponent struct {
 	bus   *busevents.EventBus
 	pods  bool // also needs pods
 	dummy int
-	// perTerm makes the subscriptions under a context derived from the
-	// run's.
-	perTerm           bool
-	cfgName, podsName string
 }
 
 func (c *benchComponent) Name() string { return c.name }
@@ -64,20 +60,12 @@ func (c *benchComponent) Start(ctx context.Context) error {
 }
 
 func (c *benchComponent) subscribe(ctx context.Context) (<-chan *events.ConfigValidatedEvent, <-chan *events.HAProxyPodsDiscoveredEvent) {
-	if c.cfgName == "" {
-		c.cfgName, c.podsName = c.name+"-config", c.name+"-pods"
-	}
-	if c.perTerm {
-		ctx = context.WithValue(ctx, perTermKey{}, true)
-	}
 	var pods <-chan *events.HAProxyPodsDiscoveredEvent
 	if c.pods {
-		pods = busevents.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.podsName, 8)
+		pods = busevents.Subscribe[*events.HAProxyPodsDiscoveredEvent](ctx, c.bus, c.name+"-pods", 8)
 	}
-	return busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.cfgName, 8), pods
+	return busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, c.name+"-config", 8), pods
 }
-
-type perTermKey struct{}
 
 // BenchmarkTermReady measures, in the embedded mode (in-process bus, no
 // cluster), the time from a BecameLeaderEvent (its timestamp: the lease
@@ -108,28 +96,22 @@ func BenchmarkTermReady(b *testing.B) {
 		}
 		reportLatency(b, lat)
 	})
-	for _, perTerm := range []bool{false, true} {
-		name := "components=3,replayers=2"
-		if perTerm {
-			name += ",subscribe=per-term"
+	b.Run("components=3,replayers=2", func(b *testing.B) {
+		b.ReportAllocs()
+		rig := newTermRig(b)
+		lat := make([]time.Duration, 0, b.N)
+		mallocs := mallocCount()
+		for b.Loop() {
+			lat = append(lat, rig.term())
 		}
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			rig := newTermRig(b, perTerm)
-			lat := make([]time.Duration, 0, b.N)
-			mallocs := mallocCount()
-			for b.Loop() {
-				lat = append(lat, rig.term())
-			}
-			b.StopTimer()
-			mallocs = mallocCount() - mallocs
-			if rig.triggers != len(lat) {
-				b.Fatalf("reconcile hook ran %d times for %d terms", rig.triggers, len(lat))
-			}
-			reportLatency(b, lat)
-			b.ReportMetric(float64(mallocs)/float64(len(lat)), "allocs/term")
-		})
-	}
+		b.StopTimer()
+		mallocs = mallocCount() - mallocs
+		if rig.triggers != len(lat) {
+			b.Fatalf("reconcile hook ran %d times for %d terms", rig.triggers, len(lat))
+		}
+		reportLatency(b, lat)
+		b.ReportMetric(float64(mallocs)/float64(len(lat)), "allocs/term")
+	})
 }
 
 // termRig is a Manager with three leader-only components (benchComponent)
@@ -145,7 +127,7 @@ type termRig struct {
 }
 
 // newTermRig starts the rig; it stops when tb ends.
-func newTermRig(tb testing.TB, perTerm bool) *termRig {
+func newTermRig(tb testing.TB) *termRig {
 	bus := busevents.NewEventBusWithLogger(0, discard())
 	r := &termRig{tb: tb, bus: bus, ready: make(chan lifecycle.TermReport, 1), stopped: make(chan lifecycle.TermStopReport, 1)}
 	m, err := lifecycle.NewManager(bus, lifecycle.Options{
@@ -159,9 +141,9 @@ func newTermRig(tb testing.TB, perTerm bool) *termRig {
 	cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus)
 	podR := leadership.NewStateReplayer[*events.HAProxyPodsDiscoveredEvent](bus)
 	for _, err := range []error{
-		m.AddLeaderOnly(&benchComponent{name: "publisher", bus: bus, perTerm: perTerm}),
-		m.AddLeaderOnly(&benchComponent{name: "scheduler", bus: bus, pods: true, perTerm: perTerm}),
-		m.AddLeaderOnly(&benchComponent{name: "coordinator", bus: bus, pods: true, perTerm: perTerm}),
+		m.AddLeaderOnly(&benchComponent{name: "publisher", bus: bus}),
+		m.AddLeaderOnly(&benchComponent{name: "scheduler", bus: bus, pods: true}),
+		m.AddLeaderOnly(&benchComponent{name: "coordinator", bus: bus, pods: true}),
 		m.AddReplayer("config", cfgR),
 		m.AddReplayer("pods", podR),
 		m.AddTermHook("reconcile", func(uint64) { r.triggers++ }),

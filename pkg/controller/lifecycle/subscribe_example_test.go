@@ -13,19 +13,21 @@ import (
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// keptComponent is a leader-only component that subscribes at the top of
+// everyTermComponent is a leader-only component that subscribes at the top of
 // every term, as every leader-only component does: with
 // busevents.Subscribe[T] under the ctx the Manager gives it. Each term
 // gets a new channel, closed when the term ends.
-type keptComponent struct {
+type everyTermComponent struct {
 	bus   *busevents.EventBus
 	chans map[<-chan *events.ConfigValidatedEvent]bool
 }
 
-func (k *keptComponent) Name() string            { return "keeper" }
-func (k *keptComponent) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
+func (k *everyTermComponent) Name() string { return "keeper" }
+func (k *everyTermComponent) RequiredState() []string {
+	return []string{events.EventTypeConfigValidated}
+}
 
-func (k *keptComponent) Start(ctx context.Context) error {
+func (k *everyTermComponent) Start(ctx context.Context) error {
 	term, _ := termctx.FromContext(ctx)
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, k.bus, "keeper", 4)
 	k.chans[ch] = true
@@ -54,7 +56,7 @@ func Example_subscribeEveryTerm() {
 		OnTermStopped: func(r lifecycle.TermStopReport) { stopped <- r },
 	})
 	cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(slog.New(slog.DiscardHandler))
-	_ = m.AddLeaderOnly(&keptComponent{bus: bus, chans: map[<-chan *events.ConfigValidatedEvent]bool{}})
+	_ = m.AddLeaderOnly(&everyTermComponent{bus: bus, chans: map[<-chan *events.ConfigValidatedEvent]bool{}})
 	_ = m.AddReplayer("config", cfgR)
 	bus.Start()
 	ctx, cancel := context.WithCancel(context.Background())

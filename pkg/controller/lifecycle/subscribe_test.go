@@ -19,12 +19,12 @@ import (
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// keptReader is a leader-only component that subscribes with
+// termReader is a leader-only component that subscribes with
 // busevents.Subscribe[T] under its run's context and records, per term, the channel it got and the
 // configuration versions it read. In a lazy term it reads one event and
 // then nothing, so that events are left unread in its channel when the
 // term ends.
-type keptReader struct {
+type termReader struct {
 	bus *busevents.EventBus
 
 	mu    sync.Mutex
@@ -33,10 +33,10 @@ type keptReader struct {
 	got   map[uint64][]int
 }
 
-func (r *keptReader) Name() string            { return "kept-reader" }
-func (r *keptReader) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
+func (r *termReader) Name() string            { return "kept-reader" }
+func (r *termReader) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
 
-func (r *keptReader) Start(ctx context.Context) error {
+func (r *termReader) Start(ctx context.Context) error {
 	term, _ := termctx.FromContext(ctx)
 	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, r.bus, "cfg", 64)
 	r.mu.Lock()
@@ -89,19 +89,19 @@ func TestSubscriptionPerTermRandomized(t *testing.T) {
 	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { keptTerms(t, seed) })
+			synctest.Test(t, func(t *testing.T) { readTerms(t, seed) })
 		})
 	}
 }
 
-func keptTerms(t *testing.T, seed uint64) {
+func readTerms(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x6e97))
 	bus := busevents.NewEventBusWithLogger(0, discard())
 	m, err := lifecycle.NewManager(bus, lifecycle.Options{Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &keptReader{bus: bus, lazy: map[uint64]bool{}, chans: map[uint64]<-chan *events.ConfigValidatedEvent{}, got: map[uint64][]int{}}
+	r := &termReader{bus: bus, lazy: map[uint64]bool{}, chans: map[uint64]<-chan *events.ConfigValidatedEvent{}, got: map[uint64][]int{}}
 	cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](bus).WithLogger(discard())
 	if err := m.AddLeaderOnly(r); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@
 //
 // # Usage
 //
-//	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: manager, Election: elector}, metrics.Options{
+//	m, err := metrics.New(metrics.Sources{Bus: bus, Runtime: manager, Election: adapter.Elector()}, metrics.Options{
 //		Collectors: []prometheus.Collector{appCollector}, // an application's own, optional
 //	})
 //	lifecycle.Options{OnTermReady: func(r lifecycle.TermReport) { m.ObserveTermReady(r.Latency) }}

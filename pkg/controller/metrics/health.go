@@ -6,7 +6,7 @@ import (
 )
 
 // HealthChecker is what Healthy reads from a source that can tell its own
-// health; *leaderelection.Component satisfies it.
+// health; *k8sle.Elector satisfies it.
 type HealthChecker interface {
 	Healthy() error
 }

@@ -33,7 +33,7 @@ type RuntimeStatus interface {
 }
 
 // Election is what the collector reads from the elector;
-// *leaderelection.Component satisfies it.
+// *k8sle.Elector (the adapter's Elector()) satisfies it.
 type Election interface {
 	IsLeader() bool
 	Term() uint64

@@ -215,7 +215,7 @@ type panicked struct {
 // lifecycle.Subscribed(ctx), and handles events as they come, also while
 // the pipeline runs. Before a run starts it takes every event already
 // queued, so the run starts from the newest inputs the bus accepted. The term is taken from
-// lifecycle.TermFromContext; outside a lifecycle term (a plain context) the
+// termctx.FromContext; outside a lifecycle term (a plain context) the
 // term is 0, which no fencing writer accepts, and a warning is logged.
 //
 // A trigger starts a run on the newest inputs held. Runs never overlap:

@@ -43,7 +43,7 @@
 // For each trigger it runs Pipeline.Execute on the newest inputs it holds
 // and publishes TemplateRenderedEvent (valid output) or
 // ValidationFailedEvent (the validator's line errors, or the pipeline's
-// error), stamped with the term (lifecycle.TermFromContext), the
+// error), stamped with the term (termctx.FromContext), the
 // configuration version and the pod generation. A trigger that finds an
 // input missing waits for it. It reports lifecycle.HoldsState for the
 // configuration and the pods, which it lists in RequiredState.

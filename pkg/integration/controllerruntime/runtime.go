@@ -150,13 +150,13 @@ func (r *Runtime) Bus() *busevents.EventBus { return r.bus }
 func (r *Runtime) Identity() string { return r.identity }
 
 // IsLeader reports whether this replica leads now, by its own clock.
-func (r *Runtime) IsLeader() bool { return r.elector.IsLeader() }
+func (r *Runtime) IsLeader() bool { return r.elector.Elector().IsLeader() }
 
 // Term returns the current term, 0 while not leading.
-func (r *Runtime) Term() uint64 { return r.elector.Term() }
+func (r *Runtime) Term() uint64 { return r.elector.Elector().Term() }
 
 // GetLeader returns the holder of the Lease last observed, "" if none.
-func (r *Runtime) GetLeader() string { return r.elector.GetLeader() }
+func (r *Runtime) GetLeader() string { return r.elector.Elector().GetLeader() }
 
 // Status returns the term runtime's snapshot: terms, readiness, components.
 func (r *Runtime) Status() lifecycle.Status { return r.life.Status() }
@@ -216,7 +216,7 @@ func wrapRegistration(err error) error {
 
 // healthz fails while the elector missed its renew deadline or a component failed.
 func (r *Runtime) healthz(*http.Request) error {
-	if err := r.elector.Healthy(); err != nil {
+	if err := r.elector.Elector().Healthy(); err != nil {
 		return err
 	}
 	return r.life.Status().Healthy()

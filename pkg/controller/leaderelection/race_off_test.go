@@ -1,5 +1,0 @@
-//go:build !race
-
-package leaderelection_test
-
-const raceEnabled = false
