@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // MirrorLabel marks the namespaces that get a copy of the source ConfigMap.
@@ -62,7 +63,7 @@ func (m *Mirror) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	case err != nil:
 		return reconcile.Result{}, err
 	}
-	term, _ := batoncr.TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	if maps.Equal(dst.Data, src.Data) && dst.Annotations[batoncr.TermAnnotation] == fmt.Sprint(term) {
 		return reconcile.Result{}, nil
 	}
@@ -141,7 +142,7 @@ func main() {
 	lease := 15 * time.Second
 	mgr, _, err := Setup(Config{Rest: rest, Source: types.NamespacedName{Namespace: ns, Name: name},
 		LeaseNamespace: leaseNS, HealthAddr: *health,
-		Runtime: batoncr.Options{LeaseDuration: &lease, LeaderElectionReleaseOnCancel: *release}})
+		Runtime: batoncr.Options{LeaseDuration: &lease, LeaderElectionReleaseOnCancel: release}})
 	if err == nil {
 		err = mgr.Start(ctrl.SetupSignalHandler())
 	}

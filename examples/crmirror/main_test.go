@@ -41,7 +41,7 @@ func startReplica(t *testing.T, env *testenv.Env, name string, source types.Name
 	}
 	r.mgr, r.rt, err = Setup(Config{Rest: env.Config(), Source: source, LeaseNamespace: "default", HealthAddr: "0",
 		Runtime: batoncr.Options{Identity: name, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
-			LeaderElectionReleaseOnCancel: true, Clientset: cs, MetricsRegisterer: prometheus.NewRegistry()}})
+			Clientset: cs, MetricsRegisterer: prometheus.NewRegistry()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{HealthProbeBindAddress: ":8081"})
 //	rt, err := controllerruntime.New(mgr, controllerruntime.Options{
 //		LeaderElectionID: "my-controller", LeaderElectionNamespace: "default",
-//		LeaderElectionReleaseOnCancel: true,
 //	})
 //	err = rt.AddController(controllerruntime.Controller{
 //		Name:       "mirror",
@@ -56,8 +55,8 @@
 //
 // # Term in Reconcile
 //
-// Reconcile's context derives from the term's, so TermFromContext (the core's
-// termctx.FromContext) gives the term, and the context ends with it.
+// Reconcile's context derives from the term's, so termctx.FromContext gives the term,
+// and the context ends with it.
 //
 // # Fencing
 //

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // A fenced client refuses a write made outside any leader term: only the contexts the
@@ -20,10 +21,10 @@ func ExampleNewFencedClient() {
 	err := c.Create(context.Background(), cm)
 	fmt.Println(errors.Is(err, batoncr.ErrNoTerm))
 	fmt.Println(err)
-	_, ok := batoncr.TermFromContext(context.Background())
+	_, ok := termctx.FromContext(context.Background())
 	fmt.Println("term outside a leader run:", ok)
 	// Output:
 	// true
-	// controllerruntime: write outside a leader term
+	// controllerruntime: write outside a leader term (register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, and write with the context Reconcile was given)
 	// term outside a leader run: false
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -22,7 +21,7 @@ type termRef struct {
 
 // withTermRef records ctx, the context the runtime gave a leader-only run, in ctx.
 func withTermRef(ctx context.Context) context.Context {
-	term, ok := lifecycle.TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	if !ok {
 		return ctx
 	}
@@ -35,14 +34,6 @@ func termRefFrom(ctx context.Context) *termRef {
 	}
 	ref, _ := ctx.Value(termRefKey{}).(*termRef)
 	return ref
-}
-
-// TermFromContext returns the leadership term of a leader-only run: ctx is the context
-// given to Reconcile of a controller added with AddController, or to a function added
-// with AddLeaderOnly, or one derived from them. ok is false for other contexts. It is
-// the core's accessor, termctx.FromContext.
-func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	return termctx.FromContext(ctx)
 }
 
 // TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded and
