@@ -27,6 +27,9 @@ var (
 	// ErrStaleTerm is returned by a fenced client's writes to an object stamped with a
 	// newer term than the writer's: a newer leader wrote it.
 	ErrStaleTerm = errors.New("controllerruntime: object written by a newer term")
+	// ErrUnstampablePatch is returned by a fenced client's Patch of a body it cannot
+	// add its stamps to (a CBOR apply patch, or a body that is not JSON).
+	ErrUnstampablePatch = errors.New("controllerruntime: the fenced client cannot stamp this patch")
 	// ErrNoResourceVersion is returned by a fenced client's Update of an object without a
 	// resourceVersion: a fenced update is a compare-and-swap, so update the object as it
 	// was read (Get it first).

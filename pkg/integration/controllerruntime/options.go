@@ -56,6 +56,12 @@ type Options struct {
 	// GracefulShutdownTimeout), and only then releases. Set it to false to keep the
 	// Lease until it expires on a graceful stop too.
 	LeaderElectionReleaseOnCancel *bool
+	// ServerSideFence makes the fenced clients (FencedClient) stamp every write with the
+	// Lease token of its term (HolderAnnotation, AcquiredAnnotation), read from the
+	// Lease once per term, and stamp an object before deleting it, for the API server's
+	// fence that NewAdmissionFence builds. Set it once the policy is installed, not
+	// before: the fence refuses the writes of the controller that lack the token.
+	ServerSideFence bool
 	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
 	// return after the term ended before it is reported as overstaying. Default 30s.
 	GracefulShutdownTimeout *time.Duration

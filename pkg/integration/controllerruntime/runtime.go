@@ -34,6 +34,12 @@ type Runtime struct {
 	elector  *leaderelection.Component
 	metrics  *collector
 	identity string
+	slogger  *slog.Logger
+
+	// lease reads this replica's Lease for the fenced clients; serverSide is
+	// Options.ServerSideFence.
+	lease      *leaseReader
+	serverSide bool
 
 	started    atomic.Bool
 	warm       atomic.Bool
@@ -74,7 +80,9 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		}
 	}
 	slogger := slog.New(logr.ToSlogHandler(s.logger))
-	r := &Runtime{mgr: mgr, logger: s.logger, identity: s.election.Identity, names: map[string]bool{}}
+	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
+		lease:      &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity},
+		serverSide: opts.ServerSideFence}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
 	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, slogger); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
