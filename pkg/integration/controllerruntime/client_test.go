@@ -1,22 +1,27 @@
 package controllerruntime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/baton-dev/baton/internal/testseed"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/internal/replicatest"
@@ -369,4 +374,78 @@ func TestFencedClientClosesGaps(t *testing.T) {
 	if refused.Load() != 2+3 {
 		t.Fatalf("%d refusals counted in all, want 5 (the delete by name's and DeleteAllOf's, and these 3)", refused.Load())
 	}
+}
+
+// TestFencedClientOverwritesAStampOfNoTerm: an object stamped with a term above every
+// term of the Lease (2^64-1, or the writer's term + 1) is written over by a replica
+// that still holds the Lease in its term, with a WARN naming the object; a replica that
+// does not hold it is refused as before.
+func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
+	raw := newClient(t)
+	ns := newNamespace(t, raw)
+	ctx := context.Background()
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "noterm"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me"), AcquireTime: &now, RenewTime: &now}}
+	if err := raw.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var logsMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logsMu}, nil))
+	fenced := func(identity string) *fencedClient {
+		return &fencedClient{Client: raw, reader: raw, refused: &atomic.Uint64{}, logger: logger,
+			lease: &leaseReader{cs: shared.Clientset(), namespace: ns, name: "noterm", identity: identity}}
+	}
+	me, other := fenced("me"), fenced("other")
+	term, end := fakeTerm(7)
+	defer end()
+	for i, stamp := range []string{"18446744073709551615", "8"} {
+		name := fmt.Sprint("restored-", i)
+		obj := configMap(ns, name)
+		obj.Annotations = map[string]string{TermAnnotation: stamp}
+		if err := raw.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		var cm corev1.ConfigMap
+		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Update(term, cm.DeepCopy()); !errors.Is(err, ErrStaleTerm) {
+			t.Fatalf("stamp %s, a replica not holding the Lease: %v, want ErrStaleTerm", stamp, err)
+		}
+		if err := me.Update(term, cm.DeepCopy()); err != nil {
+			t.Fatalf("stamp %s, the holder in its term: %v, want the stamp overwritten", stamp, err)
+		}
+		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil || cm.Annotations[TermAnnotation] != "7" {
+			t.Fatalf("stamp %s after the holder's write: %v %v, want 7", stamp, cm.Annotations, err)
+		}
+		logsMu.Lock()
+		logged := logs.String()
+		logsMu.Unlock()
+		if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, ns+"/"+name) || !strings.Contains(logged, "stamp="+stamp) {
+			t.Fatalf("stamp %s: logged %q, want a WARN naming the object and the stamp", stamp, logged)
+		}
+	}
+	// A Delete by name of such an object goes through too.
+	obj := configMap(ns, "restored-delete")
+	obj.Annotations = map[string]string{TermAnnotation: "18446744073709551615"}
+	if err := raw.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := me.Delete(term, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored-delete"}}); err != nil {
+		t.Fatalf("delete by name by the holder: %v", err)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
