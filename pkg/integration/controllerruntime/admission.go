@@ -34,22 +34,29 @@ type AdmissionFence struct {
 	NamespaceSelector *metav1.LabelSelector
 }
 
+// target is the object a write of the fence is judged by: the object written, or for a
+// DELETE (which has none) the object deleted, which the fenced client stamped first.
+const target = "(request.operation == 'DELETE' ? oldObject : object)"
+
 // fenceMessage starts every refusal of the fence's policy; the fenced client tells
 // them by it.
 const fenceMessage = "baton fence:"
 
 // NewAdmissionFence returns the ValidatingAdmissionPolicy and its binding that make the
-// API server refuse a write of f.Users to f.Resources unless it carries the Lease token
-// of the current term: HolderAnnotation and AcquiredAnnotation equal to the Lease's
-// holderIdentity and acquireTime (for a DELETE, on the object deleted, which the
-// fenced client stamps first). Runtime.FencedClient stamps them when
-// Options.ServerSideFence is set. Errors wrap ErrInvalidOptions and name the field.
+// API server refuse a stamped write of f.Users to f.Resources unless it carries the
+// Lease token of the current term: HolderAnnotation and AcquiredAnnotation equal to the
+// Lease's holderIdentity and acquireTime (for a DELETE, on the object deleted, which
+// the fenced client stamps first). Runtime.FencedClient stamps every write when
+// Options.ServerSideFence is set; writes without HolderAnnotation are not judged, so
+// the policy can be installed before the controller turns the option on, and other
+// programs' writes of objects the controller never stamped pass. Errors wrap
+// ErrInvalidOptions and name the field.
 //
 // The fence is cooperative: the writer stamps its own term, so it stops a stale writer,
 // it does not authenticate one. The API server reads the Lease through an informer, so
 // for a few milliseconds after the Lease changed hands it still judges by the old
-// holder (see the package doc, # The API server's fence). It refuses every write of
-// f.Users to these resources when the Lease does not exist, or has no holder.
+// holder (see the package doc, # The API server's fence). It refuses every stamped
+// write of f.Users to these resources when the Lease does not exist, or has no holder.
 func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	switch {
 	case f.Name == "":
@@ -89,12 +96,14 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 			MatchConstraints: &admissionv1.MatchResources{
 				ResourceRules: rules,
 			},
-			MatchConditions: []admissionv1.MatchCondition{{
-				Name:       "the-controllers-writes",
-				Expression: "request.userInfo.username in " + users,
-			}},
+			MatchConditions: []admissionv1.MatchCondition{
+				{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + users},
+				// Only stamped writes: the controller's writes carry the token once
+				// Options.ServerSideFence is on, so the policy can be installed first.
+				{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
+			},
 			Variables: []admissionv1.Variable{
-				{Name: "meta", Expression: "request.operation == 'DELETE' ? oldObject.metadata : object.metadata"},
+				{Name: "meta", Expression: target + ".metadata"},
 				{Name: "holder", Expression: "has(variables.meta.annotations) && '" + HolderAnnotation + "' in variables.meta.annotations ? variables.meta.annotations['" + HolderAnnotation + "'] : ''"},
 				{Name: "acquired", Expression: "has(variables.meta.annotations) && '" + AcquiredAnnotation + "' in variables.meta.annotations ? variables.meta.annotations['" + AcquiredAnnotation + "'] : ''"},
 			},

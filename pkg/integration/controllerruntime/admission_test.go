@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/baton-dev/baton/internal/replicatest"
 )
 
 // fenceWriter is the user the fenced writers of these tests write as (impersonated),
@@ -132,7 +137,11 @@ func newFenceEnv(t *testing.T) *fenceEnv {
 		_ = e.raw.Delete(context.Background(), policy)
 	})
 	// The policy takes effect a few hundred milliseconds after it is created.
-	e.waitRefused(stamps{}, 20*time.Second)
+	e.waitRefused(e.token("nobody"), 20*time.Second)
+	// Writes that carry no token are not judged.
+	if e.probe(stamps{TermAnnotation: "1"}) {
+		t.Fatal("the fence refused a write without the Lease token")
+	}
 	return e
 }
 
@@ -410,4 +419,117 @@ func TestNewAdmissionFenceRefusesBadInput(t *testing.T) {
 
 func containsField(err error, field string) bool {
 	return err != nil && strings.Contains(err.Error(), "AdmissionFence."+field)
+}
+
+// TestRuntimeWritesThroughTheAdmissionFence: a Runtime with ServerSideFence, on its real
+// elector, stamps the Lease token of its term, and its writes pass the API server's
+// fence: create, update, patch, delete by name.
+func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
+	raw := newClient(t)
+	ns := newNamespace(t, raw)
+	ctx := context.Background()
+	policy, binding, err := NewAdmissionFence(AdmissionFence{
+		Name: "baton-fence-" + ns, LeaseName: "e2e-fence", LeaseNamespace: "default", Users: []string{fenceWriter},
+		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := raw.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = raw.Delete(context.Background(), o) })
+	}
+	cfg := shared.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: fenceWriter, Groups: []string{"system:masters"}}
+	writer, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A released Lease (no holder), for the policy's parameter before the election.
+	if err := raw.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-fence"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the policy: a write with a token of no term is refused.
+	replicatestWait(t, func() bool {
+		cm := configMap(ns, "probe")
+		stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"}.stamp(cm)
+		return isFenceDenial(writer.Create(ctx, cm, client.DryRunAll))
+	})
+
+	mgr, err := manager.New(cfg, manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{mgr: mgr, registry: prometheus.NewRegistry(), done: make(chan error, 1)}
+	n.rt, err = New(mgr, Options{LeaderElectionID: "e2e-fence", LeaderElectionNamespace: "default", Identity: "fenced-1",
+		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
+		Clientset: shared.Clientset(), MetricsRegisterer: n.registry, ServerSideFence: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := make(chan error, 1)
+	err = n.rt.AddLeaderOnly("writer", func(ctx context.Context) error {
+		Subscribed(ctx)
+		fc := n.rt.FencedClient(nil)
+		err := func() error {
+			if err := fc.Create(ctx, configMap(ns, "gone")); err != nil {
+				return fmt.Errorf("create: %w", err)
+			}
+			if err := fc.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}},
+				client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/k","value":"patched"}]`))); err != nil {
+				return fmt.Errorf("JSON patch: %w", err)
+			}
+			if err := fc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}); err != nil {
+				return fmt.Errorf("delete by name: %w", err)
+			}
+			kept := configMap(ns, "kept")
+			if err := fc.Create(ctx, kept); err != nil {
+				return fmt.Errorf("create: %w", err)
+			}
+			kept.Data["k"] = "updated"
+			if err := fc.Update(ctx, kept); err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+			return nil
+		}()
+		result <- err
+		<-ctx.Done()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.start(t)
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("the leader's fenced writes: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader wrote nothing")
+	}
+	lease, err := shared.Clientset().CoordinationV1().Leases("default").Get(ctx, "e2e-fence", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := raw.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	want := stamps{HolderAnnotation: "fenced-1", AcquiredAnnotation: formatMicro(*lease.Spec.AcquireTime)}
+	if !want.carried(&cm) || cm.Data["k"] != "updated" {
+		t.Fatalf("the leader's object: %v %v, want its update stamped with %v", cm.Annotations, cm.Data, want)
+	}
+	if err := raw.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &cm); !apierrors.IsNotFound(err) {
+		t.Fatalf("the object deleted by name: %v", err)
+	}
+}
+
+// replicatestWait polls ready every few milliseconds for up to 20s.
+func replicatestWait(t *testing.T, ready func() bool) {
+	t.Helper()
+	replicatest.WaitFor(t, 20*time.Second, "the admission policy to take effect", ready)
 }

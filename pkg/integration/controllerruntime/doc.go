@@ -110,9 +110,10 @@
 // # The API server's fence
 //
 // NewAdmissionFence builds a ValidatingAdmissionPolicy (no webhook to run) whose
-// parameter is the Lease, and its binding; deploy/ has an example. It refuses a write
-// of the controller's users to the resources named unless the object (for a DELETE the
-// object deleted) carries the Lease token of the current term: HolderAnnotation and
+// parameter is the Lease, and its binding; deploy/ has an example. It refuses a stamped
+// write (one carrying HolderAnnotation) of the controller's users to the resources
+// named unless the object (for a DELETE the object deleted) carries the Lease token of
+// the current term: HolderAnnotation and
 // AcquiredAnnotation equal to the Lease's holderIdentity and acquireTime. A term of
 // Baton's elector is one acquisition: its acquiring write sets both and every renew
 // keeps them, so the pair names the term on the Lease. (The term number cannot be
@@ -120,7 +121,8 @@
 // With Options.ServerSideFence the fenced clients read the Lease once per term for the
 // token, stamp it on every write, and stamp an object before deleting it (one more
 // write per Delete, unless the object already carries the token), so that the policy
-// can check the delete.
+// can check the delete. Install the policy first, then turn the option on: writes
+// without the token are not judged.
 //
 // Then every stale write the client cannot see, held in flight and delivered after
 // the Lease passed to another replica, is refused by the API server itself (HTTP 403,
@@ -131,11 +133,12 @@
 // lags the Lease. Measured on one local API server on a loaded 2-core machine
 // (TestAdmissionFenceWindow, 40 hand-overs), the old holder's writes still passed for a
 // median of 2.6 ms and at most 12 ms after the Lease update was answered; a stale write
-// arriving within that window lands. A new leader's first writes in that window are refused against the
-// old holder: the fenced client sends such a write again after 5, 10, 20, 40 and 80 ms
-// while its term runs. What the fence does not cover: writers that do not stamp (it is
-// cooperative: it stops a stale writer, it does not authenticate one; anyone with write
-// access can forge a stamp), users other than AdmissionFence.Users, subresources
+// arriving within that window lands. A new leader's first writes in that window are
+// refused against the old holder: the fenced client sends such a write again after 5,
+// 10, 20, 40 and 80 ms while its term runs. What the fence does not cover: writers that
+// do not stamp the token (it is cooperative: it stops a stale writer, it does not
+// authenticate one; anyone with write access can forge or drop a stamp), users other
+// than AdmissionFence.Users, subresources
 // (status, scale), and a policy that is not yet in force (it takes effect a few hundred
 // milliseconds after it is created, and not at all while its binding or the Lease is
 // missing: with no Lease every fenced write is refused).

@@ -59,8 +59,8 @@ type Options struct {
 	// ServerSideFence makes the fenced clients (FencedClient) stamp every write with the
 	// Lease token of its term (HolderAnnotation, AcquiredAnnotation), read from the
 	// Lease once per term, and stamp an object before deleting it, for the API server's
-	// fence that NewAdmissionFence builds. Set it once the policy is installed, not
-	// before: the fence refuses the writes of the controller that lack the token.
+	// fence that NewAdmissionFence builds. The policy judges only writes that carry
+	// the token, so install it first, then turn this on.
 	ServerSideFence bool
 	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
 	// return after the term ended before it is reported as overstaying. Default 30s.
