@@ -8,6 +8,8 @@
 //	rbac.yaml        ServiceAccount, least-privilege Role and RoleBinding
 //	configmap.yaml   a sample configuration (baton-config)
 //	deployment.yaml  two replicas of `baton run`
+//	admission-fence.yaml  the API server's fence of the controller's writes
+//	                 (controllerruntime.NewAdmissionFence)
 //
 // # Concurrency properties
 //
@@ -33,7 +35,7 @@ import (
 var files embed.FS
 
 // Manifests are the files kustomization.yaml lists, in its order.
-var Manifests = []string{"namespace.yaml", "rbac.yaml", "configmap.yaml", "deployment.yaml"}
+var Manifests = []string{"namespace.yaml", "rbac.yaml", "configmap.yaml", "deployment.yaml", "admission-fence.yaml"}
 
 // Object is one decoded manifest document.
 type Object struct {

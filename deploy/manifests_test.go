@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -51,6 +52,10 @@ func objects(t *testing.T) map[string][]any {
 		case *appsv1.Deployment:
 			kind = "Deployment"
 			checkNamespace(t, o.File, v.Namespace)
+		case *admissionv1.ValidatingAdmissionPolicy: // cluster-scoped
+			kind = "ValidatingAdmissionPolicy"
+		case *admissionv1.ValidatingAdmissionPolicyBinding: // cluster-scoped
+			kind = "ValidatingAdmissionPolicyBinding"
 		default:
 			t.Errorf("%s: unexpected %T", o.File, o.Object)
 			continue

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/internal/replicatest"
 )
@@ -532,4 +535,39 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 func replicatestWait(t *testing.T, ready func() bool) {
 	t.Helper()
 	replicatest.WaitFor(t, 20*time.Second, "the admission policy to take effect", ready)
+}
+
+// TestDeployedAdmissionFence: deploy/admission-fence.yaml is NewAdmissionFence's policy
+// and binding for deploy/'s Lease, ServiceAccount and namespace.
+func TestDeployedAdmissionFence(t *testing.T) {
+	wantPolicy, wantBinding, err := NewAdmissionFence(AdmissionFence{
+		Name: "baton-fence", LeaseName: "baton-leader", LeaseNamespace: "baton",
+		Users:             []string{"system:serviceaccount:baton:baton"},
+		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "baton"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("../../../deploy/admission-fence.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(raw), "\n---\n")
+	if len(docs) != 3 { // the comments, the policy, the binding
+		t.Fatalf("deploy/admission-fence.yaml has %d documents, want the policy and the binding", len(docs)-1)
+	}
+	var policy admissionv1.ValidatingAdmissionPolicy
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(docs[2]), &binding); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(&policy, wantPolicy) || !equality.Semantic.DeepEqual(&binding, wantBinding) {
+		want, _ := yaml.Marshal(wantPolicy)
+		wantB, _ := yaml.Marshal(wantBinding)
+		t.Fatalf("deploy/admission-fence.yaml differs from NewAdmissionFence's output; regenerate it:\n---\n%s---\n%s", want, wantB)
+	}
 }
