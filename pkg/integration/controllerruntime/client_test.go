@@ -301,8 +301,12 @@ func TestFencedClientClosesGaps(t *testing.T) {
 	if err := f.Patch(old, stale, client.MergeFrom(read)); !apierrors.IsConflict(err) {
 		t.Fatalf("a stale merge patch from an old read: %v, want a conflict", err)
 	}
-	if cm, err := get("patched"); err != nil || cm.Annotations[TermAnnotation] != "7" {
-		t.Fatalf("stamp after the stale patch: %v %v, want 7", cm.Annotations, err)
+	// So is a JSON patch: it carries the version of obj as a precondition too.
+	if err := f.Patch(old, read.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/k","value":"term 5"}]`))); !apierrors.IsConflict(err) {
+		t.Fatalf("a stale JSON patch from an old read: %v, want a conflict", err)
+	}
+	if cm, err := get("patched"); err != nil || cm.Annotations[TermAnnotation] != "7" || cm.Data["k"] != "term 7" {
+		t.Fatalf("after the stale patches: %v %v %v, want term 7's write", cm.Annotations, cm.Data, err)
 	}
 
 	// Every patch type carries the writer's stamp, also on an object without
