@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
@@ -27,4 +28,28 @@ func ExampleNewFencedClient() {
 	// true
 	// controllerruntime: write outside a leader term (register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, and write with the context Reconcile was given)
 	// term outside a leader run: false
+}
+
+// The API server's fence of a controller that writes ConfigMaps as its ServiceAccount,
+// judged against its Lease: create the policy and the binding (cluster-scoped; an
+// administrator installs them), then turn Options.ServerSideFence on.
+func ExampleNewAdmissionFence() {
+	policy, binding, err := batoncr.NewAdmissionFence(batoncr.AdmissionFence{
+		Name:           "my-controller-fence",
+		LeaseName:      "my-controller",
+		LeaseNamespace: "my-namespace",
+		Users:          []string{"system:serviceaccount:my-namespace:my-controller"},
+		Resources:      []schema.GroupResource{{Group: "", Resource: "configmaps"}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(policy.Kind, policy.Name, "on", policy.Spec.ParamKind.Kind)
+	fmt.Println(binding.Kind, binding.Name, "param", binding.Spec.ParamRef.Namespace+"/"+binding.Spec.ParamRef.Name)
+	fmt.Println("stamps judged:", batoncr.HolderAnnotation, batoncr.AcquiredAnnotation)
+	// Output:
+	// ValidatingAdmissionPolicy my-controller-fence on Lease
+	// ValidatingAdmissionPolicyBinding my-controller-fence param my-namespace/my-controller
+	// stamps judged: baton.dev/lease-holder baton.dev/lease-acquired
 }
