@@ -337,6 +337,50 @@ func TestAdmissionFenceRefusesStaleWrites(t *testing.T) {
 			}
 		})
 	}
+	// DeleteAllOf: a's, after the Lease passed to b, is refused object by object (its
+	// stamp before each delete is); b's deletes every object, stamping each first.
+	t.Run("DeleteAllOf", func(t *testing.T) {
+		e.t = t
+		e.setHolder("b")
+		e.waitPassed(e.token("b"))
+		term++
+		fb, bctx, endB := e.fenced(e.writer, "b", term)
+		defer endB()
+		for i := range 2 {
+			cm := configMap(e.ns, fmt.Sprint("all-", i))
+			cm.Labels = map[string]string{"set": "all"}
+			if err := e.raw.Create(ctx, cm); err != nil { // written by no term
+				t.Fatal(err)
+			}
+		}
+		fa, actx, endA := e.fenced(e.writer, "a", term-1)
+		defer endA()
+		// a's term began while it held the Lease: its token is the one it read then.
+		ref, _ := termOf(actx)
+		ref.token = &leaseToken{holder: "a", acquired: "2000-01-01T00:00:00.000000Z"}
+		err := fa.DeleteAllOf(actx, &corev1.ConfigMap{}, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"})
+		if !isFenceDenial(firstJoined(err)) {
+			t.Fatalf("a's stale DeleteAllOf: %v, want the API server's fence to refuse it", err)
+		}
+		var list corev1.ConfigMapList
+		if err := e.raw.List(ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"}); err != nil || len(list.Items) != 2 {
+			t.Fatalf("after a's refused DeleteAllOf: %d objects, %v; want both", len(list.Items), err)
+		}
+		if err := fb.DeleteAllOf(bctx, &corev1.ConfigMap{}, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"}); err != nil {
+			t.Fatalf("b's DeleteAllOf: %v", err)
+		}
+		if err := e.raw.List(ctx, &list, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"}); err != nil || len(list.Items) != 0 {
+			t.Fatalf("after b's DeleteAllOf: %d objects, %v; want none", len(list.Items), err)
+		}
+	})
+}
+
+// firstJoined returns the first error joined in err (errors.Join), or err.
+func firstJoined(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		return j.Unwrap()[0]
+	}
+	return err
 }
 
 // TestAdmissionFenceWindow measures how long after the Lease changed hands the API
