@@ -19,7 +19,10 @@
 //
 // Runnables added to the manager directly keep running on every replica (the manager
 // has no election of its own); leader-only work goes through AddController and
-// AddLeaderOnly.
+// AddLeaderOnly. A controller built with ctrl.NewControllerManagedBy(mgr) is such a
+// runnable: it runs outside any term, and its fenced writes fail with ErrNoTerm.
+// New refuses a manager built with LeaderElection true, and a graceful stop releases
+// the Lease (Options.LeaderElectionReleaseOnCancel).
 //
 // # Design, and why it holds
 //

@@ -57,9 +57,9 @@ type Runtime struct {
 // New builds a Runtime for mgr and adds it to mgr: as a runnable that runs on every
 // replica, as the health checks HealthzCheckName and ReadyzCheckName, and as metrics on
 // Options.MetricsRegisterer. mgr must be built with LeaderElection false: New refuses a
-// manager that runs its own election. Register the
-// leader-only work (AddController, AddLeaderOnly) and the replayers before mgr.Start.
-// Errors wrap ErrInvalidOptions and name the field to change.
+// manager that runs its own election. Register the leader-only work (AddController,
+// AddLeaderOnly) and the replayers before mgr.Start. Errors wrap ErrInvalidOptions and
+// name the field to change.
 func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: manager is nil; pass the manager.Manager the Runtime runs in", ErrInvalidOptions)
