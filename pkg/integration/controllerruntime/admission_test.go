@@ -140,7 +140,8 @@ func newFenceEnv(t *testing.T) *fenceEnv {
 		_ = e.raw.Delete(context.Background(), policy)
 	})
 	// The policy takes effect a few hundred milliseconds after it is created.
-	e.waitRefused(e.token("nobody"), 20*time.Second)
+	took := e.waitRefused(e.token("nobody"), 20*time.Second)
+	t.Logf("the policy took effect %v after it was created", took)
 	// Writes that carry no token are not judged.
 	if e.probe(stamps{TermAnnotation: "1"}) {
 		t.Fatal("the fence refused a write without the Lease token")
