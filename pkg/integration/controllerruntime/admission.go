@@ -56,7 +56,9 @@ const fenceMessage = "baton fence:"
 // it does not authenticate one. The API server reads the Lease through an informer, so
 // for a few milliseconds after the Lease changed hands it still judges by the old
 // holder (see the package doc, # The API server's fence). It refuses every stamped
-// write of f.Users to these resources when the Lease does not exist, or has no holder.
+// write of f.Users to these resources while the Lease has no holder, and every write of
+// f.Users to them, stamped or not, while the Lease does not exist (the API server looks
+// the parameter up before it evaluates the match conditions).
 func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	switch {
 	case f.Name == "":

@@ -143,7 +143,8 @@
 // authenticate one; anyone with write access can forge or drop a stamp), users other
 // than AdmissionFence.Users, subresources
 // (status, scale), and a policy that is not yet in force (it took effect 0.2 to 0.8 s
-// after it was created; with no Lease every stamped write is refused).
+// after it was created). While the Lease does not exist, every write of those users to
+// those resources is refused, stamped or not.
 //
 // # State for a new leader
 //
