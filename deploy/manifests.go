@@ -9,6 +9,8 @@
 //	networkpolicy.yaml  no ingress to baton's pods (the kubelet's probes pass)
 //	configmap.yaml      a sample configuration (baton-config)
 //	deployment.yaml     two replicas of `baton run`
+//	admission-fence.yaml  the API server's fence of the controller's writes
+//	                    (controllerruntime.NewAdmissionFence)
 //
 // README.md says who controls leadership (whoever may update the Lease)
 // and how the RBAC keeps other workloads off it.
@@ -37,7 +39,7 @@ import (
 var files embed.FS
 
 // Manifests are the files kustomization.yaml lists, in its order.
-var Manifests = []string{"namespace.yaml", "rbac.yaml", "networkpolicy.yaml", "configmap.yaml", "deployment.yaml"}
+var Manifests = []string{"namespace.yaml", "rbac.yaml", "networkpolicy.yaml", "configmap.yaml", "deployment.yaml", "admission-fence.yaml"}
 
 // Object is one decoded manifest document.
 type Object struct {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -56,6 +57,10 @@ func objects(t *testing.T) map[string][]any {
 		case *networkingv1.NetworkPolicy:
 			kind = "NetworkPolicy"
 			checkNamespace(t, o.File, v.Namespace)
+		case *admissionv1.ValidatingAdmissionPolicy: // cluster-scoped
+			kind = "ValidatingAdmissionPolicy"
+		case *admissionv1.ValidatingAdmissionPolicyBinding: // cluster-scoped
+			kind = "ValidatingAdmissionPolicyBinding"
 		default:
 			t.Errorf("%s: unexpected %T", o.File, o.Object)
 			continue

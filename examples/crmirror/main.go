@@ -150,7 +150,7 @@ func main() {
 	lease := 15 * time.Second
 	mgr, _, err := Setup(Config{Rest: cfg, Source: types.NamespacedName{Namespace: ns, Name: name},
 		LeaseNamespace: leaseNS, HealthAddr: *health,
-		Runtime: batoncr.Options{LeaseDuration: &lease, LeaderElectionReleaseOnCancel: *release}})
+		Runtime: batoncr.Options{LeaseDuration: &lease, LeaderElectionReleaseOnCancel: release}})
 	if err == nil {
 		err = mgr.Start(ctrl.SetupSignalHandler())
 	}

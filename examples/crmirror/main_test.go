@@ -40,7 +40,7 @@ func startReplica(t *testing.T, env *batontest.Env, kit *batontest.Replica, sour
 	}
 	r.mgr, r.rt, err = Setup(Config{Rest: kit.Config(), Source: source, LeaseNamespace: "default", HealthAddr: "0",
 		Runtime: batoncr.Options{Identity: kit.Name, LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry,
-			LeaderElectionReleaseOnCancel: true, Clientset: cs, MetricsRegisterer: prometheus.NewRegistry()}})
+			Clientset: cs, MetricsRegisterer: prometheus.NewRegistry()}})
 	if err != nil {
 		t.Fatal(err)
 	}

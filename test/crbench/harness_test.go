@@ -303,7 +303,7 @@ func newBatonCR(b *testing.B, env *testenv.Env, id, lease string, tm timings, re
 	c.rt, err = batoncr.New(mgr, batoncr.Options{
 		LeaderElectionID: lease, LeaderElectionNamespace: "default", Identity: id,
 		LeaseDuration: &tm.lease, RenewDeadline: &tm.renew, RetryPeriod: &tm.retry,
-		LeaderElectionReleaseOnCancel: release, Clientset: cs, MetricsRegisterer: prometheus.NewRegistry(),
+		LeaderElectionReleaseOnCancel: &release, Clientset: cs, MetricsRegisterer: prometheus.NewRegistry(),
 		Logger: logr.Discard(),
 	})
 	if err != nil {

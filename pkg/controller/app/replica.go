@@ -24,6 +24,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/reconciler"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Term hook names, in the order they run at the start of a term.
@@ -103,6 +104,23 @@ func newReplica(opts Options) *Replica {
 	}
 }
 
+// holdsLease reads the Lease from leases, for the publisher's check of a stamp of no
+// term: this replica holds it in term while it is the holder and its term, carried by
+// the publisher's context, has not ended.
+func holdsLease(leases k8sle.LeaseStore, identity string) configpublisher.HoldsLease {
+	if leases == nil {
+		return nil
+	}
+	return func(ctx context.Context, term uint64) (bool, error) {
+		rec, err := leases.Get(ctx)
+		if err != nil {
+			return false, err
+		}
+		current, ok := termctx.FromContext(ctx)
+		return rec.HolderIdentity == identity && ok && current == term && ctx.Err() == nil, nil
+	}
+}
+
 // buildCore builds the election adapter and the runtime.
 func (r *Replica) buildCore(opts Options) (err error) {
 	// 2. The election adapter, on the observed lease store.
@@ -179,6 +197,7 @@ func (r *Replica) buildLeaderOnly(opts Options) (err error) {
 		RetryInterval: opts.PublisherRetry,
 		OnWrite:       opts.Hooks.OnPublish,
 		Logger:        r.logger,
+		HoldsLease:    holdsLease(opts.LeaseStore, r.identity),
 	}); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}

@@ -55,6 +55,14 @@
 // term. Other write failures are retried after RetryInterval, with the
 // newest state.
 //
+// A stamp of no term: with Options.HoldsLease, a write that finds a greater
+// term on the object reads the Lease once, and if this replica still holds
+// it in its term (so no term of this Lease wrote that stamp: an object
+// restored from another cluster, or written by another program), it replaces
+// the stamp under the same compare-and-swap and logs a WARN naming the
+// object (WriteHolding). Without it, such an object fences every leader
+// until the Lease's terms pass the stamp.
+//
 // The object Write reads is read-only (the store may share its maps, see
 // store.Object): Write copies the maps that change, the annotations for a
 // new term, and passes the others on as they are, so that a new term's

@@ -57,6 +57,11 @@ type Options struct {
 	OnWrite func(WriteReport)
 	// Logger receives the component's log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// HoldsLease, if set, reads the Lease when a write finds the object stamped with a
+	// greater term: if this replica still holds it in its term, the stamp is from no
+	// term of this Lease, and the write replaces it with a WARN naming the object (see
+	// WriteHolding). Nil: such a write is refused with ErrStaleTerm.
+	HoldsLease HoldsLease
 }
 
 // WriteReport describes one write the publisher attempted.
@@ -106,6 +111,7 @@ type Component struct {
 	bus      *busevents.EventBus
 	store    store.Store
 	identity string
+	holds    HoldsLease
 	content  Content
 	retry    time.Duration
 	onWrite  func(WriteReport)
@@ -135,6 +141,7 @@ func New(bus *busevents.EventBus, opts Options) (*Component, error) {
 		bus:      bus,
 		store:    opts.Store,
 		identity: opts.Identity,
+		holds:    opts.HoldsLease,
 		content:  opts.Content,
 		retry:    opts.RetryInterval,
 		onWrite:  opts.OnWrite,
@@ -375,7 +382,12 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 	if !ok || (t.wrote && sameRecord(t.last, rec)) {
 		return false
 	}
-	res, err := Write(ctx, c.store, rec)
+	res, err := WriteHolding(ctx, c.store, rec, c.holds)
+	if res.NoTermStamp != 0 && err == nil {
+		c.logger.Warn("replaced a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
+			"which is below the stamp (an object restored from another cluster, or written by another program)",
+			"object", c.store.String(), "stamp", res.NoTermStamp, "term", t.number)
+	}
 	c.mu.Lock()
 	c.state.Conflicts += uint64(res.Conflicts)
 	c.mu.Unlock()

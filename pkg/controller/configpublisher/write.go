@@ -129,7 +129,16 @@ type WriteResult struct {
 	Unchanged bool
 	// Conflicts counts the compare-and-swap races lost before the write.
 	Conflicts int
+	// NoTermStamp is, when not 0, the term the object carried above the record's that
+	// the write replaced: WriteHolding found that this replica still held the Lease in
+	// the record's term, so no term of this Lease wrote it.
+	NoTermStamp uint64
 }
+
+// HoldsLease reports, by one read of the Lease, whether this replica holds it in term
+// at the time of the answer (the holder is this replica and term has not ended). A
+// later term of the Lease needs a later acquisition, which would have ended term.
+type HoldsLease func(ctx context.Context, term uint64) (bool, error)
 
 // Write is the fenced write of the published object: it reads the object,
 // refuses with ErrStaleTerm if the term recorded on it is greater than
@@ -143,10 +152,24 @@ type WriteResult struct {
 // reads again and sees the newer term. Labels and annotations other than
 // Baton's are kept.
 func Write(ctx context.Context, s store.Store, rec Record) (WriteResult, error) {
-	return write(ctx, s, rec, DefaultMaxAttempts)
+	return write(ctx, s, rec, DefaultMaxAttempts, nil)
 }
 
-func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteResult, error) {
+// WriteHolding is Write that tells a stamp of no term from a newer term's. Before it
+// refuses with ErrStaleTerm it calls holds once: if this replica still holds the Lease
+// in rec.Term, the object's greater term is from no term of this Lease (restored from
+// another cluster, whose Lease counted further, or written by another program), and
+// the write replaces it, under the same compare-and-swap, reporting the stamp replaced
+// in WriteResult.NoTermStamp (the caller logs it). A nil holds is Write.
+//
+// After a restore of objects from another cluster, the first write of the current
+// leader replaces each such stamp; a restore of this cluster's own etcd, which takes
+// the Lease back too, is the elector's case (pkg/k8s/leaderelection, # Terms).
+func WriteHolding(ctx context.Context, s store.Store, rec Record, holds HoldsLease) (WriteResult, error) {
+	return write(ctx, s, rec, DefaultMaxAttempts, holds)
+}
+
+func write(ctx context.Context, s store.Store, rec Record, attempts int, holds HoldsLease) (WriteResult, error) {
 	var res WriteResult
 	if err := rec.check(); err != nil {
 		return res, err
@@ -170,8 +193,17 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int) (WriteR
 		if err != nil {
 			return res, fmt.Errorf("%w: %s: %w", ErrBadObject, s, err)
 		}
-		if recorded > rec.Term {
-			return res, fmt.Errorf("%w: %s records term %d, this write is for term %d", ErrStaleTerm, s, recorded, rec.Term)
+		if recorded > rec.Term && recorded != res.NoTermStamp {
+			noTerm := false
+			if holds != nil {
+				if noTerm, err = holds(ctx, rec.Term); err != nil {
+					return res, fmt.Errorf("configpublisher: %s records term %d above this write's %d, and the Lease could not be read: %w", s, recorded, rec.Term, err)
+				}
+			}
+			if !noTerm {
+				return res, fmt.Errorf("%w: %s records term %d, this write is for term %d", ErrStaleTerm, s, recorded, rec.Term)
+			}
+			res.NoTermStamp = recorded
 		}
 		if err := checkGeneration(s, cur, rec); err != nil {
 			return res, err

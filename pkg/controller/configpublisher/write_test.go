@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -455,5 +456,44 @@ func TestWriteAllocations(t *testing.T) {
 	t.Logf("%.1f allocations per term-only write", n)
 	if n > 3 {
 		t.Errorf("a write that changes only the term costs %.1f allocations, want at most 3 (annotations map, term, resourceVersion)", n)
+	}
+}
+
+// TestWriteHoldingReplacesAStampOfNoTerm: an object stamped with a term above every
+// term of the Lease (2^64-1, or the leader's term + 1) is rewritten by the leader that
+// still holds the Lease in its term, once the Lease was read; a replica that no longer
+// holds it is refused as before, and so is every write without the check.
+func TestWriteHoldingReplacesAStampOfNoTerm(t *testing.T) {
+	for _, stamp := range []uint64{math.MaxUint64, 8} {
+		s := newMemory(t)
+		if _, err := configpublisher.Write(t.Context(), s, valid(stamp, "foreign", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := configpublisher.Write(t.Context(), s, valid(7, "ours", 1)); !errors.Is(err, configpublisher.ErrStaleTerm) {
+			t.Fatalf("stamp %d: Write without the Lease check: %v, want ErrStaleTerm", stamp, err)
+		}
+		reads := 0
+		notHolding := func(context.Context, uint64) (bool, error) { reads++; return false, nil }
+		if _, err := configpublisher.WriteHolding(t.Context(), s, valid(7, "ours", 1), notHolding); !errors.Is(err, configpublisher.ErrStaleTerm) {
+			t.Fatalf("stamp %d: a replica that no longer holds the Lease: %v, want ErrStaleTerm", stamp, err)
+		}
+		holding := func(_ context.Context, term uint64) (bool, error) { reads++; return term == 7, nil }
+		res, err := configpublisher.WriteHolding(t.Context(), s, valid(7, "ours", 1), holding)
+		if err != nil || res.NoTermStamp != stamp {
+			t.Fatalf("stamp %d: the holder's write: %+v, %v, want it written, replacing stamp %d", stamp, res, err, stamp)
+		}
+		if reads != 2 {
+			t.Errorf("stamp %d: the Lease was read %d times, want once per write", stamp, reads)
+		}
+		if p := decode(t, s); p.Term != 7 || p.ConfigVersion != "ours" {
+			t.Errorf("stamp %d: published %+v, want term 7's", stamp, p)
+		}
+		failing := func(context.Context, uint64) (bool, error) { return false, errors.New("unreachable") }
+		if _, err := configpublisher.Write(t.Context(), s, valid(stamp, "foreign", 1)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := configpublisher.WriteHolding(t.Context(), s, valid(7, "ours", 2), failing); err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("stamp %d: with the Lease unreadable: %v, want its error", stamp, err)
+		}
 	}
 }

@@ -2,12 +2,17 @@ package controllerruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
 // TermAnnotation is the annotation a fenced client stamps on every object it creates,
@@ -15,143 +20,310 @@ import (
 const TermAnnotation = "baton.dev/term"
 
 // NewFencedClient wraps c so that its writes are fenced by the term of their context
-// (see the package doc, # Fencing). Reads go to c unchanged. Runtime.FencedClient is the
-// same with the refusals counted in the Runtime's metrics.
-func NewFencedClient(c client.Client) client.Client { return &fencedClient{Client: c} }
+// (see the package doc, # Fencing). Reads go to c unchanged; the fence's own reads
+// (Delete by name, patches of an object without a resourceVersion, DeleteAllOf) go to
+// c too. Runtime.FencedClient is the same with the refusals counted in the Runtime's
+// metrics, fresh reads, the check of the Lease before refusing a stamp of no term, and
+// the Lease stamps of the API server's fence.
+func NewFencedClient(c client.Client) client.Client {
+	return &fencedClient{Client: c, reader: c, logger: slog.Default()}
+}
 
 // FencedClient wraps c (nil: the manager's client) in a fenced client whose refusals are
-// counted in baton_fenced_writes_refused_total.
+// counted in baton_fenced_writes_refused_total. Its fence reads the objects it checks
+// with the manager's API reader (not the cache), and reads the Lease before it refuses
+// a write over a newer stamp (see # Fencing).
 func (r *Runtime) FencedClient(c client.Client) client.Client {
 	if c == nil {
 		c = r.mgr.GetClient()
 	}
-	return &fencedClient{Client: c, refused: &r.metrics.refused}
+	return &fencedClient{Client: c, reader: r.mgr.GetAPIReader(), refused: &r.metrics.refused,
+		lease: r.lease, serverSide: r.serverSide, logger: r.slogger}
 }
 
 // fencedClient is a client.Client whose writes are fenced.
 type fencedClient struct {
 	client.Client
-	refused *atomic.Uint64 // nil: not counted
+	reader     client.Reader  // the fence's reads
+	refused    *atomic.Uint64 // nil: not counted
+	lease      *leaseReader   // nil: no Lease known (NewFencedClient)
+	serverSide bool           // stamp the Lease token, and each object before deleting it
+	logger     *slog.Logger
 }
 
-// check refuses a write under ctx to obj (nil: no object to compare) when the term of
-// ctx ended or obj is stamped with a newer term; it returns the writer's term.
-func (f *fencedClient) check(ctx context.Context, obj client.Object) (uint64, error) {
-	term, err := termOf(ctx)
-	if err == nil && obj != nil {
-		err = stampedNewer(obj, term)
-	}
-	if err != nil && f.refused != nil {
+// refuse counts err, a refusal of the fence, and returns it.
+func (f *fencedClient) refuse(err error) error {
+	if f.refused != nil {
 		f.refused.Add(1)
 	}
-	return term, err
+	return err
 }
 
-// stampedNewer returns ErrStaleTerm when obj carries a term above term.
-func stampedNewer(obj client.Object, term uint64) error {
-	v, ok := obj.GetAnnotations()[TermAnnotation]
+// stamps are the annotations a write of one term carries.
+type stamps map[string]string
+
+// begin refuses a write under ctx outside a running term and returns the stamps of the
+// write: the term, and with the API server's fence the Lease token of the term.
+func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
+	ref, err := termOf(ctx)
+	if err != nil {
+		return nil, nil, f.refuse(err)
+	}
+	s := stamps{TermAnnotation: strconv.FormatUint(ref.term, 10)}
+	if f.serverSide && f.lease != nil {
+		tok, err := f.lease.token(ctx, ref)
+		if err != nil {
+			if errors.Is(err, ErrTermEnded) {
+				return nil, nil, f.refuse(err)
+			}
+			return nil, nil, err
+		}
+		s[HolderAnnotation], s[AcquiredAnnotation] = tok.holder, tok.acquired
+	}
+	return ref, s, nil
+}
+
+// admit refuses a write of ref's term over base, the object as read, when base is
+// stamped with a newer term. Before it refuses it reads the Lease once (when it knows
+// it): if this replica still holds it in ref's term, no term of this Lease wrote that
+// stamp (a later term needs a later acquisition), so the write goes ahead, under the
+// resourceVersion precondition every fenced write carries, and a WARN names the object.
+func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Object) error {
+	v, ok := base.GetAnnotations()[TermAnnotation]
 	if !ok {
 		return nil
 	}
 	stamped, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return nil // not ours to judge; the resourceVersion precondition still holds
+	if err != nil || stamped <= ref.term {
+		return nil // unparsable: not ours to judge; the resourceVersion precondition holds
 	}
-	if stamped > term {
-		return fmt.Errorf("%w: %s %s/%s carries term %d, the writer's term is %d",
-			ErrStaleTerm, kindOf(obj), obj.GetNamespace(), obj.GetName(), stamped, term)
+	if f.lease != nil {
+		_, holds, err := f.lease.holds(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if holds {
+			f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
+				"which is older than the stamp (an object restored from another cluster, or written by another program)",
+				"object", describe(base), "stamp", v, "term", ref.term,
+				"lease", f.lease.namespace+"/"+f.lease.name)
+			return nil
+		}
 	}
-	return nil
+	return f.refuse(fmt.Errorf("%w: %s carries term %d, the writer's term is %d", ErrStaleTerm, describe(base), stamped, ref.term))
 }
 
-func kindOf(obj client.Object) string {
-	if k := obj.GetObjectKind().GroupVersionKind().Kind; k != "" {
-		return k
+func describe(obj client.Object) string {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if kind == "" {
+		kind = fmt.Sprintf("%T", obj)
 	}
-	return fmt.Sprintf("%T", obj)
+	if obj.GetNamespace() == "" {
+		return kind + " " + obj.GetName()
+	}
+	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// stamp sets TermAnnotation on obj.
-func stamp(obj client.Object, term uint64) {
+// stamp sets the stamps on obj's annotations.
+func (s stamps) stamp(obj client.Object) {
 	a := obj.GetAnnotations()
 	if a == nil {
-		a = map[string]string{}
+		a = make(map[string]string, len(s))
 	}
-	a[TermAnnotation] = strconv.FormatUint(term, 10)
+	for k, v := range s {
+		a[k] = v
+	}
 	obj.SetAnnotations(a)
 }
 
-// needVersion refuses an update of obj without a resourceVersion.
-func needVersion(obj client.Object) error {
+// carried reports whether obj already carries every stamp.
+func (s stamps) carried(obj client.Object) bool {
+	a := obj.GetAnnotations()
+	for k, v := range s {
+		if a[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// needVersion refuses a write of obj without a resourceVersion.
+func (f *fencedClient) needVersion(obj client.Object) error {
 	if obj.GetResourceVersion() == "" {
-		return fmt.Errorf("%w: %s %s/%s", ErrNoResourceVersion, kindOf(obj), obj.GetNamespace(), obj.GetName())
+		return f.refuse(fmt.Errorf("%w: %s", ErrNoResourceVersion, describe(obj)))
 	}
 	return nil
 }
 
-// Create stamps obj with the writer's term and creates it.
+// read returns obj as the API server has it now (a fresh read through the fence's
+// reader), into a copy of obj.
+func (f *fencedClient) read(ctx context.Context, obj client.Object) (client.Object, error) {
+	cur := obj.DeepCopyObject().(client.Object)
+	if err := f.reader.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// send sends a write of ref's term (sendFenced) and counts a refusal of the API
+// server's fence.
+func (f *fencedClient) send(ctx context.Context, ref *termRef, write func() error) error {
+	err := sendFenced(ctx, ref, write)
+	if isFenceDenial(err) {
+		return f.refuse(err)
+	}
+	return err
+}
+
+// Create stamps obj with the writer's term and creates it. A stale Create in flight
+// is refused only by the API server's fence (NewAdmissionFence).
 func (f *fencedClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	term, err := f.check(ctx, nil)
+	ref, s, err := f.begin(ctx)
 	if err != nil {
 		return err
 	}
-	stamp(obj, term)
-	return f.Client.Create(ctx, obj, opts...)
+	s.stamp(obj)
+	return f.send(ctx, ref, func() error { return f.Client.Create(ctx, obj, opts...) })
 }
 
-// Update refuses obj stamped with a newer term or without a resourceVersion, stamps it
+// Update refuses obj without a resourceVersion or stamped with a newer term, stamps it
 // with the writer's term and updates it under its resourceVersion (a compare-and-swap).
 func (f *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	term, err := f.check(ctx, obj)
+	ref, s, err := f.begin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := needVersion(obj); err != nil {
+	if err := f.needVersion(obj); err != nil {
 		return err
 	}
-	stamp(obj, term)
-	return f.Client.Update(ctx, obj, opts...)
+	if err := f.admit(ctx, ref, obj); err != nil {
+		return err
+	}
+	s.stamp(obj)
+	return f.send(ctx, ref, func() error { return f.Client.Update(ctx, obj, opts...) })
 }
 
-// Patch refuses obj stamped with a newer term and stamps it with the writer's term, so a
-// patch computed from obj (client.MergeFrom) carries the stamp. It is a compare-and-swap
-// only when the patch carries the resourceVersion
-// (client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})).
+// Patch is a compare-and-swap on the version obj was read at: it refuses obj stamped
+// with a newer term, and sends patch with the writer's stamps and that resourceVersion
+// added to its body, whatever its type (merge, strategic merge, JSON, or a raw body of
+// these). obj without a resourceVersion is read first (the version patched is the one
+// read). Server-side apply patches (client.Apply) are stamped but carry no version: an
+// apply may create the object.
 func (f *fencedClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	term, err := f.check(ctx, obj)
+	ref, s, err := f.begin(ctx)
 	if err != nil {
 		return err
 	}
-	stamp(obj, term)
-	return f.Client.Patch(ctx, obj, patch, opts...)
+	base, version := client.Object(obj), ""
+	if !isApply(patch.Type()) {
+		if obj.GetResourceVersion() == "" {
+			if base, err = f.read(ctx, obj); err != nil {
+				return err
+			}
+		}
+		if err := f.admit(ctx, ref, base); err != nil {
+			return err
+		}
+		version = base.GetResourceVersion()
+	}
+	hadAnnotations := base.GetAnnotations() != nil // before obj, maybe base, is stamped
+	s.stamp(obj)
+	sp := &stampedPatch{inner: patch, stamps: s, version: version, hadAnnotations: hadAnnotations}
+	return f.send(ctx, ref, func() error { return f.Client.Patch(ctx, obj, sp, opts...) })
 }
 
-// Apply is fenced by the term only (no stamp, no precondition).
+// Apply stamps the apply configuration with the writer's stamps and applies it. It is
+// fenced by the term and, against a stale apply in flight, by the API server's fence;
+// it carries no resourceVersion (an apply may create the object).
 func (f *fencedClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-	if _, err := f.check(ctx, nil); err != nil {
+	ref, s, err := f.begin(ctx)
+	if err != nil {
 		return err
 	}
-	return f.Client.Apply(ctx, obj, opts...)
+	u, err := stampApplyConfiguration(obj, s)
+	if err != nil {
+		return err
+	}
+	return f.send(ctx, ref, func() error { return f.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), opts...) })
 }
 
-// Delete refuses obj stamped with a newer term, and deletes it under a resourceVersion
-// precondition when obj has one.
+// Delete reads obj when it has no resourceVersion (a delete by name), refuses it when
+// it is stamped with a newer term, and deletes it under the preconditions of the version
+// checked: its UID and resourceVersion. With the API server's fence it stamps the
+// object first (a compare-and-swap on that version), so that the fence can check the
+// delete (a DELETE carries no object, only the one deleted), and deletes the version
+// it stamped.
 func (f *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if _, err := f.check(ctx, obj); err != nil {
+	ref, s, err := f.begin(ctx)
+	if err != nil {
 		return err
 	}
-	if rv := obj.GetResourceVersion(); rv != "" {
-		opts = append(opts, client.Preconditions{ResourceVersion: &rv})
-	}
-	return f.Client.Delete(ctx, obj, opts...)
+	return f.deleteChecked(ctx, ref, s, obj, opts)
 }
 
-// DeleteAllOf is fenced by the term only.
-func (f *fencedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	if _, err := f.check(ctx, nil); err != nil {
+func (f *fencedClient) deleteChecked(ctx context.Context, ref *termRef, s stamps, obj client.Object, opts []client.DeleteOption) error {
+	base := obj
+	if obj.GetResourceVersion() == "" {
+		var err error
+		if base, err = f.read(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if err := f.admit(ctx, ref, base); err != nil {
 		return err
 	}
-	return f.Client.DeleteAllOf(ctx, obj, opts...)
+	if f.serverSide && !s.carried(base) {
+		stamped := base.DeepCopyObject().(client.Object)
+		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s,
+			version: base.GetResourceVersion(), hadAnnotations: base.GetAnnotations() != nil}
+		if err := f.send(ctx, ref, func() error { return f.Client.Patch(ctx, stamped, sp) }); err != nil {
+			return err
+		}
+		base = stamped
+	}
+	pre := metav1.Preconditions{}
+	if uid := base.GetUID(); uid != "" {
+		pre.UID = &uid
+	}
+	if rv := base.GetResourceVersion(); rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	opts = append(opts[:len(opts):len(opts)], client.Preconditions(pre))
+	return f.send(ctx, ref, func() error { return f.Client.Delete(ctx, obj, opts...) })
+}
+
+// DeleteAllOf lists the objects the options select (metadata only, through the fence's
+// reader) and deletes each as Delete does, so that each is checked; it is no longer one
+// request. Objects gone meanwhile are skipped; it returns every other error, joined,
+// after trying every object.
+func (f *fencedClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	ref, s, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	gvk, err := apiutil.GVKForObject(obj, f.Scheme())
+	if err != nil {
+		return err
+	}
+	o := (&client.DeleteAllOfOptions{}).ApplyOptions(opts)
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := f.reader.List(ctx, list, &o.ListOptions); err != nil {
+		return err
+	}
+	var errs []error
+	for i := range list.Items {
+		item := &list.Items[i]
+		item.SetGroupVersionKind(gvk)
+		err := f.deleteChecked(ctx, ref, s, item, []client.DeleteOption{&o.DeleteOptions})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
+			if _, ended := termOf(ctx); ended != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Status returns the fenced writer of the status subresource.
@@ -168,39 +340,52 @@ func (f *fencedClient) SubResource(name string) client.SubResourceClient {
 	}{sc, &fencedSubResource{f: f, w: sc}}
 }
 
-// fencedSubResource fences the writes of a subresource. The status subresource ignores
-// metadata, so the stamp is compared but not written; Update is still a compare-and-swap.
+// fencedSubResource fences the writes of a subresource. A subresource ignores
+// metadata, so the stamp is compared but not written (and the API server's fence does
+// not cover subresources); Update is still a compare-and-swap.
 type fencedSubResource struct {
 	f *fencedClient
 	w client.SubResourceWriter
 }
 
 func (s *fencedSubResource) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	if _, err := s.f.check(ctx, obj); err != nil {
+	ref, _, err := s.f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.f.admit(ctx, ref, obj); err != nil {
 		return err
 	}
 	return s.w.Create(ctx, obj, sub, opts...)
 }
 
 func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if _, err := s.f.check(ctx, obj); err != nil {
+	ref, _, err := s.f.begin(ctx)
+	if err != nil {
 		return err
 	}
-	if err := needVersion(obj); err != nil {
+	if err := s.f.needVersion(obj); err != nil {
+		return err
+	}
+	if err := s.f.admit(ctx, ref, obj); err != nil {
 		return err
 	}
 	return s.w.Update(ctx, obj, opts...)
 }
 
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if _, err := s.f.check(ctx, obj); err != nil {
+	ref, _, err := s.f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.f.admit(ctx, ref, obj); err != nil {
 		return err
 	}
 	return s.w.Patch(ctx, obj, patch, opts...)
 }
 
 func (s *fencedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {
-	if _, err := s.f.check(ctx, nil); err != nil {
+	if _, _, err := s.f.begin(ctx); err != nil {
 		return err
 	}
 	return s.w.Apply(ctx, obj, opts...)

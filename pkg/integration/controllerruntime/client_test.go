@@ -1,17 +1,27 @@
 package controllerruntime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/baton-dev/baton/internal/testseed"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/internal/replicatest"
@@ -214,4 +224,232 @@ func fenceSchedule(t *testing.T, raw client.Client, seed uint64) error {
 		}
 	}
 	return nil
+}
+
+// TestFencedClientClosesGaps: the writes that got past the client's fence before: a
+// Delete by name, patches without a resourceVersion, raw, JSON and apply patches that
+// carried no stamp, DeleteAllOf, and refusals that were not counted.
+func TestFencedClientClosesGaps(t *testing.T) {
+	raw := newClient(t)
+	ns := newNamespace(t, raw)
+	ctx := context.Background()
+	refused := &atomic.Uint64{}
+	g := &gate{Client: raw}
+	f := &fencedClient{Client: g, reader: raw, refused: refused, logger: slog.Default()}
+	old, endOld := fakeTerm(5)
+	defer endOld()
+	cur, endCur := fakeTerm(7)
+	defer endCur()
+	get := func(name string) (*corev1.ConfigMap, error) {
+		var cm corev1.ConfigMap
+		err := raw.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm)
+		return &cm, err
+	}
+	byName := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+
+	// Delete by name of an object a newer term wrote: refused.
+	if err := f.Create(cur, configMap(ns, "newer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Delete(old, byName("newer")); !errors.Is(err, ErrStaleTerm) {
+		t.Fatalf("delete by name of an object stamped newer: %v, want ErrStaleTerm", err)
+	}
+	if _, err := get("newer"); err != nil {
+		t.Fatalf("the object after the refused delete: %v", err)
+	}
+
+	// A Delete by name in flight while the newer term writes: the preconditions of
+	// the version checked refuse it.
+	if err := f.Create(old, configMap(ns, "inflight")); err != nil {
+		t.Fatal(err)
+	}
+	arrived, release := g.holdNext("Delete")
+	errc := make(chan error, 1)
+	go func() { errc <- f.Delete(old, byName("inflight")) }()
+	<-arrived
+	cm, err := get("inflight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["k"] = "term 7"
+	if err := f.Update(cur, cm); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-errc; !apierrors.IsConflict(err) {
+		t.Fatalf("a stale delete by name in flight: %v, want a conflict", err)
+	}
+
+	// A merge patch without the optimistic lock no longer moves the stamp back: it is
+	// a compare-and-swap on the version the object was read at.
+	if err := f.Create(old, configMap(ns, "patched")); err != nil {
+		t.Fatal(err)
+	}
+	read, err := get("patched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := read.DeepCopy()
+	newer.Data["k"] = "term 7"
+	if err := f.Update(cur, newer); err != nil {
+		t.Fatal(err)
+	}
+	stale := read.DeepCopy()
+	stale.Data["k"] = "term 5"
+	if err := f.Patch(old, stale, client.MergeFrom(read)); !apierrors.IsConflict(err) {
+		t.Fatalf("a stale merge patch from an old read: %v, want a conflict", err)
+	}
+	// So is a JSON patch: it carries the version of obj as a precondition too.
+	if err := f.Patch(old, read.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/k","value":"term 5"}]`))); !apierrors.IsConflict(err) {
+		t.Fatalf("a stale JSON patch from an old read: %v, want a conflict", err)
+	}
+	if cm, err := get("patched"); err != nil || cm.Annotations[TermAnnotation] != "7" || cm.Data["k"] != "term 7" {
+		t.Fatalf("after the stale patches: %v %v %v, want term 7's write", cm.Annotations, cm.Data, err)
+	}
+
+	// Every patch type carries the writer's stamp, also on an object without
+	// annotations.
+	for name, write := range map[string]func(name string) error{
+		"raw merge": func(name string) error {
+			return f.Patch(cur, byName(name), client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"x"}}`)))
+		},
+		"JSON": func(name string) error {
+			return f.Patch(cur, byName(name), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/k","value":"x"}]`)))
+		},
+		"strategic merge": func(name string) error {
+			return f.Patch(cur, byName(name), client.RawPatch(types.StrategicMergePatchType, []byte(`{"data":{"k":"x"}}`)))
+		},
+		"apply": func(name string) error {
+			return f.Apply(cur, corev1ac.ConfigMap(name, ns).WithData(map[string]string{"k": "x"}), client.FieldOwner("t"), client.ForceOwnership)
+		},
+	} {
+		obj := "stamp-" + strings.ReplaceAll(strings.ToLower(name), " ", "-")
+		if err := raw.Create(ctx, configMap(ns, obj)); err != nil {
+			t.Fatal(err)
+		}
+		if err := write(obj); err != nil {
+			t.Fatalf("%s patch: %v", name, err)
+		}
+		if cm, err := get(obj); err != nil || cm.Annotations[TermAnnotation] != "7" || cm.Data["k"] != "x" {
+			t.Errorf("after a %s patch: %v %v %v, want stamp 7 and the patch's data", name, cm.Annotations, cm.Data, err)
+		}
+	}
+
+	// DeleteAllOf checks each object: the one a newer term wrote stays.
+	for _, name := range []string{"all-old", "all-newer"} {
+		obj := configMap(ns, name)
+		obj.Labels = map[string]string{"set": "all"}
+		term := old
+		if name == "all-newer" {
+			term = cur
+		}
+		if err := f.Create(term, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = f.DeleteAllOf(old, &corev1.ConfigMap{}, client.InNamespace(ns), client.MatchingLabels{"set": "all"})
+	if !errors.Is(err, ErrStaleTerm) {
+		t.Fatalf("DeleteAllOf over an object stamped newer: %v, want ErrStaleTerm", err)
+	}
+	if _, err := get("all-old"); !apierrors.IsNotFound(err) {
+		t.Fatalf("the old term's object after DeleteAllOf: %v, want deleted", err)
+	}
+	if _, err := get("all-newer"); err != nil {
+		t.Fatalf("the newer term's object after DeleteAllOf: %v, want kept", err)
+	}
+
+	// Every refusal is counted: the ones above, and these three.
+	before := refused.Load()
+	if err := f.Update(cur, configMap(ns, "patched")); !errors.Is(err, ErrNoResourceVersion) {
+		t.Fatalf("update without a resourceVersion: %v", err)
+	}
+	if err := f.Create(ctx, configMap(ns, "no-term")); !errors.Is(err, ErrNoTerm) {
+		t.Fatalf("create outside a term: %v", err)
+	}
+	endOld()
+	if err := f.Delete(old, byName("patched")); !errors.Is(err, ErrTermEnded) {
+		t.Fatalf("delete in an ended term: %v", err)
+	}
+	if got := refused.Load() - before; got != 3 {
+		t.Fatalf("%d refusals counted, want 3", got)
+	}
+	if refused.Load() != 2+3 {
+		t.Fatalf("%d refusals counted in all, want 5 (the delete by name's and DeleteAllOf's, and these 3)", refused.Load())
+	}
+}
+
+// TestFencedClientOverwritesAStampOfNoTerm: an object stamped with a term above every
+// term of the Lease (2^64-1, or the writer's term + 1) is written over by a replica
+// that still holds the Lease in its term, with a WARN naming the object; a replica that
+// does not hold it is refused as before.
+func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
+	raw := newClient(t)
+	ns := newNamespace(t, raw)
+	ctx := context.Background()
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "noterm"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("me"), AcquireTime: &now, RenewTime: &now}}
+	if err := raw.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var logsMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logsMu}, nil))
+	fenced := func(identity string) *fencedClient {
+		return &fencedClient{Client: raw, reader: raw, refused: &atomic.Uint64{}, logger: logger,
+			lease: &leaseReader{cs: shared.Clientset(), namespace: ns, name: "noterm", identity: identity}}
+	}
+	me, other := fenced("me"), fenced("other")
+	term, end := fakeTerm(7)
+	defer end()
+	for i, stamp := range []string{"18446744073709551615", "8"} {
+		name := fmt.Sprint("restored-", i)
+		obj := configMap(ns, name)
+		obj.Annotations = map[string]string{TermAnnotation: stamp}
+		if err := raw.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		var cm corev1.ConfigMap
+		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Update(term, cm.DeepCopy()); !errors.Is(err, ErrStaleTerm) {
+			t.Fatalf("stamp %s, a replica not holding the Lease: %v, want ErrStaleTerm", stamp, err)
+		}
+		if err := me.Update(term, cm.DeepCopy()); err != nil {
+			t.Fatalf("stamp %s, the holder in its term: %v, want the stamp overwritten", stamp, err)
+		}
+		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil || cm.Annotations[TermAnnotation] != "7" {
+			t.Fatalf("stamp %s after the holder's write: %v %v, want 7", stamp, cm.Annotations, err)
+		}
+		logsMu.Lock()
+		logged := logs.String()
+		logsMu.Unlock()
+		if !strings.Contains(logged, "level=WARN") || !strings.Contains(logged, ns+"/"+name) || !strings.Contains(logged, "stamp="+stamp) {
+			t.Fatalf("stamp %s: logged %q, want a WARN naming the object and the stamp", stamp, logged)
+		}
+	}
+	// A Delete by name of such an object goes through too.
+	obj := configMap(ns, "restored-delete")
+	obj.Annotations = map[string]string{TermAnnotation: "18446744073709551615"}
+	if err := raw.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := me.Delete(term, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored-delete"}}); err != nil {
+		t.Fatalf("delete by name by the holder: %v", err)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -20,7 +20,7 @@ import (
 type Controller struct {
 	// Name names the controller in logs and metrics. Required, unique in the Runtime.
 	Name string
-	// Reconciler is called with a context that carries the term (TermFromContext) and
+	// Reconciler is called with a context that carries the term (termctx.FromContext) and
 	// ends with it. Required. It is shared by the terms; keep per-term state out of it.
 	Reconciler reconcile.Reconciler
 	// Watches are the controller's sources, on the manager's cache. At least one. Their
@@ -71,7 +71,11 @@ func (r *Runtime) AddController(c Controller) error {
 	comp := &controllerComponent{r: r, spec: c, opts: opts}
 	r.controllers = append(r.controllers, comp)
 	r.mu.Unlock()
-	return wrapRegistration(r.life.AddLeaderOnly(comp))
+	if err := r.life.AddLeaderOnly(comp); err != nil {
+		return wrapRegistration(err)
+	}
+	r.leaderOnly.Add(1)
+	return nil
 }
 
 // controllerComponent runs one term's instance of a Controller. Between terms it holds

@@ -14,14 +14,22 @@ var (
 	// second Start.
 	ErrStarted = errors.New("controllerruntime: runtime already started")
 	// ErrNoTerm is returned by a fenced client's writes under a context that belongs to
-	// no leader term: use the context Reconcile or a leader-only function was given.
-	ErrNoTerm = errors.New("controllerruntime: write outside a leader term")
+	// no leader term. Only the Runtime's leader-only work has one: a controller
+	// registered with Runtime.AddController (one built with ctrl.NewControllerManagedBy
+	// runs on every replica, outside any term) or a function added with AddLeaderOnly,
+	// writing with the context it was given or one derived from it.
+	ErrNoTerm = errors.New("controllerruntime: write outside a leader term " +
+		"(register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, " +
+		"and write with the context Reconcile was given)")
 	// ErrTermEnded is returned by a fenced client's writes once the term of the context
 	// has ended, by the elector's own clock: another replica may lead now.
 	ErrTermEnded = errors.New("controllerruntime: term ended")
 	// ErrStaleTerm is returned by a fenced client's writes to an object stamped with a
 	// newer term than the writer's: a newer leader wrote it.
 	ErrStaleTerm = errors.New("controllerruntime: object written by a newer term")
+	// ErrUnstampablePatch is returned by a fenced client's Patch of a body it cannot
+	// add its stamps to (a CBOR apply patch, or a body that is not JSON).
+	ErrUnstampablePatch = errors.New("controllerruntime: the fenced client cannot stamp this patch")
 	// ErrNoResourceVersion is returned by a fenced client's Update of an object without a
 	// resourceVersion: a fenced update is a compare-and-swap, so update the object as it
 	// was read (Get it first).

@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // A fenced client refuses a write made outside any leader term: only the contexts the
@@ -20,10 +22,34 @@ func ExampleNewFencedClient() {
 	err := c.Create(context.Background(), cm)
 	fmt.Println(errors.Is(err, batoncr.ErrNoTerm))
 	fmt.Println(err)
-	_, ok := batoncr.TermFromContext(context.Background())
+	_, ok := termctx.FromContext(context.Background())
 	fmt.Println("term outside a leader run:", ok)
 	// Output:
 	// true
-	// controllerruntime: write outside a leader term
+	// controllerruntime: write outside a leader term (register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, and write with the context Reconcile was given)
 	// term outside a leader run: false
+}
+
+// The API server's fence of a controller that writes ConfigMaps as its ServiceAccount,
+// judged against its Lease: create the policy and the binding (cluster-scoped; an
+// administrator installs them), then turn Options.ServerSideFence on.
+func ExampleNewAdmissionFence() {
+	policy, binding, err := batoncr.NewAdmissionFence(batoncr.AdmissionFence{
+		Name:           "my-controller-fence",
+		LeaseName:      "my-controller",
+		LeaseNamespace: "my-namespace",
+		Users:          []string{"system:serviceaccount:my-namespace:my-controller"},
+		Resources:      []schema.GroupResource{{Group: "", Resource: "configmaps"}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(policy.Kind, policy.Name, "on", policy.Spec.ParamKind.Kind)
+	fmt.Println(binding.Kind, binding.Name, "param", binding.Spec.ParamRef.Namespace+"/"+binding.Spec.ParamRef.Name)
+	fmt.Println("stamps judged:", batoncr.HolderAnnotation, batoncr.AcquiredAnnotation)
+	// Output:
+	// ValidatingAdmissionPolicy my-controller-fence on Lease
+	// ValidatingAdmissionPolicyBinding my-controller-fence param my-namespace/my-controller
+	// stamps judged: baton.dev/lease-holder baton.dev/lease-acquired
 }

@@ -30,7 +30,7 @@ func newCollector(r *Runtime) *collector {
 		term:        prometheus.NewDesc("baton_term", "The current term, 0 while not leading.", nil, id),
 		terms:       prometheus.NewDesc("baton_terms_total", "Terms this replica started.", nil, id),
 		readyTerms:  prometheus.NewDesc("baton_terms_ready_total", "Terms whose leader-only work started.", nil, id),
-		refusedDesc: prometheus.NewDesc("baton_fenced_writes_refused_total", "Writes the fenced client refused.", nil, id),
+		refusedDesc: prometheus.NewDesc("baton_fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence.", nil, id),
 	}
 }
 

@@ -1,8 +1,10 @@
 package controllerruntime
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -39,15 +41,27 @@ type Options struct {
 	// the replicas. Default: the hostname, "_", and a random UUID, as the manager does.
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are the election timings, defaults
-	// 15s, 10s and 2s (the manager's). LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+	// (nil) 15s, 10s and 2s (the manager's). LeaseDuration whole seconds from 1s to 1h,
+	// RetryPeriod at least 100ms, LeaseDuration > RenewDeadline > 1.2 × RetryPeriod. A
+	// pointer to zero is refused like a negative duration, not read as the default.
 	LeaseDuration *time.Duration
 	RenewDeadline *time.Duration
 	RetryPeriod   *time.Duration
-	// LeaderElectionReleaseOnCancel releases the Lease when the manager stops, after the
-	// term's leader-only work was cancelled, so another replica takes over at once
-	// instead of after LeaseDuration. Safe with the fenced client: writes of the ended
-	// term are refused before the release is sent.
-	LeaderElectionReleaseOnCancel bool
+	// LeaderElectionReleaseOnCancel releases the Lease when the manager stops, so that
+	// another replica takes over at once instead of after LeaseDuration. Default (nil):
+	// true, unlike the manager's option. Why it is safe here and not in client-go: the
+	// manager's elector releases while the leader's controllers may still be writing;
+	// Baton ends the term first (its context is cancelled, so the fenced client refuses
+	// every write of it), waits for the term's leader-only work to return (up to
+	// GracefulShutdownTimeout), and only then releases. Set it to false to keep the
+	// Lease until it expires on a graceful stop too.
+	LeaderElectionReleaseOnCancel *bool
+	// ServerSideFence makes the fenced clients (FencedClient) stamp every write with the
+	// Lease token of its term (HolderAnnotation, AcquiredAnnotation), read from the
+	// Lease once per term, and stamp an object before deleting it, for the API server's
+	// fence that NewAdmissionFence builds. The policy judges only writes that carry
+	// the token, so install it first, then turn this on.
+	ServerSideFence bool
 	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
 	// return after the term ended before it is reported as overstaying. Default 30s.
 	GracefulShutdownTimeout *time.Duration
@@ -81,7 +95,7 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 			LeaseDuration:   deref(o.LeaseDuration, k8sle.DefaultLeaseDuration),
 			RenewDeadline:   deref(o.RenewDeadline, k8sle.DefaultRenewDeadline),
 			RetryPeriod:     deref(o.RetryPeriod, k8sle.DefaultRetryPeriod),
-			ReleaseOnCancel: o.LeaderElectionReleaseOnCancel,
+			ReleaseOnCancel: o.LeaderElectionReleaseOnCancel == nil || *o.LeaderElectionReleaseOnCancel,
 		},
 		stop:    deref(o.GracefulShutdownTimeout, DefaultGracefulShutdownTimeout),
 		logger:  o.Logger,
@@ -92,6 +106,9 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 	}
 	if o.LeaderElectionNamespace == "" {
 		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
+	}
+	if err := k8sle.CheckDurations(s.election.LeaseDuration, s.election.RenewDeadline, s.election.RetryPeriod); err != nil {
+		return s, fmt.Errorf("%w: %s", ErrInvalidOptions, durationErrors(err))
 	}
 	if s.stop <= 0 {
 		return s, fmt.Errorf("%w: GracefulShutdownTimeout %v is not positive", ErrInvalidOptions, s.stop)
@@ -110,6 +127,28 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 		s.metrics = ctrlmetrics.Registry
 	}
 	return s, nil
+}
+
+// durationErrors says the elector's duration errors with Options' field names.
+func durationErrors(err error) string {
+	var msgs []string
+	for _, e := range unjoin(err) {
+		var ce *k8sle.ConfigError
+		if errors.As(e, &ce) {
+			msgs = append(msgs, ce.Field+": "+ce.Reason)
+			continue
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// unjoin returns the errors joined in err (errors.Join), or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 func deref(d *time.Duration, def time.Duration) time.Duration {

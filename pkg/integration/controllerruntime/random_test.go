@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // stamper writes its term into every ConfigMap of one namespace, through the fenced
@@ -32,7 +35,7 @@ func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err := s.reader.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	term, _ := TermFromContext(ctx)
+	term, _ := termctx.FromContext(ctx)
 	if cm.Data["term"] == fmt.Sprint(term) {
 		return reconcile.Result{}, nil
 	}
@@ -43,14 +46,41 @@ func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{}, s.writer.Update(ctx, &cm)
 }
 
+// randomFaultSeeds are the sequences TestRandomFaults runs in CI. BATON_SEED=<n> replays
+// one; BATON_RANDOM_FAULTS_FRESH=<n> runs n sequences from fresh seeds (a soak).
+var randomFaultSeeds = []uint64{1, 2}
+
 // TestRandomFaults runs three replicas of a controller that stamps every object with
 // its term and, for a seeded random sequence, takes the leader away by a partition of
 // its lease client, a graceful stop or a crash (cancel without release), replacing
 // stopped replicas. The checkers: every term rewrites every object (reconciles
 // continue), and no object's stamp ever goes back (no ended term overwrote a newer
-// one). BATON_SEED=<n> replays a sequence.
+// one).
 func TestRandomFaults(t *testing.T) {
-	seed := testseed.Seeds(t, uint64(time.Now().UnixNano()))[0]
+	for _, seed := range faultSeeds(t) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { randomFaults(t, seed) })
+	}
+}
+
+// faultSeeds returns the seeds TestRandomFaults runs: BATON_SEED's, or
+// BATON_RANDOM_FAULTS_FRESH fresh ones, or randomFaultSeeds.
+func faultSeeds(t *testing.T) []uint64 {
+	v := os.Getenv("BATON_RANDOM_FAULTS_FRESH")
+	if v == "" || os.Getenv(testseed.Env) != "" {
+		return testseed.Seeds(t, randomFaultSeeds...)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BATON_RANDOM_FAULTS_FRESH=%q: want a number of sequences, at least 1", v)
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = rand.Uint64()
+	}
+	return seeds
+}
+
+func randomFaults(t *testing.T, seed uint64) {
 	t.Logf("seed %d (replay with BATON_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	raw := newClient(t)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -33,9 +34,16 @@ type Runtime struct {
 	elector  *leaderelection.Component
 	metrics  *collector
 	identity string
+	slogger  *slog.Logger
 
-	started atomic.Bool
-	warm    atomic.Bool
+	// lease reads this replica's Lease for the fenced clients; serverSide is
+	// Options.ServerSideFence.
+	lease      *leaseReader
+	serverSide bool
+
+	started    atomic.Bool
+	warm       atomic.Bool
+	leaderOnly atomic.Int32 // controllers and functions registered
 
 	// base is the context Start was given; set before the term runtime runs.
 	base atomic.Pointer[context.Context]
@@ -48,12 +56,18 @@ type Runtime struct {
 
 // New builds a Runtime for mgr and adds it to mgr: as a runnable that runs on every
 // replica, as the health checks HealthzCheckName and ReadyzCheckName, and as metrics on
-// Options.MetricsRegisterer. mgr must be built with LeaderElection false. Register the
-// leader-only work (AddController, AddLeaderOnly) and the replayers before mgr.Start.
-// Errors wrap ErrInvalidOptions and name the field to change.
+// Options.MetricsRegisterer. mgr must be built with LeaderElection false: New refuses a
+// manager that runs its own election. Register the leader-only work (AddController,
+// AddLeaderOnly) and the replayers before mgr.Start. Errors wrap ErrInvalidOptions and
+// name the field to change.
 func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: manager is nil; pass the manager.Manager the Runtime runs in", ErrInvalidOptions)
+	}
+	if managerElects(mgr) {
+		return nil, fmt.Errorf("%w: the manager was built with manager.Options.LeaderElection true; "+
+			"set LeaderElection to false: Baton's Runtime is the election (two would run at once, "+
+			"or with one lease name Baton would never lead, and a lost manager lease ends the process)", ErrInvalidOptions)
 	}
 	s, err := opts.resolve(mgr.GetLogger())
 	if err != nil {
@@ -66,7 +80,9 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		}
 	}
 	slogger := slog.New(logr.ToSlogHandler(s.logger))
-	r := &Runtime{mgr: mgr, logger: s.logger, identity: s.election.Identity, names: map[string]bool{}}
+	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
+		lease:      &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity},
+		serverSide: opts.ServerSideFence}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
 	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, slogger); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -129,6 +145,12 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.warm.Store(true)
 	r.logger.Info("informers warm; campaigning", "identity", r.identity, "controllers", len(controllers))
+	if r.leaderOnly.Load() == 0 {
+		r.logger.Info("WARNING: no leader-only work is registered: this replica campaigns and leads for nothing. "+
+			"Register leader-only controllers with Runtime.AddController (one built with ctrl.NewControllerManagedBy "+
+			"runs on every replica, and its fenced writes fail with ErrNoTerm) and functions with AddLeaderOnly",
+			"identity", r.identity)
+	}
 	r.bus.Start()
 	defer r.bus.Stop()
 	return r.life.Run(ctx)
@@ -172,7 +194,7 @@ func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
 }
 
 // AddLeaderOnly registers fn to run on the leader, once per term, under a context that
-// ends with the term and carries it (TermFromContext). fn must return once ctx ends; if
+// ends with the term and carries it (termctx.FromContext). fn must return once ctx ends; if
 // it receives replayed state it subscribes first and then calls Subscribed(ctx), and if
 // not it calls Subscribed(ctx) at once (the term's replays wait for every leader-only
 // function to do so, up to 2s).
@@ -183,7 +205,11 @@ func (r *Runtime) AddLeaderOnly(name string, fn func(ctx context.Context) error)
 	if err := r.claim(name); err != nil {
 		return err
 	}
-	return wrapRegistration(r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn}))
+	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn}); err != nil {
+		return wrapRegistration(err)
+	}
+	r.leaderOnly.Add(1)
+	return nil
 }
 
 // claim reserves name before Start.
@@ -244,5 +270,18 @@ func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermR
 // its subscriptions, so the term's replays may be published. Call it once, right after
 // subscribing (at once if the function subscribes to nothing).
 func Subscribed(ctx context.Context) { lifecycle.Subscribed(ctx) }
+
+// managerElects reports whether mgr runs an election of its own
+// (manager.Options.LeaderElection true). The manager does not expose its options; its
+// lock, set by manager.New exactly when LeaderElection is true, tells. A manager of
+// another implementation is not recognised and passes.
+func managerElects(mgr manager.Manager) bool {
+	v := reflect.ValueOf(mgr)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	lock := v.Elem().FieldByName("resourceLock")
+	return lock.IsValid() && lock.Kind() == reflect.Interface && !lock.IsNil()
+}
 
 var _ manager.LeaderElectionRunnable = (*Runtime)(nil)

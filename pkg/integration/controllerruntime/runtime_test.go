@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -19,6 +22,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // testTimings are short election timings with headroom for a loaded machine.
@@ -58,7 +62,7 @@ func newNodeRelease(t *testing.T, identity, lease string, release bool) *node {
 	n.rt, err = New(mgr, Options{
 		LeaderElectionID: lease, LeaderElectionNamespace: "default", Identity: identity,
 		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
-		LeaderElectionReleaseOnCancel: release, Clientset: cs, MetricsRegisterer: n.registry,
+		LeaderElectionReleaseOnCancel: &release, Clientset: cs, MetricsRegisterer: n.registry,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +105,7 @@ type recorder struct {
 }
 
 func (r *recorder) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	term, ok := TermFromContext(ctx)
+	term, ok := termctx.FromContext(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !ok {
@@ -370,5 +374,74 @@ func TestCrashedLeaderIsReplaced(t *testing.T) {
 	replicatest.WaitFor(t, 30*time.Second, "a reconcile in b's term", func() bool { return recs[1].sawTerm(term2) })
 	if recs[0].sawTerm(term2) {
 		t.Fatal("the crashed replica reconciled in the new term")
+	}
+}
+
+// TestNewRefusesUserMistakes: the mistakes a new user makes are refused at New with an
+// error naming the field, or said at Start.
+func TestNewRefusesUserMistakes(t *testing.T) {
+	base := func() Options {
+		return Options{LeaderElectionID: "x", LeaderElectionNamespace: "default", Identity: "same", MetricsRegisterer: prometheus.NewRegistry()}
+	}
+	// A manager running its own election.
+	electing, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"},
+		LeaderElection: true, LeaderElectionID: "x", LeaderElectionNamespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(electing, base()); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "LeaderElection") {
+		t.Errorf("New on a manager with LeaderElection true: %v, want ErrInvalidOptions naming LeaderElection", err)
+	}
+	mgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pointer to a zero duration is refused as a negative one is, naming the field.
+	zero, neg := time.Duration(0), -time.Second
+	for field, mod := range map[string]func(*Options){
+		"LeaseDuration": func(o *Options) { o.LeaseDuration = &zero },
+		"RenewDeadline": func(o *Options) { o.RenewDeadline = &zero },
+		"RetryPeriod":   func(o *Options) { o.RetryPeriod = &neg },
+	} {
+		o := base()
+		mod(&o)
+		if _, err := New(mgr, o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), field+":") {
+			t.Errorf("New with %s zero or negative: %v, want ErrInvalidOptions naming %s", field, err, field)
+		}
+	}
+	// The lease is released on a graceful stop unless the user says otherwise.
+	for _, tc := range []struct {
+		opt  *bool
+		want bool
+	}{{nil, true}, {ptr.To(true), true}, {ptr.To(false), false}} {
+		o := base()
+		o.LeaderElectionReleaseOnCancel = tc.opt
+		s, err := o.resolve(logr.Discard())
+		if err != nil || s.election.ReleaseOnCancel != tc.want {
+			t.Errorf("LeaderElectionReleaseOnCancel %v: release %v (%v), want %v", tc.opt, s.election.ReleaseOnCancel, err, tc.want)
+		}
+	}
+	// A Runtime with no leader-only work says so when it starts.
+	var logs strings.Builder
+	var logsMu sync.Mutex
+	o := base()
+	o.Logger = funcr.New(func(prefix, args string) {
+		logsMu.Lock()
+		defer logsMu.Unlock()
+		logs.WriteString(args + "\n")
+	}, funcr.Options{})
+	rt, err := New(mgr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	if !strings.Contains(logs.String(), "no leader-only work") || !strings.Contains(logs.String(), "Runtime.AddController") {
+		t.Errorf("a Runtime with no leader-only work logged:\n%s\nwant a warning naming Runtime.AddController", logs.String())
 	}
 }

@@ -10,15 +10,6 @@ import (
 // termRefKey is the context key of the term reference.
 type termRefKey struct{}
 
-// termRef is the term a leader-only run belongs to, and the context the runtime gave
-// it: that context reports the term over by the elector's own clock (see
-// lifecycle.Options.TermContext), which contexts derived from it, such as Reconcile's,
-// only do once the cancellation has propagated.
-type termRef struct {
-	term uint64
-	ctx  context.Context
-}
-
 // withTermRef records ctx, the context the runtime gave a leader-only run, in ctx.
 func withTermRef(ctx context.Context) context.Context {
 	term, ok := termctx.FromContext(ctx)
@@ -36,14 +27,6 @@ func termRefFrom(ctx context.Context) *termRef {
 	return ref
 }
 
-// TermFromContext returns the leadership term of a leader-only run: ctx is the context
-// given to Reconcile of a controller added with AddController, or to a function added
-// with AddLeaderOnly, or one derived from them. ok is false for other contexts. It is
-// the core's accessor, termctx.FromContext.
-func TermFromContext(ctx context.Context) (term uint64, ok bool) {
-	return termctx.FromContext(ctx)
-}
-
 // TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded and
 // the cause (context.Cause: lifecycle.ErrLeadershipLost, ErrSteppedDown or
 // ErrManagerStopped) once it ended, checked by the elector's own clock at the call, and
@@ -54,15 +37,15 @@ func TermEnded(ctx context.Context) error {
 }
 
 // termOf returns the term of ctx, or TermEnded's error, with one lookup.
-func termOf(ctx context.Context) (uint64, error) {
+func termOf(ctx context.Context) (*termRef, error) {
 	ref := termRefFrom(ctx)
 	if ref == nil {
-		return 0, ErrNoTerm
+		return nil, ErrNoTerm
 	}
 	if ref.ctx.Err() != nil {
-		return 0, &termEndedError{term: ref.term, cause: context.Cause(ref.ctx)}
+		return nil, &termEndedError{term: ref.term, cause: context.Cause(ref.ctx)}
 	}
-	return ref.term, nil
+	return ref, nil
 }
 
 // termEndedError wraps ErrTermEnded and the cause of the end.

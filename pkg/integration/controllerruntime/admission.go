@@ -1,0 +1,176 @@
+package controllerruntime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+// AdmissionFence describes the API server's fence of one controller's writes: a
+// ValidatingAdmissionPolicy whose parameter is the controller's Lease, and its binding
+// (see NewAdmissionFence).
+type AdmissionFence struct {
+	// Name names the policy and the binding. Required.
+	Name string
+	// LeaseName and LeaseNamespace name the Lease (Options.LeaderElectionID and
+	// LeaderElectionNamespace). Required. The fence covers objects in every namespace
+	// (and cluster-scoped ones) against this one Lease.
+	LeaseName, LeaseNamespace string
+	// Users are the usernames the controller writes as, e.g.
+	// "system:serviceaccount:NAMESPACE:NAME". Required: only their writes are fenced, so
+	// that people, the garbage collector and other controllers keep writing the objects.
+	Users []string
+	// Resources are the resources fenced, e.g. {Group: "", Resource: "configmaps"}. At
+	// least one; "*" fences every resource. Subresources are not fenced.
+	Resources []schema.GroupResource
+	// NamespaceSelector, if set, narrows the fence to the namespaces it selects.
+	NamespaceSelector *metav1.LabelSelector
+}
+
+// target is the object a write of the fence is judged by: the object written, or for a
+// DELETE (which has none) the object deleted, which the fenced client stamped first.
+const target = "(request.operation == 'DELETE' ? oldObject : object)"
+
+// fenceMessage starts every refusal of the fence's policy; the fenced client tells
+// them by it.
+const fenceMessage = "baton fence:"
+
+// NewAdmissionFence returns the ValidatingAdmissionPolicy and its binding that make the
+// API server refuse a stamped write of f.Users to f.Resources unless it carries the
+// Lease token of the current term: HolderAnnotation and AcquiredAnnotation equal to the
+// Lease's holderIdentity and acquireTime (for a DELETE, on the object deleted, which
+// the fenced client stamps first). Runtime.FencedClient stamps every write when
+// Options.ServerSideFence is set; writes without HolderAnnotation are not judged, so
+// the policy can be installed before the controller turns the option on, and other
+// programs' writes of objects the controller never stamped pass. Errors wrap
+// ErrInvalidOptions and name the field.
+//
+// The fence is cooperative: the writer stamps its own term, so it stops a stale writer,
+// it does not authenticate one. The API server reads the Lease through an informer, so
+// for a few milliseconds after the Lease changed hands it still judges by the old
+// holder (see the package doc, # The API server's fence). It refuses every stamped
+// write of f.Users to these resources while the Lease has no holder, and every write of
+// f.Users to them, stamped or not, while the Lease does not exist (the API server looks
+// the parameter up before it evaluates the match conditions).
+func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
+	switch {
+	case f.Name == "":
+		return nil, nil, fmt.Errorf("%w: AdmissionFence.Name is empty", ErrInvalidOptions)
+	case f.LeaseName == "":
+		return nil, nil, fmt.Errorf("%w: AdmissionFence.LeaseName is empty; set it to Options.LeaderElectionID", ErrInvalidOptions)
+	case f.LeaseNamespace == "":
+		return nil, nil, fmt.Errorf("%w: AdmissionFence.LeaseNamespace is empty; set it to Options.LeaderElectionNamespace", ErrInvalidOptions)
+	case len(f.Users) == 0:
+		return nil, nil, fmt.Errorf("%w: AdmissionFence.Users is empty; set it to the controller's usernames (system:serviceaccount:NAMESPACE:NAME)", ErrInvalidOptions)
+	case len(f.Resources) == 0:
+		return nil, nil, fmt.Errorf("%w: AdmissionFence.Resources is empty; name the resources the controller writes", ErrInvalidOptions)
+	}
+	var rules []admissionv1.NamedRuleWithOperations
+	for i, r := range f.Resources {
+		if r.Resource == "" || strings.Contains(r.Resource, "/") {
+			return nil, nil, fmt.Errorf("%w: AdmissionFence.Resources[%d].Resource %q: want a resource name without a subresource", ErrInvalidOptions, i, r.Resource)
+		}
+		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
+			Rule: admissionv1.Rule{APIGroups: []string{r.Group}, APIVersions: []string{"*"},
+				Resources: []string{r.Resource}, Scope: ptr.To(admissionv1.AllScopes)},
+		}})
+	}
+	for i, u := range f.Users {
+		if u == "" || strings.ContainsAny(u, `'\`) {
+			return nil, nil, fmt.Errorf("%w: AdmissionFence.Users[%d] %q: want a username", ErrInvalidOptions, i, u)
+		}
+	}
+	users := "['" + strings.Join(f.Users, "', '") + "']"
+	policy := &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			ParamKind:     &admissionv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			MatchConstraints: &admissionv1.MatchResources{
+				ResourceRules: rules,
+			},
+			MatchConditions: []admissionv1.MatchCondition{
+				{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + users},
+				// Only stamped writes: the controller's writes carry the token once
+				// Options.ServerSideFence is on, so the policy can be installed first.
+				{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
+			},
+			Variables: []admissionv1.Variable{
+				{Name: "meta", Expression: target + ".metadata"},
+				{Name: "holder", Expression: "has(variables.meta.annotations) && '" + HolderAnnotation + "' in variables.meta.annotations ? variables.meta.annotations['" + HolderAnnotation + "'] : ''"},
+				{Name: "acquired", Expression: "has(variables.meta.annotations) && '" + AcquiredAnnotation + "' in variables.meta.annotations ? variables.meta.annotations['" + AcquiredAnnotation + "'] : ''"},
+			},
+			Validations: []admissionv1.Validation{
+				{
+					Expression: "has(params.spec.holderIdentity) && params.spec.holderIdentity != '' && has(params.spec.acquireTime)",
+					Message:    fenceMessage + " the Lease has no holder: no term may write",
+					Reason:     ptr.To(metav1.StatusReasonForbidden),
+				},
+				{
+					Expression: "variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
+						"timestamp(variables.acquired) == timestamp(string(params.spec.acquireTime))",
+					Reason: ptr.To(metav1.StatusReasonForbidden),
+					MessageExpression: "'" + fenceMessage + " the write carries the term of holder \"' + variables.holder + '\" acquired at \"' + variables.acquired + " +
+						"'\", the Lease is held by \"' + params.spec.holderIdentity + '\" since \"' + string(params.spec.acquireTime) + '\"'",
+				},
+			},
+		},
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: f.Name,
+			ParamRef: &admissionv1.ParamRef{
+				Name: f.LeaseName, Namespace: f.LeaseNamespace,
+				ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
+			},
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+	if f.NamespaceSelector != nil {
+		binding.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: f.NamespaceSelector}
+	}
+	return policy, binding, nil
+}
+
+// isFenceDenial reports whether err is a refusal of the fence's policy.
+func isFenceDenial(err error) bool {
+	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), fenceMessage)
+}
+
+// lagRetries are the waits before the fenced client sends a write again that the API
+// server's fence refused while the writer's term runs: the API server's view of the
+// Lease lags the Lease by a few milliseconds, so the first writes of a new term can be
+// judged against the previous holder.
+var lagRetries = []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}
+
+// sendFenced sends a write by send; a refusal of the API server's fence is sent again
+// after each of lagRetries while the term of ref runs. A refused write changed nothing,
+// so sending it again is safe.
+func sendFenced(ctx context.Context, ref *termRef, send func() error) error {
+	err := send()
+	for _, wait := range lagRetries {
+		if !isFenceDenial(err) || ref.ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		err = send()
+	}
+	return err
+}

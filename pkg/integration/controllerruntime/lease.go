@@ -1,0 +1,92 @@
+package controllerruntime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Annotations that name the term on the Lease itself, for the API server's fence
+// (NewAdmissionFence). A term of Baton's elector is one acquisition of the Lease: its
+// holderIdentity and acquireTime are set by the acquiring write and kept by every renew
+// until the next acquisition, so the pair names the term on the Lease, where the
+// policy can compare it. (The term number is the resourceVersion of the acquiring
+// write, which later renews move on: it is not on the Lease to compare.)
+const (
+	// HolderAnnotation is the Lease's holderIdentity in the writer's term.
+	HolderAnnotation = "baton.dev/lease-holder"
+	// AcquiredAnnotation is the Lease's acquireTime in the writer's term, RFC 3339 with
+	// microseconds, as the Lease stores it.
+	AcquiredAnnotation = "baton.dev/lease-acquired"
+)
+
+// leaseToken is what names a term on the Lease: its holder and acquireTime.
+type leaseToken struct {
+	holder, acquired string
+}
+
+// leaseReader reads this replica's Lease from the API server.
+type leaseReader struct {
+	cs              kubernetes.Interface
+	namespace, name string
+	identity        string
+}
+
+// holds reads the Lease (a quorum read) and reports whether this replica holds it in
+// the term of ref: the holder is this replica and the term has not ended by the time
+// the answer came. A later term of this replica starts only after ref's ended, so
+// the record read is ref's term's acquisition; its token is returned.
+func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool, error) {
+	lease, err := l.cs.CoordinationV1().Leases(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
+	if err != nil {
+		return leaseToken{}, false, fmt.Errorf("controllerruntime: reading Lease %s/%s: %w", l.namespace, l.name, err)
+	}
+	if ref.ctx.Err() != nil {
+		return leaseToken{}, false, nil
+	}
+	spec := lease.Spec
+	if spec.HolderIdentity == nil || *spec.HolderIdentity != l.identity || spec.AcquireTime == nil {
+		return leaseToken{}, false, nil
+	}
+	return leaseToken{holder: l.identity, acquired: formatMicro(*spec.AcquireTime)}, true, nil
+}
+
+// token returns the Lease token of ref's term, read once per term, or an error wrapping
+// ErrTermEnded when the Lease is no longer this replica's in that term.
+func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, error) {
+	ref.mu.Lock()
+	defer ref.mu.Unlock()
+	if ref.token != nil {
+		return *ref.token, nil
+	}
+	tok, ok, err := l.holds(ctx, ref)
+	if err != nil {
+		return tok, err
+	}
+	if !ok {
+		return tok, &termEndedError{term: ref.term, cause: fmt.Errorf("the Lease %s/%s is not held by %s in this term", l.namespace, l.name, l.identity)}
+	}
+	ref.token = &tok
+	return tok, nil
+}
+
+// formatMicro formats t as the Lease stores a MicroTime.
+func formatMicro(t metav1.MicroTime) string {
+	return t.UTC().Format(metav1.RFC3339Micro)
+}
+
+// termRef is the term a leader-only run belongs to, and the context the runtime gave
+// it: that context reports the term over by the elector's own clock (see
+// lifecycle.Options.TermContext), which contexts derived from it, such as Reconcile's,
+// only do once the cancellation has propagated.
+type termRef struct {
+	term uint64
+	ctx  context.Context
+
+	// mu guards token.
+	mu    sync.Mutex
+	token *leaseToken // the term's Lease token, once read
+}
