@@ -34,8 +34,8 @@ var clientVerbs = map[string]string{
 // (pods := cs.CoreV1().Pods(ns); leases: cs.CoordinationV1().Leases(ns))
 // or called in one chain, and the calls on it (pods.List, s.leases.Get).
 // Packages that never run in `baton run` (test helpers, the
-// controller-runtime integration, whose client the application brings) are
-// left out.
+// controller-runtime integration, whose client the application brings, and
+// sharding, a library mode `baton run` does not use) are left out.
 func TestRoleMatchesClientCalls(t *testing.T) {
 	called := map[string]map[string][]string{} // resource -> verb -> call sites
 	for _, root := range []string{"../pkg", "../cmd", "../internal"} {
@@ -45,7 +45,7 @@ func TestRoleMatchesClientCalls(t *testing.T) {
 			}
 			if d.IsDir() {
 				switch d.Name() {
-				case "testenv", "replicatest", "integration", "testdata":
+				case "testenv", "replicatest", "batontest", "integration", "sharding", "testdata":
 					return filepath.SkipDir
 				}
 				return nil
