@@ -117,12 +117,16 @@
 // acquires again no earlier than that instant. Stats.SlowAcquires counts these
 // Creates; IsLeader is false and GetLeader names the candidate meanwhile.
 //
-// An answer within a RetryPeriod whose watch did not (yet) show such a state starts the
-// term at once, as does every acquiring Update, so a hand-over or a first election is
-// as fast as before. What remains is a holder that another candidate created and
-// someone deleted by hand within a RetryPeriod of the send, with neither event through
-// the watch by the answer: the window of deleting the Lease of a running election by
-// hand, above.
+// A Create answered within a RetryPeriod starts its term only once the watch that was
+// open when it was sent has delivered the Create's own event with no state of the
+// Lease between the absence it was sent on and it: the answer alone proves only that
+// the Lease was absent when the Create landed. On a real API server the answer often
+// comes a moment before the event; the candidate holds the Lease until the event (a
+// few milliseconds), or, if the watch broke meanwhile, as for a slow Create. An
+// acquiring Update starts its term at once, so a hand-over is as fast as before. A
+// store whose watch skips states (a MemoryStore whose reader is slow) can hide a
+// holder created and deleted by hand during the Create; the Kubernetes watch delivers
+// every event.
 //
 // # History going back
 //

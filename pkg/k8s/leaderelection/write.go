@@ -73,7 +73,10 @@ func (c *campaign) acquire() {
 	var err error
 	create := !c.lease.exists
 	if create {
-		c.createSentVersion, c.firstStateSinceCreate = c.lease.maxVersion, 0
+		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
+		if c.watch.events != nil {
+			c.createWatch = c.watch.generation
+		}
 		c.addSend(r, sentAt)
 		out, err = c.e.store.Create(ctx, r)
 	} else {
@@ -153,6 +156,10 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 	if create {
 		if why := c.createUnseen(out, sentAt, answeredAt); why != "" {
 			c.hold(term, answeredAt, why)
+			return
+		}
+		if created, _ := parseVersion(out.ResourceVersion); !c.createVouched(created) {
+			c.awaitCreateEvent(term, created, answeredAt)
 			return
 		}
 	}
