@@ -91,6 +91,8 @@ type observedLease struct {
 	unknownUntil time.Time
 	maxVersion   uint64 // highest resourceVersion seen, 0 if none
 	reported     string // last holder reported to OnNewLeader
+	// checkedVersion is the resourceVersion of the last record checkRange looked at.
+	checkedVersion string
 }
 
 // ourWrites are the writes of this elector that the campaign can recognise. A record

@@ -249,10 +249,24 @@
 // elector on a fake Clock with a seeded source takes the same path on every run (the
 // fault tests replay a seed exactly).
 //
+// # Values from the cluster
+//
+// Anyone with update rights on the Lease can write any value into it. Every value the
+// elector reads is bounded by what Baton itself writes: a leaseDurationSeconds above
+// MaxLeaseDuration (1h) is taken as 1h, so a holder that is not Baton's is waited out
+// at most 3h after its last change and a Baton one at most 1h (a client-go elector
+// sharing the Lease must use at most 1h); a negative duration (from a custom
+// LeaseStore) is taken as the configured one; leaseTransitions is written at least 0
+// and stays at the int32 maximum instead of wrapping to a negative number, which the
+// API server refuses. Each out-of-range value is logged at WARN once per record and
+// counted in Stats.OutOfRange. The term comes from the resourceVersion, which only the
+// API server writes.
+//
 // # Who controls leadership
 //
 // Whoever may update the Lease controls leadership: a write can name any holder, clear
-// it, or delete it, and the candidates follow. Grant update and delete on the
+// it, or delete it, and the candidates follow; bounded values (above) only limit how
+// long a bad record can delay an election. Grant update and delete on the
 // Lease, by resourceNames, to the candidates' service account only, and give no other
 // workload in the namespace a Role with update, patch or delete on
 // coordination.k8s.io leases (nor a wildcard over resources or verbs). create cannot be

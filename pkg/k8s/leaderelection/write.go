@@ -81,10 +81,7 @@ func (c *campaign) acquire() {
 		out, err = c.e.store.Create(ctx, r)
 	} else {
 		prev := c.lease.record
-		r.LeaseTransitions = prev.LeaseTransitions
-		if prev.HolderIdentity != c.self {
-			r.LeaseTransitions++
-		}
+		r.LeaseTransitions = c.nextTransitions(prev)
 		r.Strategy = prev.Strategy
 		r.ResourceVersion = prev.ResourceVersion
 		c.addSend(r, sentAt)
