@@ -35,7 +35,7 @@ type Elector struct {
 	done      chan struct{}
 
 	// Counters of Stats.
-	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange atomic.Uint64
+	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange, duplicateIdentity atomic.Uint64
 
 	// leaderMu guards leader.
 	leaderMu sync.Mutex
@@ -229,17 +229,22 @@ type Stats struct {
 	// writes, each logged at WARN, once per record: see the package doc, # Values from
 	// the cluster.
 	OutOfRange uint64
+	// DuplicateIdentity counts the writes of the lease that named this elector as
+	// holder but were not its own: another candidate runs with the same identity.
+	// Each is logged at ERROR. Identities must be unique (Config.Identity).
+	DuplicateIdentity uint64
 }
 
 // Stats returns the elector's counters.
 func (e *Elector) Stats() Stats {
 	return Stats{
-		Watches:       e.watches.Load(),
-		WatchErrors:   e.watchErrors.Load(),
-		VersionResets: e.versionResets.Load(),
-		HandOvers:     e.handOvers.Load(),
-		SlowAcquires:  e.slowAcquires.Load(),
-		OutOfRange:    e.outOfRange.Load(),
+		Watches:           e.watches.Load(),
+		WatchErrors:       e.watchErrors.Load(),
+		VersionResets:     e.versionResets.Load(),
+		HandOvers:         e.handOvers.Load(),
+		SlowAcquires:      e.slowAcquires.Load(),
+		OutOfRange:        e.outOfRange.Load(),
+		DuplicateIdentity: e.duplicateIdentity.Load(),
 	}
 }
 

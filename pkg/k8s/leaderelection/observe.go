@@ -12,7 +12,9 @@ import (
 // the store's history went back. Other states below the highest seen are skipped (the
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
+	newWrite := false // a state above every version seen before
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
+		newWrite = v > c.lease.maxVersion
 		if v > c.createSentVersion && !zeroSpec(ev.Record) && (c.firstStateSinceCreate == 0 || v < c.firstStateSinceCreate) {
 			c.firstStateSinceCreate = v // a state of the lease (not an absence as listed) since the send
 		}
@@ -28,6 +30,9 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	}
 	if !zeroSpec(ev.Record) {
 		c.checkRange(ev.Record)
+	}
+	if newWrite && !ev.Deleted && c.lease.known {
+		c.checkIdentity(ev.Record)
 	}
 	now := c.e.clock.Now()
 	c.watch.stale = false
@@ -247,6 +252,21 @@ func (c *campaign) checkRange(r LeaseRecord) {
 	case t == math.MaxInt32:
 		bad("leaseTransitions", t, "kept at the maximum on the next acquisition")
 	}
+}
+
+// checkIdentity reports a new write of the lease that names this elector as holder
+// but is not one of its writes: another candidate runs with the same identity (two
+// replicas given one name), which defeats mutual exclusion between the two. It is
+// logged at ERROR and counted in Stats.DuplicateIdentity. A state seen on a first
+// look (a restarted replica's previous incarnation) or after the history went back is
+// not a new write and is not reported.
+func (c *campaign) checkIdentity(r LeaseRecord) {
+	if r.HolderIdentity != c.self || c.ours(r) {
+		return
+	}
+	c.e.duplicateIdentity.Add(1)
+	c.e.logger.Error("the lease names this candidate's identity in a write it did not make: another candidate runs with the same identity; identities must be unique",
+		"version", r.ResourceVersion)
 }
 
 // nextTransitions is the leaseTransitions of an acquisition of r: r's, plus one when the
