@@ -63,11 +63,10 @@ func (c *campaign) createVouched(v uint64) bool {
 }
 
 // awaitCreateEvent holds the lease of an acquiring Create (version created, term term)
-// answered at answeredAt whose
-// own event the watch has not delivered yet (on a real API server the answer often
-// comes a moment before the event): the term starts once the watch delivers it with
-// nothing before it (createVouched), and otherwise as for a slow Create, a
-// LeaseDuration after the answer.
+// answered at answeredAt whose own event the watch has not delivered yet (on a real API
+// server the answer often comes a moment before the event): the term starts once the
+// watch delivers it with nothing before it (createVouched), and otherwise as for a
+// slow Create, a LeaseDuration after the answer.
 func (c *campaign) awaitCreateEvent(term, created uint64, answeredAt time.Time) {
 	c.phase, c.held = holding, heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration), onEvent: true, created: created}
 	c.renewAt = c.writes.confirmedAt.Add(c.e.config.RetryPeriod)
@@ -104,7 +103,7 @@ func (c *campaign) stepHeld(now time.Time) {
 
 // renewHeld renews a held lease with a compare-and-swap on our last write. Any failure
 // gives the held term up: the watch (or a new one) shows what the lease holds, and
-// holdUntil keeps a new acquisition behind the held term's start.
+// dropHeld keeps a new acquisition behind the held term's start.
 func (c *campaign) renewHeld() {
 	sentAt := c.e.clock.Now()
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
