@@ -317,7 +317,7 @@ func (c *campaign) takeAt() time.Time {
 	r := c.lease.record
 	switch {
 	case !c.lease.exists && !c.lease.lastKnown:
-		return time.Time{} // cold start, or unknown (holdUntil has the wait)
+		return time.Time{} // cold start, or unknown (lease.unknownUntil has the wait)
 	case r.HolderIdentity == "" && releasedByBaton(r) && c.lease.unvouched:
 		// A release seen on a first look may be a restored copy, written before terms
 		// that are not over: wait as for an unknown holder.
