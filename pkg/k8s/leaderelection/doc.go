@@ -122,8 +122,9 @@
 // Lease between the absence it was sent on and it: the answer alone proves only that
 // the Lease was absent when the Create landed. On a real API server the answer often
 // comes a moment before the event; the candidate holds the Lease until the event (a
-// few milliseconds), or, if the watch broke meanwhile, as for a slow Create. An
-// acquiring Update starts its term at once, so a hand-over is as fast as before. A
+// few milliseconds), or as for a slow Create (a LeaseDuration) when no watch was open
+// at the send, or it broke or stayed silent. An acquiring Update starts its term at
+// once, so a hand-over takes one watch event. A
 // store whose watch skips states (a MemoryStore whose reader is slow) can hide a
 // holder created and deleted by hand during the Create; the Kubernetes watch delivers
 // every event.
