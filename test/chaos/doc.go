@@ -9,9 +9,13 @@
 // in-memory store, each in a testing/synctest bubble (seconds of wall time for hours
 // of fake time), with clock skew; TestChaosReplay runs 10 seeds twice each and compares
 // the histories; TestChaosSkewBeyondTolerance is the negative control of skew (200
-// histories at a rate beyond the tolerance must show two leaders); and
-// TestChaosAPIServer runs 3 histories against a real kube-apiserver and etcd
-// (internal/testenv). Alone:
+// histories at a rate beyond the tolerance must show two leaders);
+// TestChaosCreateRace runs 8 fixed seeds of the create-race class (three candidates,
+// the lease deleted by hand, often right after a Create lands, lagging watches, slow
+// requests: two candidates wait out one absence and Create together; seed 206 gave two
+// leaders when a Create's answer started a term before the watch showed the Creates
+// around it); and TestChaosAPIServer runs 3 histories against a real kube-apiserver
+// and etcd (internal/testenv). Alone:
 //
 //	go test -race -run 'TestChaos$' -v ./test/chaos
 //	BATON_CHAOS_HISTORIES=20000 go test -race -run 'TestChaos$' -v ./test/chaos   # soak
@@ -19,6 +23,7 @@
 //	BATON_CHAOS_SKEW=0 go test -race -run 'TestChaos$' -v ./test/chaos           # no skew
 //	BATON_CHAOS_SKEW_RATE=1.6 go test -race -run 'TestChaos$' -v ./test/chaos    # beyond
 //	BATON_CHAOS_API_HISTORIES=10 go test -race -run TestChaosAPIServer ./test/chaos
+//	BATON_CHAOS_HISTORIES=3000 go test -race -run 'TestChaosCreateRace$' -v ./test/chaos
 //
 // With -v each test logs a summary: histories, terms, fenced writes, faults injected
 // by kind, violations by kind with their seeds, the slowest recovery after the faults

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -599,4 +601,43 @@ func TestSharedLeaseWithClientGo(t *testing.T) {
 		t.Errorf("term %d after client-go's is not above Baton's earlier term %d", term2.term, term.term)
 	}
 	hist.checkAcquisition(t, bt2.who, term2.term)
+}
+
+// TestLeaseTransitionsAtMaximum: a Lease written by hand with leaseTransitions at the
+// int32 maximum (the API server accepts it) and a foreign holder of 1s is taken by a
+// Baton candidate once that holder is waited out: the acquiring write keeps
+// leaseTransitions at the maximum instead of wrapping it to a negative number, which
+// the API server refuses; the value is logged and counted once.
+func TestLeaseTransitionsAtMaximum(t *testing.T) {
+	h := newHarness(t, shared)
+	lease := leaseName(t)
+	leases := shared.Clientset().CoordinationV1().Leases(namespace)
+	n := metav1.NowMicro()
+	_, err := leases.Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: namespace},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To("intruder"),
+			LeaseDurationSeconds: ptr.To(int32(1)),
+			AcquireTime:          &n,
+			RenewTime:            &n,
+			LeaseTransitions:     ptr.To(int32(math.MaxInt32)),
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := h.baton("transitions-a", lease, candidateOptions{timings: fast})
+	// The foreign holder is waited out 3 × its 1s from when a saw it.
+	waitFor(t, 3*time.Second+fast.retry+5*time.Second, "transitions-a to lead", a.el.IsLeader)
+	l, err := leases.Get(context.Background(), lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(l.Spec.LeaseTransitions, -1); got != math.MaxInt32 || ptr.Deref(l.Spec.HolderIdentity, "") != a.who {
+		t.Errorf("lease after the acquisition: holder %q, leaseTransitions %d; want %q, %d",
+			ptr.Deref(l.Spec.HolderIdentity, ""), got, a.who, int32(math.MaxInt32))
+	}
+	if got := a.el.Stats().OutOfRange; got == 0 {
+		t.Error("Stats.OutOfRange is 0 after a record with leaseTransitions at the maximum")
+	}
 }

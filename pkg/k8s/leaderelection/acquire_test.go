@@ -246,3 +246,37 @@ func TestAcquiringWriteHasNoTerm(t *testing.T) {
 		}
 	})
 }
+
+// TestCreateLeadsOnItsWatchEvent: a Create's answer proves only that the lease was
+// absent when it landed. A candidate whose watch delivers the Create's own event leads
+// at once; one whose watch never shows it (a silent watch) holds the lease, renewing
+// it, and leads a LeaseDuration after the answer, as for a slow Create.
+func TestCreateLeadsOnItsWatchEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", nil)
+		if cl.waitLeader(nil, 10*time.Millisecond) != a {
+			t.Fatal("a did not lead at once on its Create")
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		start := time.Now()
+		a := cl.startWith("a", nil, func(s *testStore) { s.silent = true })
+		time.Sleep(DefaultLeaseDuration - 100*time.Millisecond)
+		if a.e.IsLeader() || a.e.GetLeader() != "a" {
+			t.Fatalf("before a LeaseDuration: a leads %v, sees leader %q; want holding", a.e.IsLeader(), a.e.GetLeader())
+		}
+		if n := a.store.count("Update"); n == 0 {
+			t.Error("a did not renew the lease it holds")
+		}
+		if cl.waitLeader(nil, time.Second) != a {
+			t.Fatal("a did not lead after a LeaseDuration")
+		}
+		if d := time.Since(start); d < DefaultLeaseDuration {
+			t.Errorf("a led %v after its start, before a LeaseDuration", d)
+		}
+	})
+}

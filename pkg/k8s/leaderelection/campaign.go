@@ -62,6 +62,10 @@ type watchState struct {
 	// (or, if none came by staleCheckAt, open a new watch) before writing again.
 	stale        bool
 	staleCheckAt time.Time
+	// generation counts the watches opened; delivered is the highest resourceVersion
+	// the open one delivered (0 before its first event).
+	generation uint64
+	delivered  uint64
 }
 
 // observedLease is what the campaign knows of the lease.
@@ -87,6 +91,8 @@ type observedLease struct {
 	unknownUntil time.Time
 	maxVersion   uint64 // highest resourceVersion seen, 0 if none
 	reported     string // last holder reported to OnNewLeader
+	// checkedVersion is the resourceVersion of the last record checkRange looked at.
+	checkedVersion string
 }
 
 // ourWrites are the writes of this elector that the campaign can recognise. A record
@@ -115,11 +121,13 @@ type campaign struct {
 	// createSentVersion is the highest resourceVersion seen when the last acquiring
 	// Create was sent, and firstStateSinceCreate the lowest version above it of a
 	// state of the lease observed since, 0 if none: below the Create's own version, it
-	// is a state the Create landed after.
+	// is a state the Create landed after. createWatch is the generation of the watch
+	// open when it was sent, 0 if none was.
 	acquireAt             time.Time
 	acquireRetry          backoff
 	createSentVersion     uint64
 	firstStateSinceCreate uint64
+	createWatch           uint64
 
 	// The term: led while leading; held (a slow Create's) while holding; handover is
 	// the hand-over (to nobody after Resign) whose release is written, while handing

@@ -43,7 +43,8 @@ type Config struct {
 	SingleReplica bool
 	// Identity names this candidate in the lease's holderIdentity. Required; it must be
 	// unique among the candidates (a pod name is the usual choice). Two candidates with
-	// the same identity defeat mutual exclusion.
+	// the same identity defeat mutual exclusion; an elector that sees the lease written
+	// in its name by another logs it at ERROR and counts it (Stats.DuplicateIdentity).
 	Identity string
 	// LeaseName is the name of the coordination.k8s.io/v1 Lease. Required.
 	LeaseName string

@@ -117,12 +117,17 @@
 // acquires again no earlier than that instant. Stats.SlowAcquires counts these
 // Creates; IsLeader is false and GetLeader names the candidate meanwhile.
 //
-// An answer within a RetryPeriod whose watch did not (yet) show such a state starts the
-// term at once, as does every acquiring Update, so a hand-over or a first election is
-// as fast as before. What remains is a holder that another candidate created and
-// someone deleted by hand within a RetryPeriod of the send, with neither event through
-// the watch by the answer: the window of deleting the Lease of a running election by
-// hand, above.
+// A Create answered within a RetryPeriod starts its term only once the watch that was
+// open when it was sent has delivered the Create's own event with no state of the
+// Lease between the absence it was sent on and it: the answer alone proves only that
+// the Lease was absent when the Create landed. On a real API server the answer often
+// comes a moment before the event; the candidate holds the Lease until the event (a
+// few milliseconds), or as for a slow Create (a LeaseDuration) when no watch was open
+// at the send, or it broke or stayed silent. An acquiring Update starts its term at
+// once, so a hand-over takes one watch event. A
+// store whose watch skips states (a MemoryStore whose reader is slow) can hide a
+// holder created and deleted by hand during the Create; the Kubernetes watch delivers
+// every event.
 //
 // # History going back
 //
@@ -245,10 +250,24 @@
 // elector on a fake Clock with a seeded source takes the same path on every run (the
 // fault tests replay a seed exactly).
 //
+// # Values from the cluster
+//
+// Anyone with update rights on the Lease can write any value into it. Every value the
+// elector reads is bounded by what Baton itself writes: a leaseDurationSeconds above
+// MaxLeaseDuration (1h) is taken as 1h, so a holder that is not Baton's is waited out
+// at most 3h after its last change and a Baton one at most 1h (a client-go elector
+// sharing the Lease must use at most 1h); a negative duration (from a custom
+// LeaseStore) is taken as the configured one; leaseTransitions is written at least 0
+// and stays at the int32 maximum instead of wrapping to a negative number, which the
+// API server refuses. Each out-of-range value is logged at WARN once per record and
+// counted in Stats.OutOfRange. The term comes from the resourceVersion, which only the
+// API server writes.
+//
 // # Who controls leadership
 //
 // Whoever may update the Lease controls leadership: a write can name any holder, clear
-// it, or delete it, and the candidates follow. Grant update and delete on the
+// it, or delete it, and the candidates follow; bounded values (above) only limit how
+// long a bad record can delay an election. Grant update and delete on the
 // Lease, by resourceNames, to the candidates' service account only, and give no other
 // workload in the namespace a Role with update, patch or delete on
 // coordination.k8s.io leases (nor a wildcard over resources or verbs). create cannot be

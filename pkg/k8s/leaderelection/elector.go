@@ -35,7 +35,7 @@ type Elector struct {
 	done      chan struct{}
 
 	// Counters of Stats.
-	watches, watchErrors, versionResets, handOvers, slowAcquires atomic.Uint64
+	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange, duplicateIdentity atomic.Uint64
 
 	// leaderMu guards leader.
 	leaderMu sync.Mutex
@@ -205,7 +205,8 @@ func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
 	<-ctx.Done()
 }
 
-// Stats are counters of an Elector since it was created, for metrics and tests.
+// Stats are counters of an Elector since it was created, for metrics and tests. Each is
+// a uint64 that grows by one per event: it does not wrap in any realistic lifetime.
 type Stats struct {
 	// Watches counts the watches opened; each starts with a list of the lease.
 	Watches uint64
@@ -224,16 +225,26 @@ type Stats struct {
 	// lease a LeaseDuration from its answer before its term began (or gave the term
 	// up). See the package doc, # Slow acquiring writes.
 	SlowAcquires uint64
+	// OutOfRange counts the values read from the Lease outside the range Baton itself
+	// writes, each logged at WARN, once per record: see the package doc, # Values from
+	// the cluster.
+	OutOfRange uint64
+	// DuplicateIdentity counts the writes of the lease that named this elector as
+	// holder but were not its own: another candidate runs with the same identity.
+	// Each is logged at ERROR. Identities must be unique (Config.Identity).
+	DuplicateIdentity uint64
 }
 
 // Stats returns the elector's counters.
 func (e *Elector) Stats() Stats {
 	return Stats{
-		Watches:       e.watches.Load(),
-		WatchErrors:   e.watchErrors.Load(),
-		VersionResets: e.versionResets.Load(),
-		HandOvers:     e.handOvers.Load(),
-		SlowAcquires:  e.slowAcquires.Load(),
+		Watches:           e.watches.Load(),
+		WatchErrors:       e.watchErrors.Load(),
+		VersionResets:     e.versionResets.Load(),
+		HandOvers:         e.handOvers.Load(),
+		SlowAcquires:      e.slowAcquires.Load(),
+		OutOfRange:        e.outOfRange.Load(),
+		DuplicateIdentity: e.duplicateIdentity.Load(),
 	}
 }
 

@@ -672,7 +672,9 @@ func TestLostRenewReply(t *testing.T) {
 		cl := newCluster(t)
 		defer cl.stop()
 		a := cl.startWith("a", nil, func(s *testStore) { s.silent = true })
-		time.Sleep(time.Second)
+		// a's silent watch never shows its Create: it holds the lease a LeaseDuration
+		// before it leads.
+		time.Sleep(DefaultLeaseDuration + time.Second)
 		cl.start("b", nil)
 		time.Sleep(time.Second)
 		term := a.e.Term()

@@ -6,11 +6,14 @@ import (
 )
 
 // heldTerm is the term of an acquiring Create that may have landed after states this
-// elector never saw: the lease is ours, but the term starts only at until (see hold).
-
+// elector never saw: the lease is ours, but the term starts only at until (see hold),
+// or, when onEvent is set, as soon as the watch delivers the Create's own event with
+// nothing before it (see awaitCreateEvent).
 type heldTerm struct {
-	term  uint64
-	until time.Time
+	term    uint64
+	until   time.Time
+	onEvent bool
+	created uint64 // the Create's resourceVersion, with onEvent
 }
 
 // createUnseen judges an acquiring Create out, sent at sentAt and answered at
@@ -38,26 +41,55 @@ func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) s
 // The term starts a LeaseDuration after the answer (LeaseDuration − RenewDeadline being
 // the margin for clock rates, as in any follower's wait), while renews every RetryPeriod
 // keep the lease ours; a failed renew or another state of the lease gives the term up
-// (dropHeld). holdUntil keeps any later acquisition of ours behind the same instant.
+// (dropHeld), and keeps any later acquisition of ours behind the same instant.
 func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 	c.e.slowAcquires.Add(1)
-	until := answeredAt.Add(c.e.config.LeaseDuration)
-	c.phase, c.held = holding, heldTerm{term: term, until: until}
-	c.lease.unknownUntil = later(c.lease.unknownUntil, until)
+	c.phase, c.held = holding, heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration)}
 	c.renewAt = answeredAt // renew at once: the Create's own renewTime may be old
 	c.renewRetry.Reset()
 	c.e.logger.Warn("acquiring Create may have landed after unseen holders: holding the lease a LeaseDuration before leading",
 		"reason", why, "term", term, "wait", c.e.config.LeaseDuration)
 }
 
-// stepHeld does what is due while a term is held: start it at its time, renew.
+// createVouched reports whether the watch vouches that the acquiring Create that was
+// given version v landed on the absence it was sent on: the watch that was open at the
+// send delivered the Create's own event, and no state of the lease between the two.
+// A Create's answer alone proves only that the lease was absent when it landed: it
+// may have been created by another candidate, which led, and deleted by hand in
+// between.
+func (c *campaign) createVouched(v uint64) bool {
+	return c.createWatch != 0 && c.createWatch == c.watch.generation && c.watch.delivered >= v &&
+		!(c.firstStateSinceCreate != 0 && c.firstStateSinceCreate < v)
+}
+
+// awaitCreateEvent holds the lease of an acquiring Create (version created, term term)
+// answered at answeredAt whose own event the watch has not delivered yet (on a real API
+// server the answer often comes a moment before the event): the term starts once the
+// watch delivers it with nothing before it (createVouched), and otherwise as for a
+// slow Create, a LeaseDuration after the answer.
+func (c *campaign) awaitCreateEvent(term, created uint64, answeredAt time.Time) {
+	c.phase, c.held = holding, heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration), onEvent: true, created: created}
+	c.renewAt = c.writes.confirmedAt.Add(c.e.config.RetryPeriod)
+	c.renewRetry.Reset()
+	c.e.logger.Debug("acquiring Create answered before its watch event: holding until the watch shows it", "term", term)
+}
+
+// stepHeld does what is due while a term is held: start it when due, renew.
 func (c *campaign) stepHeld(now time.Time) {
+	if c.held.onEvent && c.createVouched(c.held.created) {
+		term := c.held.term
+		c.held = heldTerm{}
+		c.startTerm(term, c.writes.confirmedAt)
+		c.checkTerm()
+		return
+	}
 	if !now.Before(c.held.until) {
 		c.drainWatch() // judge the latest state the watch delivered
 		if c.phase != holding {
 			return
 		}
 		term := c.held.term
+		c.held = heldTerm{}
 		// The term runs a RenewDeadline from the send of the last renew that went
 		// through, as any term does.
 		c.startTerm(term, c.writes.confirmedAt)
@@ -71,7 +103,7 @@ func (c *campaign) stepHeld(now time.Time) {
 
 // renewHeld renews a held lease with a compare-and-swap on our last write. Any failure
 // gives the held term up: the watch (or a new one) shows what the lease holds, and
-// holdUntil keeps a new acquisition behind the held term's start.
+// dropHeld keeps a new acquisition behind the held term's start.
 func (c *campaign) renewHeld() {
 	sentAt := c.e.clock.Now()
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
@@ -94,5 +126,6 @@ func (c *campaign) renewHeld() {
 // dropHeld gives the held term up: it never starts.
 func (c *campaign) dropHeld(why string) {
 	c.e.logger.Warn("not leading the held term", "term", c.held.term, "reason", why)
+	c.lease.unknownUntil = later(c.lease.unknownUntil, c.held.until)
 	c.phase, c.held = following, heldTerm{}
 }

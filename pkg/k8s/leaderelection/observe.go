@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -11,7 +12,9 @@ import (
 // the store's history went back. Other states below the highest seen are skipped (the
 // late echo of our own write, a list taken before our write).
 func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
+	newWrite := false // a state above every version seen before
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
+		newWrite = v > c.lease.maxVersion
 		if v > c.createSentVersion && !zeroSpec(ev.Record) && (c.firstStateSinceCreate == 0 || v < c.firstStateSinceCreate) {
 			c.firstStateSinceCreate = v // a state of the lease (not an absence as listed) since the send
 		}
@@ -24,6 +27,12 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 			c.versionReset(v) // the same version names another state: restored
 		}
 		c.lease.maxVersion = v
+	}
+	if !zeroSpec(ev.Record) {
+		c.checkRange(ev.Record)
+	}
+	if newWrite && !ev.Deleted && c.lease.known {
+		c.checkIdentity(ev.Record)
 	}
 	now := c.e.clock.Now()
 	c.watch.stale = false
@@ -204,12 +213,71 @@ func (c *campaign) sentRecently(at time.Time) bool {
 	return c.e.clock.Now().Sub(at) < c.e.config.RenewDeadline
 }
 
-// leaseDuration is how long the holder of r may go without renewing, by its record.
+// leaseDuration is how long the holder of r may go without renewing, by its record:
+// its leaseDuration up to MaxLeaseDuration, the configured one when it has none.
 func (c *campaign) leaseDuration(r LeaseRecord) time.Duration {
-	if r.LeaseDuration > 0 {
-		return r.LeaseDuration
+	switch {
+	case r.LeaseDuration <= 0:
+		return c.e.config.LeaseDuration
+	case r.LeaseDuration > MaxLeaseDuration:
+		return MaxLeaseDuration
 	}
-	return c.e.config.LeaseDuration
+	return r.LeaseDuration
+}
+
+// checkRange logs at WARN, once per record (by resourceVersion), each value of r out of
+// the range Baton itself writes, and counts it (Stats.OutOfRange): a leaseDuration
+// above MaxLeaseDuration (taken as MaxLeaseDuration) or below zero (taken as the
+// configured one), leaseTransitions below zero or at the int32 maximum (an acquisition
+// writes them at least 0 and never above the maximum).
+func (c *campaign) checkRange(r LeaseRecord) {
+	if r.ResourceVersion != "" && r.ResourceVersion == c.lease.checkedVersion {
+		return
+	}
+	c.lease.checkedVersion = r.ResourceVersion
+	bad := func(field string, value any, taken string) {
+		c.e.outOfRange.Add(1)
+		c.e.logger.Warn("lease value out of range", "field", field, "value", value, "taken_as", taken,
+			"holder", r.HolderIdentity, "version", r.ResourceVersion)
+	}
+	switch d := r.LeaseDuration; {
+	case d > MaxLeaseDuration:
+		bad("leaseDurationSeconds", d.String(), MaxLeaseDuration.String())
+	case d < 0:
+		bad("leaseDurationSeconds", d.String(), c.e.config.LeaseDuration.String())
+	}
+	switch t := r.LeaseTransitions; {
+	case t < 0:
+		bad("leaseTransitions", t, "0")
+	case t == math.MaxInt32:
+		bad("leaseTransitions", t, "kept at the maximum on the next acquisition")
+	}
+}
+
+// checkIdentity reports a new write of the lease that names this elector as holder
+// but is not one of its writes: another candidate runs with the same identity (two
+// replicas given one name), which defeats mutual exclusion between the two. It is
+// logged at ERROR and counted in Stats.DuplicateIdentity. A state seen on a first
+// look (a restarted replica's previous incarnation) or after the history went back is
+// not a new write and is not reported.
+func (c *campaign) checkIdentity(r LeaseRecord) {
+	if r.HolderIdentity != c.self || c.ours(r) {
+		return
+	}
+	c.e.duplicateIdentity.Add(1)
+	c.e.logger.Error("the lease names this candidate's identity in a write it did not make: another candidate runs with the same identity; identities must be unique",
+		"version", r.ResourceVersion)
+}
+
+// nextTransitions is the leaseTransitions of an acquisition of r: r's, plus one when the
+// holder changes, within 0 and the int32 maximum (the API server refuses a negative
+// value, which an increment past the maximum would give).
+func (c *campaign) nextTransitions(r LeaseRecord) int32 {
+	t := max(r.LeaseTransitions, 0)
+	if r.HolderIdentity != c.self && t < math.MaxInt32 {
+		t++
+	}
+	return t
 }
 
 // foreignLeaseFactor is how many of its leaseDurationSeconds a holder that is not
@@ -249,7 +317,7 @@ func (c *campaign) takeAt() time.Time {
 	r := c.lease.record
 	switch {
 	case !c.lease.exists && !c.lease.lastKnown:
-		return time.Time{} // cold start, or unknown (holdUntil has the wait)
+		return time.Time{} // cold start, or unknown (lease.unknownUntil has the wait)
 	case r.HolderIdentity == "" && releasedByBaton(r) && c.lease.unvouched:
 		// A release seen on a first look may be a restored copy, written before terms
 		// that are not over: wait as for an unknown holder.

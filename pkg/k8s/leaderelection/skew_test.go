@@ -125,7 +125,9 @@ func TestRecognisedLostReplyCreditsItsOwnSend(t *testing.T) {
 			ls = &lostReplyStore{LeaseStore: s, replyDelay: time.Second}
 			return ls
 		})
-		if cl.waitLeader(nil, time.Second) != a {
+		// a's silent watch never shows its Create: it holds the lease a LeaseDuration
+		// (by its slow clock) before it leads.
+		if cl.waitLeader(nil, 4*time.Second) != a {
 			t.Fatal("a did not lead")
 		}
 		b := cl.start("b", func(c *Config) {

@@ -21,6 +21,9 @@ func (c *campaign) receive(ev LeaseEvent, ok bool) {
 
 // observeWatched observes an event of the watch: its first is the listed state.
 func (c *campaign) observeWatched(ev LeaseEvent) {
+	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
+		c.watch.delivered = max(c.watch.delivered, v)
+	}
 	if !c.watch.listNext {
 		c.observe(ev, 0, false)
 		return
@@ -93,6 +96,8 @@ func (c *campaign) opened(o watchOpen) {
 	}
 	c.watch.events, c.watch.listNext = o.events, true
 	c.watch.openedAt = c.e.clock.Now()
+	c.watch.generation++
+	c.watch.delivered = 0
 }
 
 // markBroken notes that no watch is open from now, unless that began earlier.

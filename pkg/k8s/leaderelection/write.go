@@ -73,15 +73,15 @@ func (c *campaign) acquire() {
 	var err error
 	create := !c.lease.exists
 	if create {
-		c.createSentVersion, c.firstStateSinceCreate = c.lease.maxVersion, 0
+		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
+		if c.watch.events != nil {
+			c.createWatch = c.watch.generation
+		}
 		c.addSend(r, sentAt)
 		out, err = c.e.store.Create(ctx, r)
 	} else {
 		prev := c.lease.record
-		r.LeaseTransitions = prev.LeaseTransitions
-		if prev.HolderIdentity != c.self {
-			r.LeaseTransitions++
-		}
+		r.LeaseTransitions = c.nextTransitions(prev)
 		r.Strategy = prev.Strategy
 		r.ResourceVersion = prev.ResourceVersion
 		c.addSend(r, sentAt)
@@ -153,6 +153,10 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 	if create {
 		if why := c.createUnseen(out, sentAt, answeredAt); why != "" {
 			c.hold(term, answeredAt, why)
+			return
+		}
+		if created, _ := parseVersion(out.ResourceVersion); !c.createVouched(created) {
+			c.awaitCreateEvent(term, created, answeredAt)
 			return
 		}
 	}
