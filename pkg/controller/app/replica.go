@@ -274,6 +274,10 @@ func (r *Replica) buildMetrics(opts Options) (err error) {
 	own := refmetrics.NewCollector(refmetrics.Sources{Config: r.config, Publisher: r.publisher})
 	if r.metrics, err = metrics.New(metrics.Sources{
 		Bus: r.bus, Runtime: r.manager, Election: r.elector.Elector(),
+		ElectionCounters: func() metrics.ElectionCounters {
+			s := r.elector.Elector().Stats()
+			return metrics.ElectionCounters{OutOfRange: s.OutOfRange, DuplicateIdentity: s.DuplicateIdentity}
+		},
 	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics, Collectors: []prometheus.Collector{own}}); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}

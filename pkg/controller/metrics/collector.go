@@ -18,7 +18,7 @@ type collector struct {
 	compUp, compFailed, compStarts, compFailures, compOver *prometheus.Desc
 	subscribeTimeouts, hookFailures, leadershipDropped     *prometheus.Desc
 	compPanics, compMissing, missingTerms, stepDowns       *prometheus.Desc
-	campaignWaiting                                        *prometheus.Desc
+	campaignWaiting, outOfRange, duplicateIdentity         *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -50,6 +50,10 @@ func newCollector(src Sources) *collector {
 		stepDowns:    Desc("runtime_step_downs_total", "Terms this replica's runtime asked to end, after the step-down grace, because they missed a leader-only component."),
 		campaignWaiting: Desc("runtime_campaign_waiting",
 			"1 while this replica does not campaign because its all-replica components have not read the state a leader needs, else 0."),
+		outOfRange: Desc("lease_values_out_of_range_total",
+			"Values read from the Lease outside what Baton writes (each logged at WARN once per record)."),
+		duplicateIdentity: Desc("duplicate_identity_total",
+			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity."),
 	}
 }
 
@@ -60,6 +64,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.compUp, c.compFailed, c.compStarts, c.compFailures, c.compOver,
 		c.subscribeTimeouts, c.hookFailures, c.leadershipDropped,
 		c.compPanics, c.compMissing, c.missingTerms, c.stepDowns, c.campaignWaiting,
+		c.outOfRange, c.duplicateIdentity,
 	} {
 		ch <- d
 	}
@@ -70,6 +75,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if el := c.src.Election; el != nil {
 		e.Gauge(c.isLeader, BoolValue(el.IsLeader()))
 		e.Gauge(c.term, float64(el.Term()))
+	}
+	if f := c.src.ElectionCounters; f != nil {
+		ec := f()
+		e.Counter(c.outOfRange, ec.OutOfRange)
+		e.Counter(c.duplicateIdentity, ec.DuplicateIdentity)
 	}
 	if r := c.src.Runtime; r != nil {
 		c.collectRuntime(e, r.Status())

@@ -39,12 +39,25 @@ type Election interface {
 	Term() uint64
 }
 
+// ElectionCounters are the elector's counters of bad input from the cluster,
+// as k8sle.Stats has them under the same names.
+type ElectionCounters struct {
+	// OutOfRange counts values read from the Lease outside what Baton writes.
+	OutOfRange uint64
+	// DuplicateIdentity counts writes of the Lease in this replica's name that
+	// it did not make.
+	DuplicateIdentity uint64
+}
+
 // Sources are read each time the metrics are gathered. A nil source leaves
 // its metrics out.
 type Sources struct {
 	Bus      BusStats
 	Runtime  RuntimeStatus
 	Election Election
+	// ElectionCounters returns the elector's counters, for example
+	// func() ElectionCounters { s := el.Stats(); return ElectionCounters{s.OutOfRange, s.DuplicateIdentity} }.
+	ElectionCounters func() ElectionCounters
 }
 
 // Options configure New. The zero value takes the defaults written on each

@@ -14,6 +14,7 @@ type collector struct {
 	termReady prometheus.Histogram
 
 	isLeader, term, terms, readyTerms, refusedDesc *prometheus.Desc
+	outOfRange, duplicateIdentity                  *prometheus.Desc
 }
 
 func newCollector(r *Runtime) *collector {
@@ -26,17 +27,21 @@ func newCollector(r *Runtime) *collector {
 			ConstLabels: id,
 			Buckets:     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
-		isLeader:    prometheus.NewDesc("baton_is_leader", "1 while this replica leads, by its own clock.", nil, id),
-		term:        prometheus.NewDesc("baton_term", "The current term, 0 while not leading.", nil, id),
-		terms:       prometheus.NewDesc("baton_terms_total", "Terms this replica started.", nil, id),
-		readyTerms:  prometheus.NewDesc("baton_terms_ready_total", "Terms whose leader-only work started.", nil, id),
+		isLeader:   prometheus.NewDesc("baton_is_leader", "1 while this replica leads, by its own clock.", nil, id),
+		term:       prometheus.NewDesc("baton_term", "The current term, 0 while not leading.", nil, id),
+		terms:      prometheus.NewDesc("baton_terms_total", "Terms this replica started.", nil, id),
+		readyTerms: prometheus.NewDesc("baton_terms_ready_total", "Terms whose leader-only work started.", nil, id),
+		outOfRange: prometheus.NewDesc("baton_lease_values_out_of_range_total",
+			"Values read from the Lease outside what Baton writes (each logged at WARN once per record).", nil, id),
+		duplicateIdentity: prometheus.NewDesc("baton_duplicate_identity_total",
+			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity.", nil, id),
 		refusedDesc: prometheus.NewDesc("baton_fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence.", nil, id),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.terms, c.readyTerms, c.refusedDesc} {
+	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.terms, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity} {
 		ch <- d
 	}
 	c.termReady.Describe(ch)
@@ -54,5 +59,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.terms, prometheus.CounterValue, float64(st.Terms))
 	ch <- prometheus.MustNewConstMetric(c.readyTerms, prometheus.CounterValue, float64(st.ReadyTerms))
 	ch <- prometheus.MustNewConstMetric(c.refusedDesc, prometheus.CounterValue, float64(c.refused.Load()))
+	es := c.r.elector.Elector().Stats()
+	ch <- prometheus.MustNewConstMetric(c.outOfRange, prometheus.CounterValue, float64(es.OutOfRange))
+	ch <- prometheus.MustNewConstMetric(c.duplicateIdentity, prometheus.CounterValue, float64(es.DuplicateIdentity))
 	c.termReady.Collect(ch)
 }
