@@ -41,7 +41,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/batontest"
 )
 
 const (
@@ -148,7 +148,7 @@ func (h *harness) round(b *testing.B, impl string, tm timings, round int, idle t
 	defer lw.close()
 	leader := h.candidate(b, impl, "leader", lease, tm, false)
 	leader.start(b)
-	replicatest.WaitFor(b, 2*tm.lease+30*time.Second, "the first leader", func() bool { _, ok := leader.electedAfter(time.Time{}); return ok })
+	batontest.WaitFor(b, 2*tm.lease+30*time.Second, "the first leader", func() bool { _, ok := leader.electedAfter(time.Time{}); return ok })
 	follower := h.candidate(b, impl, "follower", lease, tm, true)
 	follower.start(b)
 	settle(follower, tm)
@@ -193,7 +193,7 @@ func settle(c candidate, tm timings) {
 func waitTaken(b *testing.B, lw *leaseWatch, after time.Time, tm timings) time.Time {
 	b.Helper()
 	var at time.Time
-	replicatest.WaitFor(b, tm.lease+4*tm.retry+30*time.Second, "the takeover", func() bool {
+	batontest.WaitFor(b, tm.lease+4*tm.retry+30*time.Second, "the takeover", func() bool {
 		var ok bool
 		at, ok = lw.takenAfter(after)
 		return ok
@@ -204,7 +204,7 @@ func waitTaken(b *testing.B, lw *leaseWatch, after time.Time, tm timings) time.T
 func waitElected(b *testing.B, c candidate, after time.Time, tm timings) time.Time {
 	b.Helper()
 	var at time.Time
-	replicatest.WaitFor(b, tm.lease+4*tm.retry+30*time.Second, "the takeover", func() bool {
+	batontest.WaitFor(b, tm.lease+4*tm.retry+30*time.Second, "the takeover", func() bool {
 		var ok bool
 		at, ok = c.electedAfter(after)
 		return ok
@@ -222,7 +222,7 @@ func (h *harness) leaseLoss(b *testing.B, impl string, tm timings) string {
 	first := waitElected(b, c, time.Time{}, tm)
 	c.partition().Cut()
 	exited := false
-	replicatest.WaitFor(b, tm.renew+tm.lease+30*time.Second, "the term to end", func() bool {
+	batontest.WaitFor(b, tm.renew+tm.lease+30*time.Second, "the term to end", func() bool {
 		if _, done := c.exited(); done {
 			exited = true
 			return true
@@ -235,7 +235,7 @@ func (h *harness) leaseLoss(b *testing.B, impl string, tm timings) string {
 		return fmt.Sprintf("process exits (%v)", err)
 	}
 	again, ok := time.Time{}, false
-	replicatest.WaitFor(b, 2*tm.lease+30*time.Second, "a new term in the same process", func() bool {
+	batontest.WaitFor(b, 2*tm.lease+30*time.Second, "a new term in the same process", func() bool {
 		again, ok = c.electedAfter(first)
 		return ok
 	})

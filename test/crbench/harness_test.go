@@ -27,13 +27,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/baton-dev/baton/internal/replicatest"
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
-var shared *testenv.Env
+var shared *batontest.Env
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -55,7 +54,7 @@ func TestMain(m *testing.M) {
 type envMain struct{ m *testing.M }
 
 func (e envMain) Run() int {
-	env, err := testenv.New()
+	env, err := batontest.NewEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -72,7 +71,7 @@ func (e envMain) Run() int {
 // objects is how many ConfigMaps the controller reconciles.
 const objects = 20
 
-type harness struct{ env *testenv.Env }
+type harness struct{ env *batontest.Env }
 
 func newHarness(b *testing.B) *harness {
 	b.Helper()
@@ -100,14 +99,14 @@ type candidate interface {
 	electedAfter(t time.Time) (time.Time, bool)
 	reconcileAfter(b *testing.B, from, elected time.Time) (time.Duration, bool)
 	requests() int64
-	partition() *replicatest.Partition
+	partition() *batontest.Switch
 	exited() (error, bool)
 	leading() bool
 }
 
 // base is what every candidate records.
 type base struct {
-	part  replicatest.Partition
+	part  batontest.Switch
 	count atomic.Int64
 	cfg   *rest.Config // counted
 	lease *rest.Config // counted and partitionable
@@ -124,11 +123,17 @@ type base struct {
 	ended      bool
 }
 
-func newBase(env *testenv.Env) *base {
+// roundTripFunc is a function that is an http.RoundTripper, for counting a
+// candidate's requests.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func newBase(env *batontest.Env) *base {
 	c := &base{done: make(chan struct{})}
 	c.cfg = env.Config()
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return replicatest.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			c.count.Add(1)
 			return rt.RoundTrip(req)
 		})
@@ -190,7 +195,7 @@ func (c *base) electedAfter(t time.Time) (time.Time, bool) {
 // elected.
 func (c *base) reconcileAfter(b *testing.B, from, elected time.Time) (time.Duration, bool) {
 	var d time.Duration
-	replicatest.WaitFor(b, 30*time.Second, "the first reconcile", func() bool {
+	batontest.WaitFor(b, 30*time.Second, "the first reconcile", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, r := range c.reconciled {
@@ -204,8 +209,8 @@ func (c *base) reconcileAfter(b *testing.B, from, elected time.Time) (time.Durat
 	return d, true
 }
 
-func (c *base) requests() int64                   { return c.count.Load() }
-func (c *base) partition() *replicatest.Partition { return &c.part }
+func (c *base) requests() int64              { return c.count.Load() }
+func (c *base) partition() *batontest.Switch { return &c.part }
 func (c *base) exited() (error, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -231,7 +236,7 @@ type stock struct {
 	mgr ctrl.Manager
 }
 
-func newStock(b *testing.B, env *testenv.Env, id, lease string, tm timings, release bool) *stock {
+func newStock(b *testing.B, env *batontest.Env, id, lease string, tm timings, release bool) *stock {
 	c := &stock{base: newBase(env)}
 	// A scheme of its own: with LeaderElectionConfig set, NewManager adds types to the
 	// manager's scheme, which would race with the decoding of the other managers'
@@ -290,7 +295,7 @@ type batonCR struct {
 	rt *batoncr.Runtime
 }
 
-func newBatonCR(b *testing.B, env *testenv.Env, id, lease string, tm timings, release bool) *batonCR {
+func newBatonCR(b *testing.B, env *batontest.Env, id, lease string, tm timings, release bool) *batonCR {
 	c := &batonCR{base: newBase(env)}
 	mgr, err := ctrl.NewManager(c.cfg, ctrl.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
@@ -341,7 +346,7 @@ type bare struct {
 	el *k8sle.Elector
 }
 
-func newBare(b *testing.B, env *testenv.Env, id, lease string, tm timings, release bool) *bare {
+func newBare(b *testing.B, env *batontest.Env, id, lease string, tm timings, release bool) *bare {
 	c := &bare{base: newBase(env)}
 	cs, err := kubernetes.NewForConfig(c.lease)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/config"
 	"github.com/baton-dev/baton/pkg/controller/configchange"
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
@@ -84,7 +84,7 @@ func (p *process) write(t *testing.T) configpublisher.WriteReport {
 // over with term 6 and publishes its current state; the old leader, which
 // has not noticed yet, is refused, and so is any write with the old term.
 func TestFailoverOnConfigMap(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	newStore := func() store.Store {
 		s, err := store.NewConfigMap(env.Clientset(), "default", "baton-published")
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/store"
 )
@@ -233,7 +233,7 @@ func TestWriteChecks(t *testing.T) {
 // TestFencingOnConfigMap runs the fence against a real API server, where
 // the resourceVersion check is the server's.
 func TestFencingOnConfigMap(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	s, err := store.NewConfigMap(env.Clientset(), "default", "baton-published")
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
-	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/batontest"
 )
 
 // fenceWriter is the user the fenced writers of these tests write as (impersonated),
@@ -501,7 +501,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait for the policy: a write with a token of no term is refused.
-	replicatestWait(t, func() bool {
+	waitForPolicy(t, func() bool {
 		cm := configMap(ns, "probe")
 		stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"}.stamp(cm)
 		return isFenceDenial(writer.Create(ctx, cm, client.DryRunAll))
@@ -576,10 +576,10 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 	}
 }
 
-// replicatestWait polls ready every few milliseconds for up to 20s.
-func replicatestWait(t *testing.T, ready func() bool) {
+// waitForPolicy polls ready every few milliseconds for up to 20s.
+func waitForPolicy(t *testing.T, ready func() bool) {
 	t.Helper()
-	replicatest.WaitFor(t, 20*time.Second, "the admission policy to take effect", ready)
+	batontest.WaitFor(t, 20*time.Second, "the admission policy to take effect", ready)
 }
 
 // TestDeployedAdmissionFence: deploy/admission-fence.yaml is NewAdmissionFence's policy

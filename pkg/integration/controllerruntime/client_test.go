@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 )
 
@@ -141,7 +141,7 @@ func TestFencedClientRefusals(t *testing.T) {
 func TestFencedClientRandomSchedules(t *testing.T) {
 	seeds := testseed.Seeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}...)
 	raw := newClient(t)
-	monitor := replicatest.Watch(t, shared.Clientset(), TermAnnotation)
+	monitor := batontest.WatchStamps(t, shared.Clientset(), TermAnnotation)
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			if err := fenceSchedule(t, raw, seed); err != nil {

@@ -7,11 +7,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 )
 
 // shared is the API server of the tests, started in TestMain.
-var shared *testenv.Env
+var shared *batontest.Env
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(sharedEnvMain{m}, goleak.IgnoreCurrent(),
@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 type sharedEnvMain struct{ m *testing.M }
 
 func (s sharedEnvMain) Run() int {
-	env, err := testenv.New()
+	env, err := batontest.NewEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

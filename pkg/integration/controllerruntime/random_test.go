@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -91,7 +91,7 @@ func randomFaults(t *testing.T, seed uint64) {
 			t.Fatal(err)
 		}
 	}
-	monitor := replicatest.Watch(t, shared.Clientset(), TermAnnotation)
+	monitor := batontest.WatchStamps(t, shared.Clientset(), TermAnnotation)
 	lease := fmt.Sprintf("random-%d", seed%1_000_000)
 	next := 0
 	spawn := func() *node {
@@ -123,7 +123,7 @@ func randomFaults(t *testing.T, seed uint64) {
 	for round := range 4 {
 		var leader *node
 		var term uint64
-		replicatest.WaitFor(t, 30*time.Second, fmt.Sprintf("round %d: a leader (seed %d)", round, seed), func() bool {
+		batontest.WaitFor(t, 30*time.Second, fmt.Sprintf("round %d: a leader (seed %d)", round, seed), func() bool {
 			for _, n := range nodes {
 				if term = n.rt.Term(); term > last {
 					leader = n
@@ -132,13 +132,13 @@ func randomFaults(t *testing.T, seed uint64) {
 			}
 			return false
 		})
-		replicatest.WaitFor(t, 30*time.Second, fmt.Sprintf("round %d: every object stamped by term %d (seed %d)", round, term, seed),
+		batontest.WaitFor(t, 30*time.Second, fmt.Sprintf("round %d: every object stamped by term %d (seed %d)", round, term, seed),
 			func() bool { return stamped(term) })
 		last = term
 		switch fault := rng.IntN(3); fault {
 		case 0: // stops renewing; its process runs on and campaigns again once healed
 			leader.partition.Cut()
-			replicatest.WaitFor(t, 30*time.Second, fmt.Sprintf("round %d: the partitioned leader's term to end (seed %d)", round, seed),
+			batontest.WaitFor(t, 30*time.Second, fmt.Sprintf("round %d: the partitioned leader's term to end (seed %d)", round, seed),
 				func() bool { return !leader.rt.IsLeader() })
 			leader.partition.Heal()
 		default: // stops, releasing or not as it was built; a new replica replaces it

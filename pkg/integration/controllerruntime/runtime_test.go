@@ -18,7 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
@@ -36,7 +36,7 @@ var (
 type node struct {
 	mgr       manager.Manager
 	rt        *Runtime
-	partition replicatest.Partition
+	partition batontest.Switch
 	registry  *prometheus.Registry
 	cancel    context.CancelFunc
 	done      chan error
@@ -139,8 +139,8 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	}
 	n.start(t)
 	var term1 uint64
-	replicatest.WaitFor(t, 30*time.Second, "the first term", func() bool { term1 = n.rt.Term(); return term1 != 0 })
-	replicatest.WaitFor(t, 30*time.Second, "a reconcile in the first term", func() bool { return rec.sawTerm(term1) })
+	batontest.WaitFor(t, 30*time.Second, "the first term", func() bool { term1 = n.rt.Term(); return term1 != 0 })
+	batontest.WaitFor(t, 30*time.Second, "a reconcile in the first term", func() bool { return rec.sawTerm(term1) })
 	if err := n.rt.readyz(nil); err != nil {
 		t.Fatalf("readyz after the first reconcile: %v", err)
 	}
@@ -150,22 +150,22 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	rec.mu.Unlock()
 
 	n.partition.Cut()
-	replicatest.WaitFor(t, 30*time.Second, "the term to end", func() bool { return !n.rt.IsLeader() })
+	batontest.WaitFor(t, 30*time.Second, "the term to end", func() bool { return !n.rt.IsLeader() })
 	// A write from the first term's reconcile now fails saying why its term ended.
 	if err := TermEnded(reconcile1); !errors.Is(err, ErrTermEnded) || !errors.Is(err, lifecycle.ErrLeadershipLost) {
 		t.Errorf("TermEnded of the first term's reconcile: %v, want ErrTermEnded wrapping lifecycle.ErrLeadershipLost", err)
 	}
 	// Between terms the next term's controller is built, its sources running.
 	comp := n.rt.controllers[0]
-	replicatest.WaitFor(t, 30*time.Second, "the next term's controller to be warm", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "the next term's controller to be warm", func() bool {
 		comp.mu.Lock()
 		defer comp.mu.Unlock()
 		return comp.next != nil
 	})
 	n.partition.Heal()
 	var term2 uint64
-	replicatest.WaitFor(t, 30*time.Second, "a second term", func() bool { term2 = n.rt.Term(); return term2 > term1 })
-	replicatest.WaitFor(t, 30*time.Second, "a reconcile in the second term", func() bool { return rec.sawTerm(term2) })
+	batontest.WaitFor(t, 30*time.Second, "a second term", func() bool { term2 = n.rt.Term(); return term2 > term1 })
+	batontest.WaitFor(t, 30*time.Second, "a reconcile in the second term", func() bool { return rec.sawTerm(term2) })
 	select {
 	case err := <-n.done:
 		t.Fatalf("manager exited after losing the lease: %v", err)
@@ -253,9 +253,9 @@ func TestStateHandedToTheNewLeader(t *testing.T) {
 		nodes[i] = n
 	}
 	nodes[0].start(t)
-	replicatest.WaitFor(t, 30*time.Second, "a to lead", nodes[0].rt.IsLeader)
+	batontest.WaitFor(t, 30*time.Second, "a to lead", nodes[0].rt.IsLeader)
 	nodes[1].start(t)
-	replicatest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "a" })
+	batontest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "a" })
 	// The all-replica side of b computes state while b follows.
 	ev := &stateEvent{value: "computed while following", at: time.Now()}
 	nodes[1].rt.Bus().Publish(ev)
@@ -357,13 +357,13 @@ func TestCrashedLeaderIsReplaced(t *testing.T) {
 	}
 	nodes[0].start(t)
 	var term1 uint64
-	replicatest.WaitFor(t, 30*time.Second, "a to lead", func() bool { term1 = nodes[0].rt.Term(); return term1 != 0 })
+	batontest.WaitFor(t, 30*time.Second, "a to lead", func() bool { term1 = nodes[0].rt.Term(); return term1 != 0 })
 	nodes[1].start(t)
-	replicatest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "crash-a" })
+	batontest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "crash-a" })
 	crashed := time.Now()
 	nodes[0].stop(t) // no release
 	var term2 uint64
-	replicatest.WaitFor(t, 30*time.Second, "b to take the expired lease", func() bool { term2 = nodes[1].rt.Term(); return term2 != 0 })
+	batontest.WaitFor(t, 30*time.Second, "b to take the expired lease", func() bool { term2 = nodes[1].rt.Term(); return term2 != 0 })
 	if term2 <= term1 {
 		t.Fatalf("term went from %d to %d", term1, term2)
 	}
@@ -371,7 +371,7 @@ func TestCrashedLeaderIsReplaced(t *testing.T) {
 	if waited := time.Since(crashed); waited < testLease-testRetry-500*time.Millisecond {
 		t.Fatalf("b took the lease %v after the crash; an unreleased lease lasts %v", waited, testLease)
 	}
-	replicatest.WaitFor(t, 30*time.Second, "a reconcile in b's term", func() bool { return recs[1].sawTerm(term2) })
+	batontest.WaitFor(t, 30*time.Second, "a reconcile in b's term", func() bool { return recs[1].sawTerm(term2) })
 	if recs[0].sawTerm(term2) {
 		t.Fatal("the crashed replica reconciled in the new term")
 	}
