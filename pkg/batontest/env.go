@@ -78,6 +78,10 @@ func NewEnv() (*Env, error) {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    dir,
 		AttachControlPlaneOutput: verbose(),
+		// Why this long: on a loaded 2-core machine (a whole test run starts an API
+		// server per package, several at once) kube-apiserver can take over
+		// envtest's default 20s to get ready.
+		ControlPlaneStartTimeout: 90 * time.Second,
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = filepath.Join(dir, "kube-apiserver")
