@@ -21,6 +21,7 @@ var core = []string{
 	"pkg/events/...",
 	"pkg/controller/leadership",
 	"pkg/k8s/leaderelection",
+	"pkg/k8s/incarnation",
 	"pkg/controller/leaderelection",
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
@@ -200,6 +201,7 @@ func TestArrows(t *testing.T) {
 	}{
 		{"pkg/events/...", []string{module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/", "sigs.k8s.io/"}},
 		{"pkg/k8s/leaderelection", []string{module + "/pkg/events", module + "/pkg/controller"}},
+		{"pkg/k8s/incarnation", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		// The term accessor sits below both the elector and the runtime.
 		{"pkg/termctx", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/"}},
 	}
