@@ -6,10 +6,6 @@ import (
 	"strings"
 )
 
-// Annotation is the Lease annotation that records the holder's incarnation, as
-// Incarnation.String encodes it.
-const Annotation = "leaderelection.baton.dev/incarnation"
-
 // ErrInvalid is wrapped by the errors of Parse and Validate.
 var ErrInvalid = errors.New("incarnation: invalid")
 
@@ -69,7 +65,8 @@ func validNonce(s string) bool {
 	return true
 }
 
-// String encodes inc for the Lease annotation:
+// String encodes inc for the Lease (leaderelection.Config.Incarnation, kept in the
+// annotation leaderelection.baton.dev/incarnation):
 // "<namespace>/<pod>/<uid>/<container>/<nonce>".
 func (inc Incarnation) String() string {
 	return strings.Join([]string{inc.PodNamespace, inc.PodName, inc.PodUID, inc.Container, inc.Nonce}, "/")

@@ -55,7 +55,11 @@ func TestWatcher(t *testing.T) {
 			p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: terminated("baton-incarnation:" + otherNonce)}
 		})
 		isOpen("an older incarnation's end")
-		update(func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now; p.Status.Phase = corev1.PodUnknown })
+		update(func(p *corev1.Pod) {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+			p.Status.Phase = corev1.PodUnknown
+		})
 		isOpen("deletion timestamp, phase Unknown")
 		if err := pods.Delete(ctx, inc.PodName, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)

@@ -64,6 +64,7 @@ func (c *campaign) acquire() {
 		AcquireTime:    wallClock(sentAt),
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
+		Incarnation:    cfg.Incarnation,
 	}
 	// 2.
 	c.phase = acquiring
@@ -227,6 +228,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = c.marker
+	r.Incarnation = c.e.config.Incarnation
 	c.addSend(r, sentAt)
 	return r
 }
@@ -323,6 +325,7 @@ func (c *campaign) release(preferred string) (bool, error) {
 		r.AcquireTime, r.RenewTime = now, now
 		r.PreferredHolder = preferred
 		r.Marker = releaseMarker(r.LeaseTransitions, c.self)
+		r.Incarnation = ""
 		c.addSend(r, at)
 		out, err := c.e.store.Update(ctx, r)
 		switch {
