@@ -133,13 +133,44 @@ func terminated(inc incarnation.Incarnation) corev1.ContainerState {
 	}}
 }
 
+// timings are an election's durations.
+type timings struct{ lease, renew, retry time.Duration }
+
+var short = timings{leaseDuration, renewDeadline, retryPeriod}
+
+// figureTimings are the timings of TestTerminatedLeaderReplacedAtOnce: short, or
+// BATON_DEATH_TIMINGS (e.g. "60s,45s,5s": a long renew deadline that rides out API
+// server blips, with crash failover by the death signal).
+func figureTimings(t *testing.T) timings {
+	s := os.Getenv("BATON_DEATH_TIMINGS")
+	if s == "" {
+		return short
+	}
+	var d [3]time.Duration
+	parts := strings.Split(s, ",")
+	if len(parts) != 3 {
+		t.Fatalf("BATON_DEATH_TIMINGS=%q: want lease,renew,retry", s)
+	}
+	for i, p := range parts {
+		v, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil {
+			t.Fatalf("BATON_DEATH_TIMINGS=%q: %v", s, err)
+		}
+		d[i] = v
+	}
+	if err := leaderelection.CheckDurations(d[0], d[1], d[2]); err != nil {
+		t.Fatalf("BATON_DEATH_TIMINGS=%q: %v", s, err)
+	}
+	return timings{d[0], d[1], d[2]}
+}
+
 // start starts an elector for pod's container incarnation inc on lease.
-func start(t *testing.T, cs kubernetes.Interface, w *incarnation.Watcher, lease string, inc incarnation.Incarnation) *candidate {
+func start(t *testing.T, cs kubernetes.Interface, w *incarnation.Watcher, lease string, inc incarnation.Incarnation, tm timings) *candidate {
 	t.Helper()
 	c := &candidate{pod: inc.PodName, inc: inc, done: make(chan struct{})}
 	el, err := leaderelection.New(leaderelection.Config{
 		Identity: inc.PodName, LeaseName: lease, LeaseNamespace: namespace,
-		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+		LeaseDuration: tm.lease, RenewDeadline: tm.renew, RetryPeriod: tm.retry,
 		Incarnation: inc.String(), DeathWatch: w,
 	}, cs, leaderelection.Callbacks{OnStartedLeading: func(ctx context.Context) {
 		c.mu.Lock()
@@ -165,7 +196,7 @@ func start(t *testing.T, cs kubernetes.Interface, w *incarnation.Watcher, lease 
 
 // setup creates pods a and b, starts a and waits until it leads, then starts b and lets
 // it watch a few renews.
-func setup(t *testing.T, lastA *incarnation.Incarnation) (cs kubernetes.Interface, pa *corev1.Pod, a, b *candidate) {
+func setup(t *testing.T, lastA *incarnation.Incarnation, tm timings) (cs kubernetes.Interface, pa *corev1.Pod, a, b *candidate) {
 	cs = shared.Clientset()
 	w, err := incarnation.NewWatcher(cs, nil)
 	if err != nil {
@@ -182,7 +213,7 @@ func setup(t *testing.T, lastA *incarnation.Incarnation) (cs kubernetes.Interfac
 		lastA.PodUID = string(pa.UID)
 		pa = setContainer(t, cs, pa, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}, terminated(*lastA))
 	}
-	a = start(t, cs, w, lease, incA)
+	a = start(t, cs, w, lease, incA, tm)
 	deadline := time.Now().Add(10 * time.Second)
 	for !a.el.IsLeader() {
 		if time.Now().After(deadline) {
@@ -190,8 +221,8 @@ func setup(t *testing.T, lastA *incarnation.Incarnation) (cs kubernetes.Interfac
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	b = start(t, cs, w, lease, incB)
-	time.Sleep(3 * retryPeriod)
+	b = start(t, cs, w, lease, incB, tm)
+	time.Sleep(3 * tm.retry)
 	return cs, pa, a, b
 }
 
@@ -215,13 +246,14 @@ func waitTerm(t *testing.T, c *candidate, max time.Duration) time.Time {
 func TestTerminatedLeaderReplacedAtOnce(t *testing.T) {
 	for i := range 5 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			cs, pa, a, b := setup(t, nil)
+			tm := figureTimings(t)
+			cs, pa, a, b := setup(t, nil, tm)
 			a.kill()
 			time.Sleep(100 * time.Millisecond)
 			written := time.Now()
 			setContainer(t, cs, pa, terminated(a.inc), corev1.ContainerState{})
 			answered := time.Now()
-			started := waitTerm(t, b, 2*leaseDuration)
+			started := waitTerm(t, b, 2*tm.lease)
 			t.Logf("next term %v after the status write was sent (%v after its answer)",
 				started.Sub(written).Round(time.Millisecond), started.Sub(answered).Round(time.Millisecond))
 			if d := started.Sub(written); d > 100*time.Millisecond {
@@ -235,7 +267,7 @@ func TestTerminatedLeaderReplacedAtOnce(t *testing.T) {
 // leaves it leading; once it is killed (no report: its pod is gone), the follower
 // waits the lease out.
 func TestForceDeletedLeaderPodIsNoProof(t *testing.T) {
-	cs, pa, a, b := setup(t, nil)
+	cs, pa, a, b := setup(t, nil, short)
 	if err := cs.CoreV1().Pods(namespace).Delete(t.Context(), pa.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +289,7 @@ func TestForceDeletedLeaderPodIsNoProof(t *testing.T) {
 // incarnation, leads, and keeps leading.
 func TestRestartedContainerIsNotTakenForDead(t *testing.T) {
 	prev := incarnation.Incarnation{PodNamespace: namespace, Container: container, Nonce: nonce(t)}
-	cs, pa, a, b := setup(t, &prev)
+	cs, pa, a, b := setup(t, &prev, short)
 	prev.PodName = pa.Name
 	// A stale status write after the restart: the previous incarnation terminated.
 	setContainer(t, cs, pa, terminated(prev), corev1.ContainerState{})
