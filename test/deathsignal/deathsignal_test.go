@@ -24,6 +24,9 @@ import (
 var shared *testenv.Env
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain()) // a re-executed test binary: the leader process
+	}
 	goleak.VerifyTestMain(sharedEnvMain{m}, goleak.IgnoreCurrent())
 }
 
