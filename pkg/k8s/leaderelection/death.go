@@ -1,14 +1,18 @@
 package leaderelection
 
-import "context"
+import (
+	"context"
+	"strings"
+	"time"
+)
 
 // DeathWatch tells a follower that the process holding the lease is over, so that it
 // takes the lease at once instead of waiting the lease out. Package
 // pkg/k8s/incarnation's Watcher is the one for Kubernetes pods: it trusts only the
 // kubelet's report that the holder's container terminated.
 type DeathWatch interface {
-	// Dead returns a channel that is closed once incarnation (a LeaseRecord.Incarnation
-	// written by another candidate) is proven over, and never closed otherwise; the
+	// Dead returns a channel that is closed once incarnation (another candidate's
+	// Config.Incarnation, as its lease record names it) is proven over, and never closed otherwise; the
 	// work behind it ends when ctx ends. An implementation must close it only on
 	// proof: a closed channel lets a follower take the lease from that incarnation at
 	// once, and two leaders run if it was alive.
@@ -25,6 +29,27 @@ func checkDeathSignal(c Config, bad func(field, format string, args ...any)) {
 	}
 }
 
+// boundIncarnation is the LeaseRecord.Incarnation of an acquisition at acquired by a
+// holder of Config.Incarnation inc: inc bound to the acquisition, so that the record of
+// a later acquisition by an elector that keeps the annotation as it finds it (client-go,
+// an earlier Baton) does not carry it. "" for no inc.
+func boundIncarnation(acquired time.Time, inc string) string {
+	if inc == "" {
+		return ""
+	}
+	return acquired.UTC().Format(time.RFC3339Nano) + " " + inc
+}
+
+// holderIncarnation is the incarnation of r's holder: the one recorded with r's
+// acquireTime, "" when none was, or when the record's belongs to another acquisition.
+func holderIncarnation(r LeaseRecord) string {
+	at, inc, ok := strings.Cut(r.Incarnation, " ")
+	if !ok || inc == "" || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+		return ""
+	}
+	return inc
+}
+
 // deathState is the campaign's watch of the holder's incarnation (Config.DeathWatch).
 type deathState struct {
 	incarnation string             // the incarnation watched, "" while none is
@@ -39,8 +64,8 @@ type deathState struct {
 func (c *campaign) followDeath() {
 	want := ""
 	r := c.lease.record
-	if c.e.config.DeathWatch != nil && c.lease.exists && heldByBaton(r) && r.Incarnation != c.e.config.Incarnation {
-		want = r.Incarnation
+	if inc := holderIncarnation(r); c.e.config.DeathWatch != nil && c.lease.exists && heldByBaton(r) && inc != c.e.config.Incarnation {
+		want = inc
 	}
 	if want == c.death.incarnation {
 		return
@@ -69,10 +94,11 @@ func (c *campaign) deathProven() {
 }
 
 // holderDead reports whether the holder of r, the observed state, is proven over: its
-// incarnation is the one proven, it is a Baton holder (whose record carries its own
-// incarnation, not one another writer left), and r is not a first look that may be a
+// incarnation (recorded with r's acquireTime) is the one proven, it is a Baton holder,
+// and r is not a first look that may be a
 // restored copy of an old state. The acquiring write is then a compare-and-swap on r.
 func (c *campaign) holderDead(r LeaseRecord) bool {
-	return c.death.dead && r.Incarnation != "" && r.Incarnation == c.death.incarnation &&
+	inc := holderIncarnation(r)
+	return c.death.dead && inc != "" && inc == c.death.incarnation &&
 		c.lease.exists && heldByBaton(r) && !c.lease.unvouched
 }

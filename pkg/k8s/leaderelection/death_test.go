@@ -349,3 +349,46 @@ func deathHistory(t *testing.T, seed uint64) (fast, proofs int) {
 	})
 	return fast, proofs
 }
+
+// TestDeathSignalStaleIncarnation: an elector that keeps annotations as it finds them
+// (client-go, a Baton version without the death signal) acquires the lease of a dead
+// holder; the record still carries the dead holder's incarnation, but not bound to this
+// acquisition: the report of that death must not end the new holder's lease.
+func TestDeathSignalStaleIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(5, 6))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startIncarnation(k, "a", incarnationOf("a", r), incarnation.Incarnation{}, false)
+		time.Sleep(time.Second)
+		b := cl.startIncarnation(k, "b", incarnationOf("b", r), incarnation.Incarnation{}, false)
+		time.Sleep(5 * time.Second)
+		a.kill(k)
+		cur, err := cl.mem.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holderIncarnation(cur) != a.inc.String() {
+			t.Fatalf("a's record names incarnation %q, want %q", holderIncarnation(cur), a.inc.String())
+		}
+		// y, an older Baton, acquires: new holder, times and transitions, the
+		// annotation kept.
+		now := time.Now()
+		y := cur
+		y.HolderIdentity, y.Marker = "y", holderMarker("y")
+		y.AcquireTime, y.RenewTime = now, now
+		y.LeaseTransitions++
+		cl.mem.set(y)
+		time.Sleep(time.Second)
+		k.report(a.inc, true)
+		time.Sleep(10 * time.Second)
+		if terms, _, _, _ := b.cand.snapshot(); len(terms) != 0 {
+			t.Fatalf("b took y's lease %v after y acquired, on the report of a's death", terms)
+		}
+		cl.waitLeader(a.cand, 10*time.Second) // y never renews: b takes it by the lease rules
+		if _, started, _, _ := b.cand.snapshot(); len(started) == 0 || started[0].Sub(now) < DefaultLeaseDuration {
+			t.Fatalf("b's terms started at %v, want one at least %v after y acquired", started, DefaultLeaseDuration)
+		}
+	})
+}

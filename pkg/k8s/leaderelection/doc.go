@@ -146,7 +146,9 @@
 // # Death signal
 //
 // A holder with Config.Incarnation writes it to the lease on every acquire and renew
-// (annotation leaderelection.baton.dev/incarnation; a release clears it). A follower
+// (annotation leaderelection.baton.dev/incarnation, bound to the acquisition by its
+// acquireTime, so that an elector that keeps annotations as it finds them and acquires
+// next does not inherit it; a release clears it). A follower
 // with Config.DeathWatch watches the incarnation of a Baton holder other than its own,
 // and once the watch proves it over takes the lease at once, by a compare-and-swap on
 // the state it saw, instead of waiting the lease out; a state seen on a first look (see

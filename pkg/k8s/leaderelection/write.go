@@ -64,8 +64,8 @@ func (c *campaign) acquire() {
 		AcquireTime:    wallClock(sentAt),
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
-		Incarnation:    cfg.Incarnation,
 	}
+	r.Incarnation = boundIncarnation(r.AcquireTime, cfg.Incarnation)
 	// 2.
 	c.phase = acquiring
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline, ErrRenewDeadlineMissed)
@@ -228,7 +228,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = c.marker
-	r.Incarnation = c.e.config.Incarnation
+	r.Incarnation = boundIncarnation(r.AcquireTime, c.e.config.Incarnation)
 	c.addSend(r, sentAt)
 	return r
 }
