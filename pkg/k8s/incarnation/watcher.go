@@ -15,8 +15,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// watchRetry is the pause before a broken or failed pod watch is opened again.
-const watchRetry = time.Second
+// The pause before a pod watch is opened again: watchRetry after the server ended a
+// watch, doubling after each failed open (a missing RBAC grant, the API server down)
+// up to maxWatchRetry.
+const (
+	watchRetry    = time.Second
+	maxWatchRetry = 30 * time.Second
+)
 
 // Watcher watches the pods of incarnations for proof that they are over. It
 // implements the elector's death watch (leaderelection.DeathWatch). Its methods are
@@ -44,7 +49,7 @@ func NewWatcher(clientset kubernetes.Interface, logger *slog.Logger) (*Watcher, 
 // Dead returns a channel that is closed once the status of the pod of incarnation (as
 // String encodes it) proves it over (ProvesDead); the channel is never closed
 // otherwise. One goroutine lists and watches that pod by name, re-listing a second
-// after the watch breaks, until the proof or the end of ctx. A pod that is absent or
+// after the server ends the watch (longer after failures, up to 30s), until the proof or the end of ctx. A pod that is absent or
 // deleted proves nothing; the goroutine keeps watching (a force-deleted pod's kubelet
 // may still report, and the name may come back only with another UID, which proves
 // nothing either). An incarnation that does not parse gets a channel that is never
@@ -57,6 +62,7 @@ func (w *Watcher) Dead(ctx context.Context, incarnation string) <-chan struct{} 
 		return dead
 	}
 	w.wg.Go(func() {
+		retry := watchRetry
 		for {
 			proven, err := w.follow(ctx, inc)
 			if proven {
@@ -67,10 +73,15 @@ func (w *Watcher) Dead(ctx context.Context, incarnation string) <-chan struct{} 
 			if ctx.Err() != nil {
 				return
 			}
+			pause := watchRetry
 			if err != nil {
-				w.logger.Warn("watching the lease holder's pod failed, watching again", "pod", inc.PodNamespace+"/"+inc.PodName, "error", err)
+				pause, retry = retry, min(2*retry, maxWatchRetry)
+				w.logger.Warn("watching the lease holder's pod failed, watching again", "pod", inc.PodNamespace+"/"+inc.PodName,
+					"after", pause, "error", err)
+			} else {
+				retry = watchRetry
 			}
-			t := time.NewTimer(watchRetry)
+			t := time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
 				t.Stop()

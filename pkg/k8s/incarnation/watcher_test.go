@@ -2,13 +2,19 @@ package incarnation_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 )
@@ -103,5 +109,38 @@ func TestWatcherIgnoresABadIncarnation(t *testing.T) {
 		default:
 		}
 		w.Wait()
+	})
+}
+
+// TestWatcherBacksOffOnErrors: a List that fails (RBAC missing) is retried after 1s,
+// 2s, 4s, ... up to 30s, not every second.
+func TestWatcherBacksOffOnErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := fake.NewClientset()
+		var lists []time.Time
+		cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			lists = append(lists, time.Now())
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no grant"))
+		})
+		w, err := incarnation.NewWatcher(cs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		w.Dead(ctx, inc.String())
+		time.Sleep(2 * time.Minute)
+		cancel()
+		w.Wait()
+		var gaps []time.Duration
+		for i := 1; i < len(lists); i++ {
+			gaps = append(gaps, lists[i].Sub(lists[i-1]))
+		}
+		want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
+		for i := range want {
+			want[i] *= time.Second
+		}
+		if !slices.Equal(gaps[:min(len(gaps), len(want))], want) {
+			t.Fatalf("pauses between lists %v, want %v first", gaps, want)
+		}
 	})
 }
