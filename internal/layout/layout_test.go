@@ -22,6 +22,7 @@ var core = []string{
 	"pkg/controller/leadership",
 	"pkg/k8s/leaderelection/...",
 	"pkg/k8s/sharding/...",
+	"pkg/k8s/incarnation",
 	"pkg/controller/leaderelection",
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
@@ -231,6 +232,7 @@ func TestArrows(t *testing.T) {
 		{"pkg/events/...", []string{module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/", "sigs.k8s.io/"}},
 		{"pkg/k8s/leaderelection/...", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		{"pkg/k8s/sharding/...", []string{module + "/pkg/events", module + "/pkg/controller"}},
+		{"pkg/k8s/incarnation", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		// The term accessor sits below both the elector and the runtime.
 		{"pkg/termctx", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/"}},
 	}

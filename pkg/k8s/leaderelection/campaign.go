@@ -143,6 +143,8 @@ type campaign struct {
 	termFloor  uint64
 	renewAt    time.Time // next renew, while leading or holding
 	renewRetry backoff
+
+	death deathState // the watch of the holder's incarnation (Config.DeathWatch)
 }
 
 func (c *campaign) run() error {
@@ -209,6 +211,8 @@ func (c *campaign) wait(wake <-chan struct{}) {
 		c.opened(o)
 	case ev, ok := <-c.watch.events:
 		c.receive(ev, ok)
+	case <-c.death.proven:
+		c.deathProven()
 	case <-wake:
 	}
 }
@@ -244,6 +248,12 @@ func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
 	select {
 	case ev, ok := <-c.watch.events:
 		c.receive(ev, ok)
+		return true
+	default:
+	}
+	select {
+	case <-c.death.proven:
+		c.deathProven()
 		return true
 	default:
 	}
@@ -356,6 +366,7 @@ func (c *campaign) shutdown() error {
 	if c.phase == leading {
 		c.stepDown(context.Cause(c.ctx))
 	}
+	c.stopDeath()
 	if c.watch.stop != nil {
 		c.watch.stop() // an opening goroutine drains what it gets
 	}

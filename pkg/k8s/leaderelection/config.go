@@ -93,6 +93,17 @@ type Config struct {
 	// goroutine only, so it need not be safe for concurrent use, but each elector needs
 	// its own.
 	JitterSource rand.Source
+	// Incarnation names this process's run (for a pod, pkg/k8s/incarnation's
+	// Incarnation.String); "" records none. Every acquire and renew writes it to the
+	// lease (LeaseRecord.Incarnation), so followers with a DeathWatch can take the lease
+	// at once when it is proven over. Set it only to a value no other run of any
+	// process will ever use, at most 1024 bytes.
+	Incarnation string
+	// DeathWatch, when set, lets this candidate take the lease at once, by a
+	// compare-and-swap on the state it saw, from a Baton holder whose recorded
+	// incarnation it proves over, instead of waiting the lease out. nil (the
+	// default, and the way to turn the death signal off) waits as usual.
+	DeathWatch DeathWatch
 }
 
 // Callbacks are called by a started Elector. All are optional.
@@ -166,6 +177,7 @@ func (c Config) validate(source string, present bool) error {
 	}
 	d := c.withDefaults()
 	checkDurations(d.LeaseDuration, d.RenewDeadline, d.RetryPeriod, bad)
+	checkDeathSignal(c, bad)
 	return errors.Join(errs...)
 }
 
@@ -191,6 +203,8 @@ func (c Config) validateSingle(source string, present bool, bad func(field, form
 	set("RenewDeadline", c.RenewDeadline != 0)
 	set("RetryPeriod", c.RetryPeriod != 0)
 	set("ReleaseOnCancel", c.ReleaseOnCancel)
+	set("Incarnation", c.Incarnation != "")
+	set("DeathWatch", c.DeathWatch != nil)
 	set(source, present)
 }
 

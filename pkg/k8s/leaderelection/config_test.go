@@ -182,3 +182,24 @@ func TestCheckDurations(t *testing.T) {
 		t.Errorf("CheckDurations(defaults) = %v, want nil", err)
 	}
 }
+
+func TestConfigDeathSignal(t *testing.T) {
+	long := Config{Identity: "a", LeaseName: "l", LeaseNamespace: "n", Incarnation: strings.Repeat("x", 1025)}
+	var ce *ConfigError
+	if err := long.validate("store", true); !errors.As(err, &ce) || ce.Field != "Incarnation" {
+		t.Fatalf("validate = %v, want an error naming Incarnation", err)
+	}
+	single := Config{Identity: "a", SingleReplica: true, Incarnation: "x", DeathWatch: deathWatchFunc(nil)}
+	err := single.validate("store", false)
+	for _, field := range []string{"Incarnation", "DeathWatch"} {
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(field)) {
+			t.Errorf("validate(SingleReplica with %s) = %v, want an error naming it", field, err)
+		}
+	}
+}
+
+type deathWatchFunc func(ctx context.Context, incarnation string) <-chan struct{}
+
+func (f deathWatchFunc) Dead(ctx context.Context, incarnation string) <-chan struct{} {
+	return f(ctx, incarnation)
+}

@@ -148,6 +148,19 @@
 // Watch errors (410 Gone) are logged, counted (Stats.WatchErrors) and followed by a
 // re-list.
 //
+// # Death signal
+//
+// A holder with Config.Incarnation writes it to the lease on every acquire and renew
+// (annotation leaderelection.baton.dev/incarnation, bound to the acquisition by its
+// acquireTime, so that an elector that keeps annotations as it finds them and acquires
+// next does not inherit it; a release clears it). A follower
+// with Config.DeathWatch watches the incarnation of a Baton holder other than its own,
+// and once the watch proves it over takes the lease at once, by a compare-and-swap on
+// the state it saw, instead of waiting the lease out; a state seen on a first look (see
+// # Releases, deletes and cold starts), a foreign holder, and a record whose
+// incarnation changed since are waited out as usual. Without a proof nothing changes.
+// pkg/k8s/incarnation says which kubelet reports are proof, and why.
+//
 // # Hand-over
 //
 // Elector.HandOver(ctx, identity) ends the term, waits for its OnStartedLeading to

@@ -25,6 +25,7 @@ import (
 const (
 	MarkerAnnotation          = "leaderelection.baton.dev/marker"
 	PreferredHolderAnnotation = "leaderelection.baton.dev/preferred-holder"
+	IncarnationAnnotation     = "leaderelection.baton.dev/incarnation"
 )
 
 // kubernetesStore is the LeaseStore of one coordination.k8s.io/v1 Lease.
@@ -260,6 +261,7 @@ func recordOf(l *coordinationv1.Lease) LeaseRecord {
 		r.PreferredHolder = *p
 	}
 	r.Marker = l.Annotations[MarkerAnnotation]
+	r.Incarnation = l.Annotations[IncarnationAnnotation]
 	return r
 }
 
@@ -286,6 +288,7 @@ func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	}
 	setAnnotation(l, MarkerAnnotation, r.Marker)
 	setAnnotation(l, PreferredHolderAnnotation, r.PreferredHolder)
+	setAnnotation(l, IncarnationAnnotation, r.Incarnation)
 }
 
 // setAnnotation sets l's annotation key to value, or removes it for "".

@@ -283,3 +283,38 @@ func TestKubernetesStoreWatchError(t *testing.T) {
 		t.Fatal("channel open after the error")
 	}
 }
+
+// TestKubernetesStoreIncarnation: the incarnation round-trips through its annotation,
+// which an empty one removes, and the binding to acquireTime survives the MicroTime.
+func TestKubernetesStoreIncarnation(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewKubernetesStore(versionedClientset(), "ns", "lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := wallClock(time.Date(2026, 1, 2, 3, 4, 5, 6789, time.Local))
+	r := LeaseRecord{HolderIdentity: "a", AcquireTime: now, RenewTime: now, Marker: holderMarker("a"),
+		Incarnation: boundIncarnation(now, "ns/a/uid/c/0123")}
+	out, err := s.Create(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Incarnation != r.Incarnation || holderIncarnation(got) != "ns/a/uid/c/0123" {
+		t.Fatalf("read back incarnation %q (holder's %q), want %q", got.Incarnation, holderIncarnation(got), r.Incarnation)
+	}
+	out.Incarnation = ""
+	if _, err := s.Update(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.(*kubernetesStore).leases.Get(ctx, "lease", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := l.Annotations[IncarnationAnnotation]; ok {
+		t.Fatalf("annotation after clearing: %q, want none", v)
+	}
+}

@@ -48,6 +48,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 		}
 	}
 	c.lease.known = true
+	c.followDeath()
 	c.reportHolder()
 	if c.phase == leading {
 		c.checkTerm()
@@ -336,6 +337,8 @@ func (c *campaign) takeAt() time.Time {
 		return c.lease.since.Add(c.unknownWait())
 	case c.oursRecent(r):
 		return time.Time{} // nobody wrote since us, and our term is over
+	case c.holderDead(r):
+		return time.Time{} // the holder's incarnation is proven over (Config.DeathWatch)
 	default:
 		return c.lease.since.Add(c.expiryWait(r))
 	}

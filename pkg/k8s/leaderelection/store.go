@@ -38,6 +38,13 @@ type LeaseRecord struct {
 	// a Baton leader's lease and a Baton release from the writes of other electors or
 	// people, who keep annotations as they find them. "" when never set.
 	Marker string
+	// Incarnation is the holder's Config.Incarnation bound to its acquisition,
+	// "<acquireTime, RFC 3339 in UTC> <incarnation>", kept on Kubernetes in the
+	// annotation leaderelection.baton.dev/incarnation; "" when none was recorded. A
+	// Baton release clears it. Other writers (client-go, Baton versions before it)
+	// keep it as they find it, but every acquisition writes a new acquireTime, so it
+	// counts only for a Baton holder (heldByBaton) whose acquireTime it names.
+	Incarnation string
 	// ResourceVersion is set by the store on every write: a decimal number that grows
 	// with every write of the lease, including deletes and re-creates. Update is a
 	// compare-and-swap on it.
@@ -58,7 +65,7 @@ func sameCore(a, b LeaseRecord) bool {
 // sameSpec reports whether a and b agree in everything but the resourceVersion.
 func sameSpec(a, b LeaseRecord) bool {
 	return sameCore(a, b) && a.Strategy == b.Strategy && a.PreferredHolder == b.PreferredHolder &&
-		a.Marker == b.Marker
+		a.Marker == b.Marker && a.Incarnation == b.Incarnation
 }
 
 // zeroSpec reports whether r carries no lease state (at most a resourceVersion).

@@ -65,6 +65,7 @@ func (c *campaign) acquire() {
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
 	}
+	r.Incarnation = boundIncarnation(r.AcquireTime, cfg.Incarnation)
 	// 2.
 	c.phase = acquiring
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline, ErrRenewDeadlineMissed)
@@ -231,6 +232,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = c.marker
+	r.Incarnation = boundIncarnation(r.AcquireTime, c.e.config.Incarnation)
 	c.addSend(r, sentAt)
 	return r
 }
@@ -327,6 +329,7 @@ func (c *campaign) release(preferred string) (bool, error) {
 		r.AcquireTime, r.RenewTime = now, now
 		r.PreferredHolder = preferred
 		r.Marker = releaseMarker(r.LeaseTransitions, c.self)
+		r.Incarnation = ""
 		c.addSend(r, at)
 		out, err := c.e.store.Update(ctx, r)
 		switch {

@@ -1,0 +1,104 @@
+package leaderelection
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// DeathWatch tells a follower that the process holding the lease is over, so that it
+// takes the lease at once instead of waiting the lease out. Package
+// pkg/k8s/incarnation's Watcher is the one for Kubernetes pods: it trusts only the
+// kubelet's report that the holder's container terminated.
+type DeathWatch interface {
+	// Dead returns a channel that is closed once incarnation (another candidate's
+	// Config.Incarnation, as its lease record names it) is proven over, and never closed otherwise; the
+	// work behind it ends when ctx ends. An implementation must close it only on
+	// proof: a closed channel lets a follower take the lease from that incarnation at
+	// once, and two leaders run if it was alive.
+	Dead(ctx context.Context, incarnation string) <-chan struct{}
+}
+
+// maxIncarnation bounds Config.Incarnation (it is written to an annotation).
+const maxIncarnation = 1024
+
+// checkDeathSignal reports a bad Config.Incarnation to bad.
+func checkDeathSignal(c Config, bad func(field, format string, args ...any)) {
+	if len(c.Incarnation) > maxIncarnation {
+		bad("Incarnation", "incarnation is %d bytes, more than %d", len(c.Incarnation), maxIncarnation)
+	}
+}
+
+// boundIncarnation is the LeaseRecord.Incarnation of an acquisition at acquired by a
+// holder of Config.Incarnation inc: inc bound to the acquisition, so that the record of
+// a later acquisition by an elector that keeps the annotation as it finds it (client-go,
+// an earlier Baton) does not carry it. "" for no inc.
+func boundIncarnation(acquired time.Time, inc string) string {
+	if inc == "" {
+		return ""
+	}
+	return acquired.UTC().Format(time.RFC3339Nano) + " " + inc
+}
+
+// holderIncarnation is the incarnation of r's holder: the one recorded with r's
+// acquireTime, "" when none was, or when the record's belongs to another acquisition.
+func holderIncarnation(r LeaseRecord) string {
+	at, inc, ok := strings.Cut(r.Incarnation, " ")
+	if !ok || inc == "" || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+		return ""
+	}
+	return inc
+}
+
+// deathState is the campaign's watch of the holder's incarnation (Config.DeathWatch).
+type deathState struct {
+	incarnation string             // the incarnation watched, "" while none is
+	proven      <-chan struct{}    // closed on proof; nil once taken, or while none is watched
+	stop        context.CancelFunc // ends the watch, nil while none is watched
+	dead        bool               // incarnation is proven over
+}
+
+// followDeath watches the incarnation of the observed holder, if there is one to watch:
+// a Baton holder that recorded an incarnation other than ours. It is called after every
+// observation; a change of incarnation ends the old watch and forgets its proof.
+func (c *campaign) followDeath() {
+	want := ""
+	r := c.lease.record
+	if inc := holderIncarnation(r); c.e.config.DeathWatch != nil && c.lease.exists && heldByBaton(r) && inc != c.e.config.Incarnation {
+		want = inc
+	}
+	if want == c.death.incarnation {
+		return
+	}
+	c.stopDeath()
+	if want == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.death = deathState{incarnation: want, proven: c.e.config.DeathWatch.Dead(ctx, want), stop: cancel}
+}
+
+// stopDeath ends the watch of the holder's incarnation.
+func (c *campaign) stopDeath() {
+	if c.death.stop != nil {
+		c.death.stop()
+	}
+	c.death = deathState{}
+}
+
+// deathProven takes in the proof that the watched incarnation is over.
+func (c *campaign) deathProven() {
+	c.death.proven, c.death.dead = nil, true
+	c.e.logger.Info("lease holder proven dead: taking the lease without waiting it out",
+		"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation)
+}
+
+// holderDead reports whether the holder of r, the observed state, is proven over: its
+// incarnation (recorded with r's acquireTime) is the one proven, it is a Baton holder,
+// and r is not a first look that may be a
+// restored copy of an old state. The acquiring write is then a compare-and-swap on r.
+func (c *campaign) holderDead(r LeaseRecord) bool {
+	inc := holderIncarnation(r)
+	return c.death.dead && inc != "" && inc == c.death.incarnation &&
+		c.lease.exists && heldByBaton(r) && !c.lease.unvouched
+}

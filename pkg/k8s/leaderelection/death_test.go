@@ -1,0 +1,394 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/baton-dev/baton/internal/testseed"
+	"github.com/baton-dev/baton/pkg/k8s/incarnation"
+)
+
+// kubelet models the kubelets of the candidates' pods and is the candidates'
+// DeathWatch: each candidate is one container in a pod of its own; the model writes
+// pod statuses (the pod gone after a force delete), and Dead closes its channel when
+// incarnation.ProvesDead says the status proves the incarnation over. Its checker
+// fails the test when a proof is taken for an incarnation whose process still runs.
+type kubelet struct {
+	t *testing.T
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	pods    map[string]*corev1.Pod // by pod name; nil when gone
+	running map[string]bool        // incarnations whose process runs
+	changed chan struct{}          // closed and replaced on every change
+	proofs  int                    // proofs taken
+}
+
+func newKubelet(t *testing.T) *kubelet {
+	return &kubelet{t: t, pods: map[string]*corev1.Pod{}, running: map[string]bool{}, changed: make(chan struct{})}
+}
+
+// incarnationOf returns the restart-th incarnation of pod's container, its nonce drawn
+// from r.
+func incarnationOf(pod string, r *rand.Rand) incarnation.Incarnation {
+	return incarnation.Incarnation{PodNamespace: "default", PodName: pod, PodUID: "uid-" + pod, Container: "c",
+		Nonce: fmt.Sprintf("%016x%016x", r.Uint64(), r.Uint64())}
+}
+
+// setLocked replaces pod's status with one container status and notifies the watches.
+func (k *kubelet) setLocked(pod string, state, last corev1.ContainerState) {
+	k.pods[pod] = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: pod, UID: types.UID("uid-" + pod)},
+		Status:     corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "c", State: state, LastTerminationState: last}}},
+	}
+	close(k.changed)
+	k.changed = make(chan struct{})
+}
+
+func terminatedWith(inc incarnation.Incarnation, message bool) corev1.ContainerState {
+	t := &corev1.ContainerStateTerminated{ExitCode: 137}
+	if message {
+		t.Message = inc.TerminationLine() + "\n"
+	}
+	return corev1.ContainerState{Terminated: t}
+}
+
+// started marks inc's process running; the status shows it running after prev ended
+// (prev zero: a first start).
+func (k *kubelet) started(inc, prev incarnation.Incarnation, reportPrev bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.running[inc.String()] = true
+	last := corev1.ContainerState{}
+	if prev.Nonce != "" {
+		last = terminatedWith(prev, reportPrev)
+	}
+	k.setLocked(inc.PodName, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, last)
+}
+
+// stopped marks inc's process stopped: only after this may a report prove it over.
+func (k *kubelet) stopped(inc incarnation.Incarnation) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.running[inc.String()] = false
+}
+
+// report writes inc's container terminated (with the message when message).
+func (k *kubelet) report(inc incarnation.Incarnation, message bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.setLocked(inc.PodName, terminatedWith(inc, message), corev1.ContainerState{})
+}
+
+// reportOlder writes a stale status: older's end, while a later incarnation runs.
+func (k *kubelet) reportOlder(older incarnation.Incarnation) {
+	k.report(older, true)
+}
+
+// forceDelete removes the pod object while its process may run.
+func (k *kubelet) forceDelete(pod string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.pods[pod] = nil
+	close(k.changed)
+	k.changed = make(chan struct{})
+}
+
+func (k *kubelet) Dead(ctx context.Context, s string) <-chan struct{} {
+	dead := make(chan struct{})
+	inc, err := incarnation.Parse(s)
+	if err != nil {
+		k.t.Errorf("Dead(%q): %v", s, err)
+		return dead
+	}
+	go func() {
+		for {
+			k.mu.Lock()
+			proven := incarnation.ProvesDead(inc, k.pods[inc.PodName])
+			if proven {
+				k.proofs++
+				if k.running[s] {
+					k.t.Errorf("%v: a report was taken as proof that %s is over while its process runs", time.Now().Format(time.StampMilli), s)
+				}
+			}
+			changed := k.changed
+			k.mu.Unlock()
+			if proven {
+				close(dead)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return dead
+}
+
+// deathCandidate is one container of the kubelet model: its current incarnation and
+// elector.
+type deathCandidate struct {
+	pod  string
+	inc  incarnation.Incarnation
+	cand *candidate
+}
+
+func (cl *cluster) startIncarnation(k *kubelet, pod string, inc, prev incarnation.Incarnation, reportPrev bool) *deathCandidate {
+	k.started(inc, prev, reportPrev)
+	c := cl.start(pod, func(c *Config) { c.Incarnation, c.DeathWatch = inc.String(), k })
+	return &deathCandidate{pod: pod, inc: inc, cand: c}
+}
+
+// kill stops the process (no release, as after SIGKILL) and waits until it has.
+func (d *deathCandidate) kill(k *kubelet) {
+	d.cand.cancel()
+	<-d.cand.done
+	k.stopped(d.inc)
+}
+
+// TestDeathSignal: a crashed leader whose container the kubelet reports terminated is
+// replaced at once; without a report, after a force delete of its pod, or on a stale
+// report of an older incarnation, the lease rules hold.
+func TestDeathSignal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		report time.Duration // after the kill; 0 for none
+		// want is the takeover time after the kill: the report delay, or the lease
+		// duration from the last renew.
+		fast bool
+	}{
+		{"reported at once", time.Nanosecond, true},
+		{"reported late", 3 * time.Second, true},
+		{"never reported", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(1, 2))
+				k := newKubelet(t)
+				cl := newCluster(t)
+				defer cl.stop()
+				a := cl.startIncarnation(k, "a", incarnationOf("a", r), incarnation.Incarnation{}, false)
+				time.Sleep(time.Second)
+				cl.startIncarnation(k, "b", incarnationOf("b", r), incarnation.Incarnation{}, false)
+				time.Sleep(7*time.Second + 300*time.Millisecond)
+				if cl.leader() != a.cand {
+					t.Fatal("a does not lead")
+				}
+				a.kill(k)
+				killed := time.Now()
+				if tc.report > 0 {
+					time.Sleep(tc.report)
+					k.report(a.inc, true)
+				}
+				reported := time.Now()
+				nl := cl.waitLeader(a.cand, 30*time.Second)
+				_, started, _, _ := nl.snapshot()
+				_, lastRenew, _ := a.cand.store.times()
+				t.Logf("killed at +0, reported at +%v, next term at +%v (%v after the report; %v after the last renew)",
+					reported.Sub(killed), started[0].Sub(killed), started[0].Sub(reported), started[0].Sub(lastRenew))
+				if tc.fast {
+					if d := started[0].Sub(reported); d > 50*time.Millisecond {
+						t.Fatalf("next term %v after the report, want within 50ms", d)
+					}
+				} else if d := started[0].Sub(lastRenew); d < DefaultLeaseDuration {
+					t.Fatalf("next term %v after the last renew without a report, want at least %v", d, DefaultLeaseDuration)
+				}
+			})
+		})
+	}
+}
+
+// TestDeathSignalNoProof: a force delete of the leader's pod, a stale report of an older
+// incarnation, and a restart of the same container never end a live leader's term.
+func TestDeathSignalNoProof(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		old := incarnationOf("a", r)
+		// a's container was restarted: the new incarnation runs, the old one's end is
+		// its last state.
+		k.started(old, incarnation.Incarnation{}, false)
+		k.stopped(old)
+		a := cl.startIncarnation(k, "a", incarnationOf("a", r), old, true)
+		time.Sleep(time.Second)
+		cl.startIncarnation(k, "b", incarnationOf("b", r), incarnation.Incarnation{}, false)
+		time.Sleep(5 * time.Second)
+		k.reportOlder(old) // a stale status: the old incarnation terminated
+		time.Sleep(5 * time.Second)
+		k.forceDelete("a")
+		time.Sleep(time.Minute)
+		if cl.leader() != a.cand {
+			t.Fatal("a, alive and renewing, lost the lease")
+		}
+		terms, _, _, _ := a.cand.snapshot()
+		if len(terms) != 1 {
+			t.Fatalf("a led %d terms, want 1", len(terms))
+		}
+	})
+}
+
+// TestDeathSignalRandomized runs random histories of three containers against the
+// kubelet model: leaders and followers killed (no release) and restarted as new
+// incarnations, reports at once, late, never, or without the message, stale reports
+// of older incarnations, force deletes of pods whose process runs. The cluster fails on
+// two leaders; the kubelet model fails on a proof taken for a running incarnation.
+// Fixed seeds in CI; BATON_SEED runs one other, and BATON_DEATH_SOAK=N runs N seeds
+// from BATON_SEED (or 1000) on.
+func TestDeathSignalRandomized(t *testing.T) {
+	seeds := testseed.Seeds(t, 1, 2, 3, 4, 5, 6)
+	if n := soakCount(t); n > 0 {
+		from := seeds[0]
+		if len(seeds) > 1 {
+			from = 1000
+		}
+		seeds = nil
+		for i := range uint64(n) {
+			seeds = append(seeds, from+i)
+		}
+	}
+	var fast, taken int
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			f, n := deathHistory(t, seed)
+			fast += f
+			taken += n
+		})
+	}
+	t.Logf("%d histories: %d proofs taken, %d takeovers within 100ms of the report", len(seeds), taken, fast)
+	if fast == 0 {
+		t.Fatal("no takeover on a report: the death signal was never used")
+	}
+}
+
+func soakCount(t *testing.T) int {
+	s := os.Getenv("BATON_DEATH_SOAK")
+	if s == "" {
+		return 0
+	}
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+		t.Fatalf("BATON_DEATH_SOAK=%q: not a positive count", s)
+	}
+	return n
+}
+
+// deathHistory runs one history; it returns how many takeovers came within 100ms of the
+// report that proved the leader dead, and how many proofs were taken.
+func deathHistory(t *testing.T, seed uint64) (fast, proofs int) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(seed, 19))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		live := map[string]*deathCandidate{}
+		history := map[string][]incarnation.Incarnation{}
+		for _, pod := range []string{"a", "b", "c"} {
+			inc := incarnationOf(pod, r)
+			d := cl.startIncarnation(k, pod, inc, incarnation.Incarnation{}, false)
+			live[pod], history[pod] = d, []incarnation.Incarnation{inc}
+			time.Sleep(time.Duration(r.IntN(1000)) * time.Millisecond)
+		}
+		for range 12 {
+			time.Sleep(time.Duration(1+r.IntN(8000)) * time.Millisecond)
+			pod := []string{"a", "b", "c"}[r.IntN(3)]
+			if l := cl.leader(); l != nil && r.IntN(2) == 0 {
+				pod = l.id
+			}
+			d := live[pod]
+			switch r.IntN(6) {
+			case 0: // force delete while the process runs
+				k.forceDelete(pod)
+			case 1: // a stale report of an older incarnation
+				if h := history[pod]; len(h) > 1 {
+					k.reportOlder(h[r.IntN(len(h)-1)])
+				}
+			default: // kill, report (at once, late, never, without the message), restart
+				wasLeader := d.cand.e.IsLeader()
+				d.kill(k)
+				report := []time.Duration{0, 200 * time.Millisecond, 3 * time.Second, -1}[r.IntN(4)]
+				message := r.IntN(8) != 0
+				if report >= 0 {
+					time.Sleep(report)
+					k.report(d.inc, message)
+					if wasLeader && message {
+						at := time.Now()
+						l := cl.waitLeader(d.cand, 30*time.Second)
+						if _, started, _, _ := l.snapshot(); len(started) > 0 && started[len(started)-1].Sub(at) <= 100*time.Millisecond {
+							fast++
+						}
+					}
+				}
+				time.Sleep(time.Duration(r.IntN(2000)) * time.Millisecond)
+				inc := incarnationOf(pod, r)
+				nd := cl.startIncarnation(k, pod, inc, d.inc, message && report >= 0)
+				live[pod] = nd
+				history[pod] = append(history[pod], inc)
+			}
+		}
+		time.Sleep(time.Minute)
+		if cl.leader() == nil {
+			t.Fatal("no leader a minute after the last fault")
+		}
+		k.mu.Lock()
+		proofs = k.proofs
+		k.mu.Unlock()
+	})
+	return fast, proofs
+}
+
+// TestDeathSignalStaleIncarnation: an elector that keeps annotations as it finds them
+// (client-go, a Baton version without the death signal) acquires the lease of a dead
+// holder; the record still carries the dead holder's incarnation, but not bound to this
+// acquisition: the report of that death must not end the new holder's lease.
+func TestDeathSignalStaleIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(5, 6))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startIncarnation(k, "a", incarnationOf("a", r), incarnation.Incarnation{}, false)
+		time.Sleep(time.Second)
+		b := cl.startIncarnation(k, "b", incarnationOf("b", r), incarnation.Incarnation{}, false)
+		time.Sleep(5 * time.Second)
+		a.kill(k)
+		cur, err := cl.mem.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holderIncarnation(cur) != a.inc.String() {
+			t.Fatalf("a's record names incarnation %q, want %q", holderIncarnation(cur), a.inc.String())
+		}
+		// y, an older Baton, acquires: new holder, times and transitions, the
+		// annotation kept.
+		now := time.Now()
+		y := cur
+		y.HolderIdentity, y.Marker = "y", holderMarker("y")
+		y.AcquireTime, y.RenewTime = now, now
+		y.LeaseTransitions++
+		cl.mem.set(y)
+		time.Sleep(time.Second)
+		k.report(a.inc, true)
+		time.Sleep(10 * time.Second)
+		if terms, _, _, _ := b.cand.snapshot(); len(terms) != 0 {
+			t.Fatalf("b took y's lease %v after y acquired, on the report of a's death", terms)
+		}
+		cl.waitLeader(a.cand, 10*time.Second) // y never renews: b takes it by the lease rules
+		if _, started, _, _ := b.cand.snapshot(); len(started) == 0 || started[0].Sub(now) < DefaultLeaseDuration {
+			t.Fatalf("b's terms started at %v, want one at least %v after y acquired", started, DefaultLeaseDuration)
+		}
+	})
+}
