@@ -45,7 +45,7 @@ func TestRoleMatchesClientCalls(t *testing.T) {
 			}
 			if d.IsDir() {
 				switch d.Name() {
-				case "testenv", "replicatest", "batontest", "integration", "sharding", "testdata":
+				case "batontest", "integration", "sharding", "testdata":
 					return filepath.SkipDir
 				}
 				return nil

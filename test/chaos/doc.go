@@ -15,7 +15,7 @@
 // requests: two candidates wait out one absence and Create together; seed 206 gave two
 // leaders when a Create's answer started a term before the watch showed the Creates
 // around it); and TestChaosAPIServer runs 3 histories against a real kube-apiserver
-// and etcd (internal/testenv). Alone:
+// and etcd (pkg/batontest). Alone:
 //
 //	go test -race -run 'TestChaos$' -v ./test/chaos
 //	BATON_CHAOS_HISTORIES=20000 go test -race -run 'TestChaos$' -v ./test/chaos   # soak

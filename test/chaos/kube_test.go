@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -45,7 +45,7 @@ var apiOpts = scheduleOpts{
 // the candidates' watches for a 410.
 type kubeServer struct {
 	cs        kubernetes.Interface
-	env       *testenv.Env
+	env       *batontest.Env
 	namespace string
 	name      string
 }
@@ -81,7 +81,7 @@ func TestChaosAPIServer(t *testing.T) {
 	default:
 		t.Fatalf("%s=%q: want 0 or 1", envAPIRestarts, s)
 	}
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	n := int64(3)
 	if s := os.Getenv(envAPIHistories); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
@@ -137,7 +137,7 @@ func TestChaosAPIServer(t *testing.T) {
 
 // runAPIServer runs the history of seed on the Lease chaos-<seed>, with a restart of
 // kube-apiserver if restarts.
-func runAPIServer(env *testenv.Env, seed int64, restarts bool) *history {
+func runAPIServer(env *batontest.Env, seed int64, restarts bool) *history {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0xba70))
 	sched := newSchedule(rng, apiOpts)
 	if restarts {

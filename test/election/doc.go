@@ -1,6 +1,6 @@
 // Package election holds the integration tests and the failover benchmark of
 // pkg/k8s/leaderelection against a real kube-apiserver and etcd
-// (internal/testenv). It has no code of its own outside its tests.
+// (pkg/batontest). It has no code of its own outside its tests.
 //
 // # Running
 //

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -449,7 +449,7 @@ func TestLeaseOverwrittenByHand(t *testing.T) {
 // successful renew was sent; nobody leads while the server is down; after the restart
 // one leads again under a larger term.
 func TestAPIServerStoppedAndRestarted(t *testing.T) {
-	env := testenv.Start(t) // its own: the other tests keep the shared one
+	env := batontest.StartEnv(t) // its own: the other tests keep the shared one
 	h := newHarness(t, env)
 	lease := leaseName(t)
 	hist := recordHistory(t, env.Clientset(), namespace, lease)

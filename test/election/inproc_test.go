@@ -15,7 +15,7 @@ import (
 	clientgoelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
@@ -27,12 +27,12 @@ const namespace = "default"
 // candidate of the test has stopped (cleanups run last-registered first).
 type harness struct {
 	t   testing.TB
-	env *testenv.Env
+	env *batontest.Env
 	m   *monitor
 	s   *sampler
 }
 
-func newHarness(t testing.TB, env *testenv.Env) *harness {
+func newHarness(t testing.TB, env *batontest.Env) *harness {
 	m := newMonitor()
 	h := &harness{t: t, env: env, m: m, s: startSampler(m)}
 	t.Cleanup(func() {

@@ -9,11 +9,11 @@ import (
 	"go.uber.org/goleak"
 	"k8s.io/klog/v2"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 )
 
 // shared is the API server of the tests that do not stop it, started in TestMain.
-var shared *testenv.Env
+var shared *batontest.Env
 
 func TestMain(m *testing.M) {
 	if os.Getenv(candidateEnv) != "" {
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 type sharedEnvMain struct{ m *testing.M }
 
 func (s sharedEnvMain) Run() int {
-	env, err := testenv.New()
+	env, err := batontest.NewEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
@@ -61,7 +61,7 @@ func TestSelectorOnAPIServer(t *testing.T) {
 	})
 
 	t.Run("gate off", func(t *testing.T) {
-		cs := testenv.Start(t).Clientset()
+		cs := batontest.StartEnv(t).Clientset()
 		createConfigMaps(t, cs, 10)
 		sel, _ := ring.Selector(p.Shards("a"))
 		list, err := cs.CoreV1().ConfigMaps("default").List(context.Background(), metav1.ListOptions{ShardSelector: sel, LabelSelector: "test=sharding"})
@@ -75,10 +75,10 @@ func TestSelectorOnAPIServer(t *testing.T) {
 }
 
 // startGated starts etcd and a kube-apiserver with ShardedListAndWatch on, from the
-// binaries testenv finds, and stops them when t ends.
+// binaries batontest finds, and stops them when t ends.
 func startGated(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	dir, err := testenv.AssetsDir()
+	dir, err := batontest.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
@@ -33,7 +33,7 @@ const (
 // planned moves that leave no shard without owner longer than handoverGap, and a
 // crashed replica's shards owned again about a LeaseDuration after the crash.
 func TestThreeReplicasJoinAndLeave(t *testing.T) {
-	env := testenv.Start(t)
+	env := batontest.StartEnv(t)
 	h := shardingtest.NewHistory(shards)
 	replicas := map[string]*replica{}
 	start := func(id string) { replicas[id] = startReplica(t, env, id, h) }
@@ -98,7 +98,7 @@ type replica struct {
 	down   chan struct{} // closing it cuts the replica off from the API server
 }
 
-func startReplica(t *testing.T, env *testenv.Env, id string, h *shardingtest.History) *replica {
+func startReplica(t *testing.T, env *batontest.Env, id string, h *shardingtest.History) *replica {
 	t.Helper()
 	clientset, err := kubernetes.NewForConfig(env.Config())
 	if err != nil {
