@@ -16,12 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/internal/testenv"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
-var shared *testenv.Env
+var shared *batontest.Env
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 type sharedEnvMain struct{ m *testing.M }
 
 func (s sharedEnvMain) Run() int {
-	env, err := testenv.New()
+	env, err := batontest.NewEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
