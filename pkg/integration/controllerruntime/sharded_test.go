@@ -1,0 +1,298 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+)
+
+// shardLedger records the reconciles of every replica of a sharded controller and
+// the violations of its contract: a reconcile without its shard term, of an object
+// outside that shard, a shard term seen by two replicas, or two replicas reconciling
+// one shard at the same moment.
+type shardLedger struct {
+	ring      sharding.Ring
+	namespace string
+
+	mu         sync.Mutex
+	termOwner  map[sharding.ShardTerm]string // who reconciled under each shard term
+	active     map[int]map[string]int        // running reconciles per shard and replica
+	lastBy     map[string]string             // object name -> replica of its last reconcile
+	violations []string
+}
+
+func newShardLedger(ring sharding.Ring, namespace string) *shardLedger {
+	return &shardLedger{
+		ring: ring, namespace: namespace,
+		termOwner: map[sharding.ShardTerm]string{}, active: map[int]map[string]int{}, lastBy: map[string]string{},
+	}
+}
+
+func (l *shardLedger) violate(format string, args ...any) {
+	l.violations = append(l.violations, fmt.Sprintf(format, args...))
+}
+
+// enter records the start of a reconcile of name by replica under ctx.
+func (l *shardLedger) enter(ctx context.Context, replica, name string, uid types.UID) (sharding.ShardTerm, bool) {
+	st, ok := sharding.ShardTermFromContext(ctx)
+	term, tok := TermFromContext(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !ok || !tok || term != st.Term {
+		l.violate("%s reconciled %s without its shard term (shard term %v %v, term %d %v)", replica, name, st, ok, term, tok)
+		return st, false
+	}
+	if uid != "" && l.ring.ShardOf(string(uid)) != st.Shard {
+		l.violate("%s reconciled %s of shard %d under %v", replica, name, l.ring.ShardOf(string(uid)), st)
+	}
+	if o, seen := l.termOwner[st]; seen && o != replica {
+		l.violate("%v reconciled by %s and %s", st, o, replica)
+	}
+	l.termOwner[st] = replica
+	if l.active[st.Shard] == nil {
+		l.active[st.Shard] = map[string]int{}
+	}
+	for other, n := range l.active[st.Shard] {
+		if other != replica && n > 0 {
+			l.violate("shard %d reconciled by %s and %s at once", st.Shard, other, replica)
+		}
+	}
+	l.active[st.Shard][replica]++
+	l.lastBy[name] = replica
+	return st, true
+}
+
+func (l *shardLedger) exit(replica string, st sharding.ShardTerm) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.active[st.Shard][replica]--
+}
+
+// reconciledBy returns a copy of the replica of each object's last reconcile.
+func (l *shardLedger) reconciledBy() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]string, len(l.lastBy))
+	for k, v := range l.lastBy {
+		out[k] = v
+	}
+	return out
+}
+
+func (l *shardLedger) forget() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastBy = map[string]string{}
+}
+
+func (l *shardLedger) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range l.violations {
+		t.Error(v)
+	}
+}
+
+// shardWriter is the Reconciler of one replica: it records the reconcile and writes
+// the replica's name into the ConfigMap through the fenced client, stamped with the
+// shard's term.
+type shardWriter struct {
+	replica string
+	ledger  *shardLedger
+	reader  client.Reader
+	writer  client.Client
+}
+
+func (w *shardWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req.Namespace != w.ledger.namespace {
+		return reconcile.Result{}, nil
+	}
+	var cm corev1.ConfigMap
+	if err := w.reader.Get(ctx, req.NamespacedName, &cm); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	st, ok := w.ledger.enter(ctx, w.replica, req.Name, cm.UID)
+	if !ok {
+		return reconcile.Result{}, nil
+	}
+	defer w.ledger.exit(w.replica, st)
+	if cm.Data["owner"] == w.replica {
+		return reconcile.Result{}, nil
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data["owner"] = w.replica
+	err := w.writer.Update(ctx, &cm)
+	if apierrors.IsConflict(err) || errors.Is(err, ErrTermEnded) {
+		return reconcile.Result{Requeue: true}, nil // the cache lags, or the shard moved
+	}
+	return reconcile.Result{}, err
+}
+
+// TestShardedControllerSpreadsAndHandsOver runs three replicas of a sharded controller
+// over 100 ConfigMaps on the real API server: every object is reconciled (and written,
+// fenced by its shard's term), the shards are shared evenly, no shard term is seen by
+// two replicas and no shard is reconciled by two at once; then a replica leaves
+// gracefully and the objects of its shards are reconciled by their new owners.
+func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
+	const (
+		objects  = 100
+		shards   = 16
+		replicas = 3
+		ns       = "sharded"
+	)
+	ctx := context.Background()
+	direct, err := client.New(shared.Config(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range objects {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", i)}}
+		if err := direct.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring, _ := sharding.NewRing(shards)
+	ledger := newShardLedger(ring, ns)
+	nodes := make([]*node, replicas)
+	handles := make([]*Sharded, replicas)
+	for i := range nodes {
+		id := fmt.Sprint("r", i)
+		n := newNode(t, id, "sharded-single")
+		h, err := n.rt.AddShardedController(ShardedController{
+			Name:       "writer",
+			Reconciler: &shardWriter{replica: id, ledger: ledger, reader: n.mgr.GetCache(), writer: n.rt.FencedClient(nil)},
+			For:        &corev1.ConfigMap{},
+			Sharding: sharding.Config{
+				Namespace: "default", Name: "writer", Shards: shards,
+				LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i], handles[i] = n, h
+	}
+	start := time.Now()
+	for _, n := range nodes {
+		n.start(t)
+	}
+	balanced := func(live []*Sharded) bool {
+		total := 0
+		for _, h := range live {
+			owned := len(h.Sharder().Owned())
+			if owned < shards/len(live) || owned > (shards+len(live)-1)/len(live) {
+				return false
+			}
+			total += owned
+		}
+		return total == shards
+	}
+	everyObjectBy := func(want func(name, by string) bool) bool {
+		by := ledger.reconciledBy()
+		for i := range objects {
+			name := fmt.Sprint("cm-", i)
+			if !want(name, by[name]) {
+				return false
+			}
+		}
+		return true
+	}
+	replicatest.WaitFor(t, 30*time.Second, "balanced shards and every object reconciled", func() bool {
+		return balanced(handles) && everyObjectBy(func(_, by string) bool { return by != "" })
+	})
+	t.Logf("3 replicas: balanced and all %d objects reconciled %v after start", objects, time.Since(start).Round(time.Millisecond))
+	for i, h := range handles {
+		t.Logf("r%d: %d shards, stats %+v, server sharding %v", i, len(h.Sharder().Owned()), h.Stats(), h.ServerSharding())
+		if h.ServerSharding() != ShardingNotServed {
+			t.Errorf("r%d: server sharding %v, want %v (the shared API server runs without the gate)", i, h.ServerSharding(), ShardingNotServed)
+		}
+	}
+	// Every ConfigMap is written by the owner of its shard now, stamped with a term.
+	replicatest.WaitFor(t, 30*time.Second, "every ConfigMap written by its shard's owner", func() bool {
+		owner := map[int]string{}
+		for i, h := range handles {
+			for _, st := range h.Sharder().Owned() {
+				owner[st.Shard] = fmt.Sprint("r", i)
+			}
+		}
+		var list corev1.ConfigMapList
+		if err := direct.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range list.Items {
+			if cm.Data["owner"] != owner[ring.ShardOf(string(cm.UID))] || cm.Annotations[TermAnnotation] == "" {
+				return false
+			}
+		}
+		return len(list.Items) == objects
+	})
+
+	// A graceful leave: r2's shards move, and their objects are reconciled by the
+	// new owners.
+	moved := map[int]bool{}
+	for _, st := range handles[2].Sharder().Owned() {
+		moved[st.Shard] = true
+	}
+	uids := map[string]int{}
+	var list corev1.ConfigMapList
+	if err := direct.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		uids[cm.Name] = ring.ShardOf(string(cm.UID))
+	}
+	ledger.forget()
+	leave := time.Now()
+	nodes[2].stop(t)
+	stopped := time.Since(leave)
+	replicatest.WaitFor(t, 30*time.Second, "the objects of r2's shards reconciled by r0 or r1", func() bool {
+		return everyObjectBy(func(name, by string) bool {
+			return !moved[uids[name]] || by == "r0" || by == "r1"
+		})
+	})
+	t.Logf("graceful leave of r2 (%d shards): its manager stopped in %v, all their objects reconciled by the new owners %v after the leave began",
+		len(moved), stopped.Round(time.Millisecond), time.Since(leave).Round(time.Millisecond))
+	replicatest.WaitFor(t, 30*time.Second, "2 replicas balanced", func() bool { return balanced(handles[:2]) })
+	ledger.check(t)
+}
+
+// TestAddShardedControllerRefusesBadInput: each missing field is named.
+func TestAddShardedControllerRefusesBadInput(t *testing.T) {
+	n := newNode(t, "bad", "sharded-bad")
+	rec := &recorder{}
+	for _, tc := range []struct {
+		name string
+		c    ShardedController
+		want string
+	}{
+		{"no reconciler", ShardedController{Name: "a", For: &corev1.ConfigMap{}, Sharding: sharding.Config{Namespace: "default"}}, "no Reconciler"},
+		{"no For", ShardedController{Name: "a", Reconciler: rec, Sharding: sharding.Config{Namespace: "default"}}, "For is nil"},
+		{"no namespace", ShardedController{Name: "a", Reconciler: rec, For: &corev1.ConfigMap{}}, "Sharding.Namespace is empty"},
+		{"bad shards", ShardedController{Name: "a", Reconciler: rec, For: &corev1.ConfigMap{}, Sharding: sharding.Config{Namespace: "default", Shards: -1}}, "Shards"},
+	} {
+		_, err := n.rt.AddShardedController(tc.c)
+		if !errors.Is(err, ErrInvalidRegistration) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want ErrInvalidRegistration naming %q", tc.name, err, tc.want)
+		}
+	}
+}
