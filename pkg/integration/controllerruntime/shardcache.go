@@ -4,6 +4,7 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -54,15 +55,20 @@ func (s *Sharded) reportServerSharding(ctx context.Context) {
 		s.logger.Error(err, "checking for server-side sharding")
 		return
 	}
-	list := &metav1.PartialObjectMetadataList{}
+	// Unstructured, since the metadata-only list drops ShardInfo.
+	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	err = s.r.mgr.GetAPIReader().List(ctx, list, &client.ListOptions{Limit: 1, Raw: &metav1.ListOptions{ShardSelector: sel}})
+	var shardInfo map[string]any
+	if err == nil {
+		shardInfo, _, err = unstructured.NestedMap(list.Object, "metadata", "shardInfo")
+	}
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
 			s.logger.Error(err, "checking for server-side sharding failed; filtering on the client")
 		}
-	case list.ShardInfo != nil:
+	case shardInfo != nil:
 		s.serverSharding.Store(int32(ShardingServed))
 		s.logger.Info("the API server serves sharded list and watch, but this version still caches every object and filters on the client", "kind", gvk.Kind)
 	default:

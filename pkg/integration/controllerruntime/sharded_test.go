@@ -4,19 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/baton-dev/baton/internal/replicatest"
+	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
@@ -228,11 +236,11 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 		}
 	}
 	// Every ConfigMap is written by the owner of its shard now, stamped with a term.
-	replicatest.WaitFor(t, 30*time.Second, "every ConfigMap written by its shard's owner", func() bool {
-		owner := map[int]string{}
-		for i, h := range handles {
+	writtenByOwners := func(live []*Sharded, exactTerm func(shard int) bool) bool {
+		owner, term := map[int]string{}, map[int]uint64{}
+		for i, h := range live {
 			for _, st := range h.Sharder().Owned() {
-				owner[st.Shard] = fmt.Sprint("r", i)
+				owner[st.Shard], term[st.Shard] = fmt.Sprint("r", i), st.Term
 			}
 		}
 		var list corev1.ConfigMapList
@@ -240,11 +248,21 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, cm := range list.Items {
-			if cm.Data["owner"] != owner[ring.ShardOf(string(cm.UID))] || cm.Annotations[TermAnnotation] == "" {
+			shard := ring.ShardOf(string(cm.UID))
+			stamp, err := strconv.ParseUint(cm.Annotations[TermAnnotation], 10, 64)
+			if cm.Data["owner"] != owner[shard] || err != nil || stamp == 0 {
+				return false
+			}
+			// The stamp is a term of the object's shard: never above the current one,
+			// and the current one where the owner had to write under it.
+			if stamp > term[shard] || exactTerm(shard) && stamp != term[shard] {
 				return false
 			}
 		}
 		return len(list.Items) == objects
+	}
+	replicatest.WaitFor(t, 30*time.Second, "every ConfigMap written by its shard's owner, stamped with a term of its shard", func() bool {
+		return writtenByOwners(handles, func(int) bool { return false })
 	})
 
 	// A graceful leave: r2's shards move, and their objects are reconciled by the
@@ -273,6 +291,9 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 	t.Logf("graceful leave of r2 (%d shards): its manager stopped in %v, all their objects reconciled by the new owners %v after the leave began",
 		len(moved), stopped.Round(time.Millisecond), time.Since(leave).Round(time.Millisecond))
 	replicatest.WaitFor(t, 30*time.Second, "2 replicas balanced", func() bool { return balanced(handles[:2]) })
+	replicatest.WaitFor(t, 30*time.Second, "the objects of r2's shards rewritten, stamped with their new owner's shard term", func() bool {
+		return writtenByOwners(handles[:2], func(shard int) bool { return moved[shard] })
+	})
 	ledger.check(t)
 }
 
@@ -295,4 +316,95 @@ func TestAddShardedControllerRefusesBadInput(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrInvalidRegistration naming %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// TestShardedControllerOnServerWithShardedWatch: on an API server with the
+// ShardedListAndWatch gate, the controller finds the server serves sharded lists (and
+// says so), and reconciles every object, filtering on the client as without it.
+func TestShardedControllerOnServerWithShardedWatch(t *testing.T) {
+	const objects = 20
+	cfg := startGatedEnv(t)
+	ctx := context.Background()
+	direct, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range objects {
+		if err := direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprint("gated-", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mgr, err := manager.New(cfg, manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(mgr, Options{
+		LeaderElectionID: "gated", LeaderElectionNamespace: "default", Identity: "g0",
+		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
+		LeaderElectionReleaseOnCancel: true, MetricsRegisterer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, _ := sharding.NewRing(4)
+	ledger := newShardLedger(ring, "default")
+	h, err := rt.AddShardedController(ShardedController{
+		Name: "gated", For: &corev1.ConfigMap{},
+		Reconciler: &shardWriter{replica: "g0", ledger: ledger, reader: mgr.GetCache(), writer: rt.FencedClient(nil)},
+		Sharding: sharding.Config{
+			Namespace: "default", Shards: 4,
+			LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager returned %v", err)
+		}
+	}()
+	replicatest.WaitFor(t, 30*time.Second, "every object reconciled", func() bool {
+		by := ledger.reconciledBy()
+		for i := range objects {
+			if by[fmt.Sprint("gated-", i)] != "g0" {
+				return false
+			}
+		}
+		return true
+	})
+	if got := h.ServerSharding(); got != ShardingServed {
+		t.Errorf("server sharding %v, want %v", got, ShardingServed)
+	}
+	ledger.check(t)
+}
+
+// startGatedEnv starts etcd and a kube-apiserver with ShardedListAndWatch on, and
+// stops them when t ends.
+func startGatedEnv(t *testing.T) *rest.Config {
+	t.Helper()
+	dir, err := batontest.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	api := env.ControlPlane.GetAPIServer()
+	api.Path = filepath.Join(dir, "kube-apiserver")
+	api.Configure().Append("feature-gates", "ShardedListAndWatch=true")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(dir, "etcd")}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop()
+		t.Fatalf("start API server with ShardedListAndWatch: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop API server: %v", err)
+		}
+	})
+	return cfg
 }
