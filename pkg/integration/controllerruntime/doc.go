@@ -105,6 +105,35 @@
 // baton_fenced_writes_refused_total and the histogram baton_term_ready_seconds on
 // controller-runtime's metrics registry (Options.MetricsRegisterer).
 //
+// # Sharded controllers
+//
+// AddShardedController spreads one controller's objects over the replicas instead of
+// giving them all to the leader: every replica runs it and a pkg/k8s/sharding Sharder,
+// and reconciles only the objects whose UID falls in a shard it leads (sharded.go).
+//
+//   - Requests: events of objects of shards led elsewhere are not enqueued; a request
+//     whose shard is not led here when a worker takes it is dropped (ShardedStats.Dropped),
+//     since the shard's owner reconciles it.
+//   - Context: Reconcile runs under the shard's term context: ShardTermFromContext
+//     (pkg/k8s/sharding) gives the shard and its term, TermFromContext the same term,
+//     and the context ends when the shard's term does.
+//   - Fencing: the fenced client works unchanged, with the shard's term: it refuses
+//     writes once the shard's term ended and stamps TermAnnotation with the shard's
+//     term. Terms count per shard, so a stamp only compares with terms of the same
+//     shard: write through it only the reconciled object, or objects only that shard
+//     writes (named after it), never objects another shard's reconciles also write.
+//   - Hand-over: when a replica acquires a shard it enqueues every object of that shard
+//     in its cache at once; when a shard's term ends it waits for the reconciles still
+//     running under it before the shard's Lease is handed on, so one shard is never
+//     reconciled by two replicas at once on a graceful move.
+//   - Cache: every replica caches every object of the type and filters on the client.
+//     At start it asks the API server once whether it serves sharded list and watch
+//     (ServerSharding) and logs the answer; a cache that holds only the led shards'
+//     ranges and follows their moves is not built yet.
+//
+// The Runtime still runs its single-leader election (LeaderElectionID), whether or not
+// leader-only work is registered.
+//
 // # Dependencies
 //
 // The package lives in Baton's module: controller-runtime is already required by the
