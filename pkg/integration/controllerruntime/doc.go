@@ -126,10 +126,15 @@
 //     in its cache at once; when a shard's term ends it waits for the reconciles still
 //     running under it before the shard's Lease is handed on, so one shard is never
 //     reconciled by two replicas at once on a graceful move.
-//   - Cache: every replica caches every object of the type and filters on the client.
-//     At start it asks the API server once whether it serves sharded list and watch
-//     (ServerSharding) and logs the answer; a cache that holds only the led shards'
-//     ranges and follows their moves is not built yet.
+//   - Cache: by default every replica caches every object of the type (the manager's
+//     cache) and filters on the client. With CacheOwnShards, where the API server
+//     serves sharded list and watch (it is asked once at start, ServerSharding, and the
+//     answer logged), a replica instead runs one informer per shard it leads, filtered
+//     by the shard's selector, from the shard's acquisition to the end of its term: it
+//     holds only its shards' objects, and the informer's first list is the shard's
+//     baton. The Reconciler reads For's objects through Sharded.Reader then. A shard
+//     acquired costs one list of that shard's objects (the manager's cache is warm
+//     already); where the server does not serve it, the manager's cache is used.
 //
 // The Runtime still runs its single-leader election (LeaderElectionID), whether or not
 // leader-only work is registered.

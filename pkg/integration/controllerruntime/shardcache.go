@@ -38,12 +38,10 @@ func (s ServerSharding) String() string {
 func (s *Sharded) ServerSharding() ServerSharding { return ServerSharding(s.serverSharding.Load()) }
 
 // reportServerSharding asks the API server once whether it serves sharded lists of
-// For's type (a list of one object's metadata with the selector of shard 0) and says
-// in the log what the controller does about it.
-//
-// Either way this version caches every object of the type and filters on the client
-// by the UID's shard: following the owned shards with the informer's shard selector
-// (restarting or adding watches as shards move) is not done yet.
+// For's type (a list of one object with the selector of shard 0) and says in the
+// log what the controller does about it: with CacheOwnShards and the server serving
+// it, one informer per led shard (shardinformer.go); otherwise the manager's cache of
+// every object, filtered on the client by the UID's shard.
 func (s *Sharded) reportServerSharding(ctx context.Context) {
 	sel, err := s.ring.Selector([]int{0})
 	if err != nil {
@@ -70,9 +68,13 @@ func (s *Sharded) reportServerSharding(ctx context.Context) {
 		}
 	case shardInfo != nil:
 		s.serverSharding.Store(int32(ShardingServed))
-		s.logger.Info("the API server serves sharded list and watch, but this version still caches every object and filters on the client", "kind", gvk.Kind)
+		if s.spec.CacheOwnShards {
+			s.logger.Info("the API server serves sharded list and watch; caching only the objects of the shards led here", "kind", gvk.Kind)
+		} else {
+			s.logger.Info("the API server serves sharded list and watch, but CacheOwnShards is off; caching every object and filtering on the client", "kind", gvk.Kind)
+		}
 	default:
 		s.serverSharding.Store(int32(ShardingNotServed))
-		s.logger.Info("the API server does not serve sharded list and watch (feature gate ShardedListAndWatch off); caching every object and filtering on the client", "kind", gvk.Kind)
+		s.logger.Info("the API server does not serve sharded list and watch (feature gate ShardedListAndWatch off); caching every object and filtering on the client", "kind", gvk.Kind, "cacheOwnShards", s.spec.CacheOwnShards)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,14 @@ type ShardedController struct {
 	Clientset kubernetes.Interface
 	// Options are the controller's options, as Controller.Options.
 	Options controller.Options
+	// CacheOwnShards caches only the objects of the shards led here, where the API
+	// server serves sharded list and watch: one informer per led shard, its list and
+	// watch filtered by the shard's selector, started when the shard is acquired
+	// (its first list enqueues the shard's objects) and stopped when its term ends.
+	// The Reconciler must then read For's objects through Sharded.Reader, not the
+	// manager's cache (which would cache them all). Where the server does not serve
+	// it, the manager's cache holds every object, and Reader reads it.
+	CacheOwnShards bool
 }
 
 // ShardedStats are counters of a sharded controller since it started.
@@ -60,7 +69,9 @@ type ShardedStats struct {
 	// Dropped counts the requests dropped because their shard was not led here when
 	// they were processed (the shard's owner reconciles the object).
 	Dropped uint64
-	// Enqueued counts the requests enqueued when a shard was acquired.
+	// Enqueued counts the requests enqueued from the manager's cache when a shard was
+	// acquired. (With CacheOwnShards served, the shard informer's first list enqueues
+	// them instead, counted nowhere.)
 	Enqueued uint64
 	// Acquired counts the shard terms this replica started.
 	Acquired uint64
@@ -107,7 +118,7 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	s := &Sharded{
 		r: r, spec: c, list: listObj, clientset: cs,
 		logger: r.logger.WithValues("controller", c.Name, "ring", cfg.Name),
-		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{},
+		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{}, stores: map[int]toolscache.Store{},
 		queueReady: make(chan struct{}),
 	}
 	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
@@ -125,9 +136,13 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if s.ctrl, err = controller.NewUnmanaged(c.Name, opts); err != nil {
 		return nil, fmt.Errorf("%w: building sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
-	obj := c.For.DeepCopyObject().(client.Object)
-	if err := s.ctrl.Watch(source.Kind(r.mgr.GetCache(), obj, s.handler())); err != nil {
-		return nil, fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, c.Name, c.For, err)
+	if c.CacheOwnShards {
+		s.watcher, err = client.NewWithWatch(r.mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: r.mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: a watching client from the manager's rest config: %v", ErrInvalidRegistration, c.Name, err)
+		}
+	} else if err := s.watchCache(); err != nil {
+		return nil, err
 	}
 	if err := s.ctrl.Watch(source.Func(s.takeQueue)); err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
@@ -141,6 +156,15 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	return s, nil
 }
 
+// watchCache makes the manager's cache of For the controller's source.
+func (s *Sharded) watchCache() error {
+	obj := s.spec.For.DeepCopyObject().(client.Object)
+	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler())); err != nil {
+		return fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
+	}
+	return nil
+}
+
 // Sharded is a sharded controller added with AddShardedController: a runnable of the
 // manager that every replica runs. Its methods are safe for concurrent use.
 type Sharded struct {
@@ -152,6 +176,7 @@ type Sharded struct {
 	sharder   *sharding.Sharder
 	ring      sharding.Ring
 	ctrl      controller.Controller
+	watcher   client.WithWatch // the shard informers' client, with CacheOwnShards
 
 	// queueReady is closed once queue is set, when the controller's sources start.
 	queueReady chan struct{}
@@ -159,11 +184,13 @@ type Sharded struct {
 
 	reconciled, dropped, enqueued, acquiredN atomic.Uint64
 	serverSharding                           atomic.Int32 // a ServerSharding
+	ownShards                                atomic.Bool  // see ownCache
 
-	// mu guards shards and gone.
+	// mu guards shards, gone and stores.
 	mu     sync.Mutex
 	shards map[int]*shardLead           // the shards led now
 	gone   map[types.NamespacedName]int // the shard of deleted objects not yet reconciled
+	stores map[int]toolscache.Store     // the shard informers' stores, with ownCache
 }
 
 // shardLead is one term of one shard led here.
@@ -192,6 +219,13 @@ func (s *Sharded) NeedLeaderElection() bool { return false }
 // reconciles returned), and only then stops the workers.
 func (s *Sharded) Start(ctx context.Context) error {
 	s.reportServerSharding(ctx)
+	if s.spec.CacheOwnShards {
+		if s.ServerSharding() == ShardingServed {
+			s.ownShards.Store(true)
+		} else if err := s.watchCache(); err != nil {
+			return err
+		}
+	}
 	// The controller outlives ctx until the shards are handed over.
 	ctrlCtx, stopCtrl := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCtrl()
@@ -273,12 +307,18 @@ func (s *Sharded) acquired(ctx context.Context) {
 	s.shards[st.Shard] = lead
 	s.mu.Unlock()
 	s.acquiredN.Add(1)
+	var informer sync.WaitGroup
 	select {
 	case <-s.queueReady:
-		s.enqueueShard(ctx, st.Shard)
+		if s.ownCache() {
+			informer.Go(func() { s.runShardCache(ctx, st.Shard) })
+		} else {
+			s.enqueueShard(ctx, st.Shard)
+		}
 	case <-ctx.Done():
 	}
 	<-ctx.Done()
+	defer informer.Wait()
 	s.mu.Lock()
 	if s.shards[st.Shard] == lead {
 		delete(s.shards, st.Shard)
@@ -350,7 +390,7 @@ func (s *Sharded) begin(shard int) *shardLead {
 // shard recorded at its delete event. ok is false when neither knows it.
 func (s *Sharded) shardOf(ctx context.Context, key types.NamespacedName) (shard int, ok bool, err error) {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
-	err = s.r.mgr.GetCache().Get(ctx, key, obj)
+	err = s.Reader().Get(ctx, key, obj)
 	switch {
 	case err == nil:
 		return s.ring.ShardOf(string(obj.GetUID())), true, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,10 +320,14 @@ func TestAddShardedControllerRefusesBadInput(t *testing.T) {
 }
 
 // TestShardedControllerOnServerWithShardedWatch: on an API server with the
-// ShardedListAndWatch gate, the controller finds the server serves sharded lists (and
-// says so), and reconciles every object, filtering on the client as without it.
+// ShardedListAndWatch gate, two replicas with CacheOwnShards find the server serves
+// sharded lists, each caches exactly the objects of the shards it leads and
+// reconciles every one of them; when one leaves, the other caches and reconciles all.
 func TestShardedControllerOnServerWithShardedWatch(t *testing.T) {
-	const objects = 20
+	const (
+		objects = 40
+		shards  = 8
+	)
 	cfg := startGatedEnv(t)
 	ctx := context.Background()
 	direct, err := client.New(cfg, client.Options{})
@@ -334,52 +339,131 @@ func TestShardedControllerOnServerWithShardedWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mgr, err := manager.New(cfg, manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
+	var list corev1.ConfigMapList
+	if err := direct.List(ctx, &list); err != nil { // every namespace: the shard informers cache them all
 		t.Fatal(err)
 	}
-	rt, err := New(mgr, Options{
-		LeaderElectionID: "gated", LeaderElectionNamespace: "default", Identity: "g0",
-		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
-		LeaderElectionReleaseOnCancel: true, MetricsRegisterer: prometheus.NewRegistry(),
-	})
-	if err != nil {
-		t.Fatal(err)
+	ring, _ := sharding.NewRing(shards)
+	perShard := map[int]int{}
+	for _, cm := range list.Items {
+		perShard[ring.ShardOf(string(cm.UID))]++
 	}
-	ring, _ := sharding.NewRing(4)
 	ledger := newShardLedger(ring, "default")
-	h, err := rt.AddShardedController(ShardedController{
-		Name: "gated", For: &corev1.ConfigMap{},
-		Reconciler: &shardWriter{replica: "g0", ledger: ledger, reader: mgr.GetCache(), writer: rt.FencedClient(nil)},
-		Sharding: sharding.Config{
-			Namespace: "default", Shards: 4,
-			LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
+	type replica struct {
+		h      *Sharded
+		cancel context.CancelFunc
+		done   chan error
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+	replicas := make([]*replica, 2)
+	for i := range replicas {
+		id := fmt.Sprint("g", i)
+		mgr, err := manager.New(cfg, manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := New(mgr, Options{
+			LeaderElectionID: "gated", LeaderElectionNamespace: "default", Identity: id,
+			LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
+			LeaderElectionReleaseOnCancel: true, MetricsRegisterer: prometheus.NewRegistry(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &shardWriter{replica: id, ledger: ledger, writer: rt.FencedClient(nil)}
+		h, err := rt.AddShardedController(ShardedController{
+			Name: "gated", For: &corev1.ConfigMap{}, Reconciler: w, CacheOwnShards: true,
+			Sharding: sharding.Config{
+				Namespace: "default", Shards: shards,
+				LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.reader = h.Reader()
+		mctx, cancel := context.WithCancel(ctx)
+		r := &replica{h: h, cancel: cancel, done: make(chan error, 1)}
+		go func() { r.done <- mgr.Start(mctx) }()
+		replicas[i] = r
+	}
+	stop := func(r *replica) {
+		if r.cancel == nil {
+			return
+		}
+		r.cancel()
+		r.cancel = nil
+		if err := <-r.done; err != nil {
 			t.Errorf("manager returned %v", err)
 		}
+	}
+	defer func() {
+		for _, r := range replicas {
+			stop(r)
+		}
 	}()
-	replicatest.WaitFor(t, 30*time.Second, "every object reconciled", func() bool {
+	// cachedOwn reports whether every live replica caches exactly the objects of the
+	// shards it leads, and the shards are all led.
+	var lastState string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("last state:", lastState, "reconciled:", len(ledger.reconciledBy()))
+		}
+	})
+	cachedOwn := func(live []*replica) bool {
+		lastState = ""
+		for _, r := range live {
+			lastState += fmt.Sprintf("[owned %v assigned %v members %v sharder %+v cached %d served %v] ", r.h.Sharder().Owned(), r.h.Sharder().Assigned(), r.h.Sharder().Members(), r.h.Sharder().Stats(), r.h.CachedObjects(), r.h.ServerSharding())
+		}
+		led := 0
+		for _, r := range live {
+			want := 0
+			for _, st := range r.h.Sharder().Owned() {
+				want += perShard[st.Shard]
+			}
+			led += len(r.h.Sharder().Owned())
+			if r.h.CachedObjects() != want {
+				return false
+			}
+		}
+		return led == shards
+	}
+	shardOf := map[string]int{}
+	for _, cm := range list.Items {
+		shardOf[cm.Name] = ring.ShardOf(string(cm.UID))
+	}
+	// allReconciledBy reports whether every object of the shards (nil: all) was last
+	// reconciled by one of ids.
+	allReconciledBy := func(shards map[int]bool, ids ...string) bool {
 		by := ledger.reconciledBy()
 		for i := range objects {
-			if by[fmt.Sprint("gated-", i)] != "g0" {
+			name := fmt.Sprint("gated-", i)
+			if (shards == nil || shards[shardOf[name]]) && !slices.Contains(ids, by[name]) {
 				return false
 			}
 		}
 		return true
-	})
-	if got := h.ServerSharding(); got != ShardingServed {
-		t.Errorf("server sharding %v, want %v", got, ShardingServed)
 	}
+	replicatest.WaitFor(t, 30*time.Second, "every object reconciled, each replica caching its own shards only", func() bool {
+		return allReconciledBy(nil, "g0", "g1") && cachedOwn(replicas) &&
+			len(replicas[0].h.Sharder().Owned()) == shards/2
+	})
+	for i, r := range replicas {
+		t.Logf("g%d: %d shards, %d of %d ConfigMaps cached, stats %+v", i, len(r.h.Sharder().Owned()), r.h.CachedObjects(), len(list.Items), r.h.Stats())
+		if got := r.h.ServerSharding(); got != ShardingServed {
+			t.Errorf("g%d: server sharding %v, want %v", i, got, ShardingServed)
+		}
+	}
+	moved := map[int]bool{}
+	for _, st := range replicas[1].h.Sharder().Owned() {
+		moved[st.Shard] = true
+	}
+	ledger.forget()
+	leave := time.Now()
+	stop(replicas[1])
+	replicatest.WaitFor(t, 30*time.Second, "g0 caching every object and reconciling those of g1's shards after g1 left", func() bool {
+		return cachedOwn(replicas[:1]) && allReconciledBy(moved, "g0")
+	})
+	t.Logf("g1 left (%d shards): g0 caches all %d ConfigMaps and reconciled those of the moved shards %v after the leave began", len(moved), replicas[0].h.CachedObjects(), time.Since(leave).Round(time.Millisecond))
 	ledger.check(t)
 }
 
