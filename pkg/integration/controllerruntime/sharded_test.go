@@ -125,6 +125,15 @@ type shardWriter struct {
 	ledger  *shardLedger
 	reader  client.Reader
 	writer  client.Client
+
+	mu      sync.Mutex
+	lastCtx context.Context // the context of the last reconcile
+}
+
+func (w *shardWriter) last() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastCtx
 }
 
 func (w *shardWriter) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -140,6 +149,9 @@ func (w *shardWriter) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		return reconcile.Result{}, nil
 	}
 	defer w.ledger.exit(w.replica, st)
+	w.mu.Lock()
+	w.lastCtx = ctx
+	w.mu.Unlock()
 	if cm.Data["owner"] == w.replica {
 		return reconcile.Result{}, nil
 	}
@@ -184,12 +196,14 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 	ledger := newShardLedger(ring, ns)
 	nodes := make([]*node, replicas)
 	handles := make([]*Sharded, replicas)
+	writers := make([]*shardWriter, replicas)
 	for i := range nodes {
 		id := fmt.Sprint("r", i)
 		n := newNode(t, id, "sharded-single")
+		writers[i] = &shardWriter{replica: id, ledger: ledger, reader: n.mgr.GetCache(), writer: n.rt.FencedClient(nil)}
 		h, err := n.rt.AddShardedController(ShardedController{
 			Name:       "writer",
-			Reconciler: &shardWriter{replica: id, ledger: ledger, reader: n.mgr.GetCache(), writer: n.rt.FencedClient(nil)},
+			Reconciler: writers[i],
 			For:        &corev1.ConfigMap{},
 			Sharding: sharding.Config{
 				Namespace: "default", Name: "writer", Shards: shards,
@@ -284,6 +298,15 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 	leave := time.Now()
 	nodes[2].stop(t)
 	stopped := time.Since(leave)
+	// A write under a shard term r2 led is refused once that term ended.
+	if ctx2 := writers[2].last(); ctx2 == nil {
+		t.Error("r2 never reconciled")
+	} else {
+		cm := list.Items[0].DeepCopy()
+		if err := writers[2].writer.Update(ctx2, cm); !errors.Is(err, ErrTermEnded) {
+			t.Errorf("a write under r2's ended shard term: got %v, want ErrTermEnded", err)
+		}
+	}
 	replicatest.WaitFor(t, 30*time.Second, "the objects of r2's shards reconciled by r0 or r1", func() bool {
 		return everyObjectBy(func(name, by string) bool {
 			return !moved[uids[name]] || by == "r0" || by == "r1"
