@@ -176,16 +176,17 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 		objects  = 100
 		shards   = 16
 		replicas = 3
-		ns       = "sharded"
 	)
 	ctx := context.Background()
 	direct, err := client.New(shared.Config(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := direct.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sharded-"}}
+	if err := direct.Create(ctx, namespace); err != nil {
 		t.Fatal(err)
 	}
+	ns := namespace.Name
 	for i := range objects {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", i)}}
 		if err := direct.Create(ctx, cm); err != nil {
