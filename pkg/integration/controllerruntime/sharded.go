@@ -298,8 +298,9 @@ func (s *Sharded) leads(shard int) bool {
 
 // acquired is the sharder's OnAcquired: it records the shard's term, enqueues every
 // object of the shard in the cache (the new owner starts from the current state, not
-// from the next event), and when the term ends waits for the reconciles running
-// under it, so the shard is handed over only after they returned.
+// from the next event; with the own-shards cache, the shard informer's first list
+// does), and when the term ends waits for the reconciles running under it and for
+// the shard's informer, so the shard is handed over only after they returned.
 func (s *Sharded) acquired(ctx context.Context) {
 	st, _ := sharding.ShardTermFromContext(ctx)
 	lead := &shardLead{ctx: withTermRef(ctx)}

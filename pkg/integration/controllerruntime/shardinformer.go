@@ -72,12 +72,15 @@ func (s *Sharded) runShardCache(ctx context.Context, shard int) {
 		s.logger.Error(err, "shard informer", "shard", shard)
 		return
 	}
+	store := inf.GetStore()
 	s.mu.Lock()
-	s.stores[shard] = inf.GetStore()
+	s.stores[shard] = store
 	s.mu.Unlock()
 	inf.RunWithContext(ctx)
 	s.mu.Lock()
-	delete(s.stores, shard)
+	if s.stores[shard] == store { // not yet replaced by the shard's next term here
+		delete(s.stores, shard)
+	}
 	s.mu.Unlock()
 }
 
