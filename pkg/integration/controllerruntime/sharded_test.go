@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -515,4 +516,101 @@ func startGatedEnv(t *testing.T) *rest.Config {
 		}
 	})
 	return cfg
+}
+
+// TestShardedControllerTakesACrashedReplicasShards: a replica cut off from the ring's
+// Leases (a crash, as far as the others can tell) loses its shard terms by its own
+// clock, and the others take its shards after its Leases expire and reconcile their
+// objects, never two replicas one shard at once.
+func TestShardedControllerTakesACrashedReplicasShards(t *testing.T) {
+	const (
+		objects  = 30
+		shards   = 8
+		replicas = 3
+	)
+	ctx := context.Background()
+	direct, err := client.New(shared.Config(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "sharded-crash-"}}
+	if err := direct.Create(ctx, namespace); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace.Name
+	ring, _ := sharding.NewRing(shards)
+	shardOf := map[string]int{}
+	for i := range objects {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", i)}}
+		if err := direct.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		shardOf[cm.Name] = ring.ShardOf(string(cm.UID))
+	}
+	ledger := newShardLedger(ring, ns)
+	nodes := make([]*node, replicas)
+	handles := make([]*Sharded, replicas)
+	for i := range nodes {
+		id := fmt.Sprint("c", i)
+		n := newNode(t, id, "sharded-crash-single")
+		leases, err := kubernetes.NewForConfig(n.partition.Wrap(shared.Config()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := n.rt.AddShardedController(ShardedController{
+			Name:       "crash",
+			Reconciler: &shardWriter{replica: id, ledger: ledger, reader: n.mgr.GetCache(), writer: n.rt.FencedClient(nil)},
+			For:        &corev1.ConfigMap{},
+			Clientset:  leases,
+			Sharding: sharding.Config{
+				Namespace: "default", Name: "crash-" + ns, Shards: shards,
+				LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i], handles[i] = n, h
+		n.start(t)
+	}
+	ownedBy := func(live []*Sharded) int {
+		total := 0
+		for _, h := range live {
+			total += len(h.Sharder().Owned())
+		}
+		return total
+	}
+	replicatest.WaitFor(t, 30*time.Second, "every shard led, each replica some", func() bool {
+		for _, h := range handles {
+			if len(h.Sharder().Owned()) == 0 {
+				return false
+			}
+		}
+		return ownedBy(handles) == shards
+	})
+	moved := map[int]bool{}
+	for _, st := range handles[2].Sharder().Owned() {
+		moved[st.Shard] = true
+	}
+	ledger.forget()
+	crash := time.Now()
+	nodes[2].partition.Cut()
+	replicatest.WaitFor(t, 30*time.Second, "c2's shard terms over by its own clock", func() bool { return len(handles[2].Sharder().Owned()) == 0 })
+	termsOver := time.Since(crash)
+	replicatest.WaitFor(t, 30*time.Second, "c0 and c1 leading every shard and reconciling the objects of c2's", func() bool {
+		if ownedBy(handles[:2]) != shards {
+			return false
+		}
+		by := ledger.reconciledBy()
+		for name, shard := range shardOf {
+			if moved[shard] && by[name] != "c0" && by[name] != "c1" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("c2 cut off (%d shards, lease %v, renew deadline %v): its terms over after %v, its shards' objects reconciled by c0 and c1 %v after the cut",
+		len(moved), testLease, testRenew, termsOver.Round(time.Millisecond), time.Since(crash).Round(time.Millisecond))
+	nodes[2].partition.Heal()
+	ledger.check(t)
 }
