@@ -165,6 +165,40 @@
 // baton_fenced_writes_refused_total and the histogram baton_term_ready_seconds on
 // controller-runtime's metrics registry (Options.MetricsRegisterer).
 //
+// # Sharded controllers
+//
+// AddShardedController spreads one controller's objects over the replicas instead of
+// giving them all to the leader: every replica runs it and a pkg/k8s/sharding Sharder,
+// and reconciles only the objects whose UID falls in a shard it leads (sharded.go).
+//
+//   - Requests: events of objects of shards led elsewhere are not enqueued; a request
+//     whose shard is not led here when a worker takes it is dropped (ShardedStats.Dropped),
+//     since the shard's owner reconciles it.
+//   - Context: Reconcile runs under the shard's term context: ShardTermFromContext
+//     (pkg/k8s/sharding) gives the shard and its term, TermFromContext the same term,
+//     and the context ends when the shard's term does.
+//   - Fencing: the fenced client works unchanged, with the shard's term: it refuses
+//     writes once the shard's term ended and stamps TermAnnotation with the shard's
+//     term. Terms count per shard, so a stamp only compares with terms of the same
+//     shard: write through it only the reconciled object, or objects only that shard
+//     writes (named after it), never objects another shard's reconciles also write.
+//   - Hand-over: when a replica acquires a shard it enqueues every object of that shard
+//     in its cache at once; when a shard's term ends it waits for the reconciles still
+//     running under it before the shard's Lease is handed on, so one shard is never
+//     reconciled by two replicas at once on a graceful move.
+//   - Cache: by default every replica caches every object of the type (the manager's
+//     cache) and filters on the client. With CacheOwnShards, where the API server
+//     serves sharded list and watch (it is asked once at start, ServerSharding, and the
+//     answer logged), a replica instead runs one informer per shard it leads, filtered
+//     by the shard's selector, from the shard's acquisition to the end of its term: it
+//     holds only its shards' objects, and the informer's first list is the shard's
+//     baton. The Reconciler reads For's objects through Sharded.Reader then. A shard
+//     acquired costs one list of that shard's objects (the manager's cache is warm
+//     already); where the server does not serve it, the manager's cache is used.
+//
+// The Runtime still runs its single-leader election (LeaderElectionID), whether or not
+// leader-only work is registered.
+//
 // # Dependencies
 //
 // The package lives in Baton's module: controller-runtime is already required by the

@@ -1,0 +1,409 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+)
+
+// ShardedController describes a controller whose objects are spread over the
+// replicas: every replica runs it, and each reconciles only the objects of the
+// shards it leads (see the package doc, # Sharded controllers).
+type ShardedController struct {
+	// Name names the controller in logs and metrics. Required, unique in the Runtime.
+	Name string
+	// Reconciler is called for objects of the shards this replica leads, with a
+	// context that carries the shard and its term (sharding.ShardTermFromContext;
+	// TermFromContext gives the shard's term) and ends with that term. Required.
+	Reconciler reconcile.Reconciler
+	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
+	// object of this type, and the object's UID decides its shard. Required.
+	For client.Object
+	// Sharding configures the ring. Namespace is required (where the ring's Leases
+	// live); Name defaults to the controller's Name, Identity to the Runtime's.
+	// Shards, the timings and SettleDelay default as sharding.Config's.
+	Sharding sharding.Config
+	// Clientset reads and writes the ring's Leases. Default: one built from the
+	// manager's rest config.
+	Clientset kubernetes.Interface
+	// Options are the controller's options, as Controller.Options.
+	Options controller.Options
+	// CacheOwnShards caches only the objects of the shards led here, where the API
+	// server serves sharded list and watch: one informer per led shard, its list and
+	// watch filtered by the shard's selector, started when the shard is acquired
+	// (its first list enqueues the shard's objects) and stopped when its term ends.
+	// The Reconciler must then read For's objects through Sharded.Reader, not the
+	// manager's cache (which would cache them all). Where the server does not serve
+	// it, the manager's cache holds every object, and Reader reads it.
+	CacheOwnShards bool
+}
+
+// ShardedStats are counters of a sharded controller since it started.
+type ShardedStats struct {
+	// Reconciled counts the reconciles passed to the Reconciler.
+	Reconciled uint64
+	// Dropped counts the requests dropped because their shard was not led here when
+	// they were processed (the shard's owner reconciles the object).
+	Dropped uint64
+	// Enqueued counts the requests enqueued from the manager's cache when a shard was
+	// acquired. (With CacheOwnShards served, the shard informer's first list enqueues
+	// them instead, counted nowhere.)
+	Enqueued uint64
+	// Acquired counts the shard terms this replica started.
+	Acquired uint64
+}
+
+// AddShardedController registers c to run on every replica, each reconciling the
+// objects of the shards it leads. It returns the handle of the controller, whose
+// Sharder and Stats tell which shards this replica leads. Errors wrap
+// ErrInvalidRegistration and name the field.
+func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
+	switch {
+	case c.Reconciler == nil:
+		return nil, fmt.Errorf("%w: sharded controller %q has no Reconciler", ErrInvalidRegistration, c.Name)
+	case c.For == nil:
+		return nil, fmt.Errorf("%w: sharded controller %q: For is nil; set it to the type of the objects, e.g. &corev1.ConfigMap{}", ErrInvalidRegistration, c.Name)
+	case c.Sharding.Namespace == "":
+		return nil, fmt.Errorf("%w: sharded controller %q: Sharding.Namespace is empty; set it to the namespace of the ring's Leases", ErrInvalidRegistration, c.Name)
+	}
+	scheme := r.mgr.GetScheme()
+	gvk, err := apiutil.GVKForObject(c.For, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: %v", ErrInvalidRegistration, c.Name, err)
+	}
+	listObj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: no list type of %s: %v", ErrInvalidRegistration, c.Name, gvk, err)
+	}
+	if _, ok := listObj.(client.ObjectList); !ok {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: %T is not a client.ObjectList", ErrInvalidRegistration, c.Name, listObj)
+	}
+	cfg := c.Sharding
+	if cfg.Name == "" {
+		cfg.Name = c.Name
+	}
+	if cfg.Identity == "" {
+		cfg.Identity = r.identity
+	}
+	cs := c.Clientset
+	if cs == nil {
+		if cs, err = kubernetes.NewForConfig(r.mgr.GetConfig()); err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: Clientset: building one from the manager's rest config: %v", ErrInvalidRegistration, c.Name, err)
+		}
+	}
+	s := &Sharded{
+		r: r, spec: c, list: listObj, clientset: cs,
+		logger: r.logger.WithValues("controller", c.Name, "ring", cfg.Name),
+		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{}, stores: map[int]toolscache.Store{},
+		queueReady: make(chan struct{}),
+	}
+	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+	}
+	s.ring = s.sharder.Ring()
+	opts := c.Options
+	opts.Reconciler = reconcile.Func(s.reconcile)
+	opts.SkipNameValidation = ptr.To(true)
+	opts.NeedLeaderElection, opts.EnableWarmup = ptr.To(false), ptr.To(true)
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = r.logger
+	}
+	if s.ctrl, err = controller.NewUnmanaged(c.Name, opts); err != nil {
+		return nil, fmt.Errorf("%w: building sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+	}
+	if c.CacheOwnShards {
+		s.watcher, err = client.NewWithWatch(r.mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: r.mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: a watching client from the manager's rest config: %v", ErrInvalidRegistration, c.Name, err)
+		}
+	} else if err := s.watchCache(); err != nil {
+		return nil, err
+	}
+	if err := s.ctrl.Watch(source.Func(s.takeQueue)); err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+	}
+	if err := r.claim(c.Name); err != nil {
+		return nil, err
+	}
+	if err := r.mgr.Add(s); err != nil {
+		return nil, fmt.Errorf("controllerruntime: adding sharded controller %q to the manager: %w", c.Name, err)
+	}
+	return s, nil
+}
+
+// watchCache makes the manager's cache of For the controller's source.
+func (s *Sharded) watchCache() error {
+	obj := s.spec.For.DeepCopyObject().(client.Object)
+	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler())); err != nil {
+		return fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
+	}
+	return nil
+}
+
+// Sharded is a sharded controller added with AddShardedController: a runnable of the
+// manager that every replica runs. Its methods are safe for concurrent use.
+type Sharded struct {
+	r         *Runtime
+	spec      ShardedController
+	list      runtime.Object // an empty list of For's type
+	clientset kubernetes.Interface
+	logger    logr.Logger
+	sharder   *sharding.Sharder
+	ring      sharding.Ring
+	ctrl      controller.Controller
+	watcher   client.WithWatch // the shard informers' client, with CacheOwnShards
+
+	// queueReady is closed once queue is set, when the controller's sources start.
+	queueReady chan struct{}
+	queue      workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	reconciled, dropped, enqueued, acquiredN atomic.Uint64
+	serverSharding                           atomic.Int32 // a ServerSharding
+	ownShards                                atomic.Bool  // see ownCache
+
+	// mu guards shards, gone and stores.
+	mu     sync.Mutex
+	shards map[int]*shardLead           // the shards led now
+	gone   map[types.NamespacedName]int // the shard of deleted objects not yet reconciled
+	stores map[int]toolscache.Store     // the shard informers' stores, with ownCache
+}
+
+// shardLead is one term of one shard led here.
+type shardLead struct {
+	ctx      context.Context // the shard's term context, with its term reference
+	inflight sync.WaitGroup  // reconciles running under this term
+}
+
+// Sharder returns the ring's sharder of this replica (Owned, Members, Stats).
+func (s *Sharded) Sharder() *sharding.Sharder { return s.sharder }
+
+// Stats returns the controller's counters.
+func (s *Sharded) Stats() ShardedStats {
+	return ShardedStats{
+		Reconciled: s.reconciled.Load(), Dropped: s.dropped.Load(),
+		Enqueued: s.enqueued.Load(), Acquired: s.acquiredN.Load(),
+	}
+}
+
+// NeedLeaderElection returns false: every replica runs a sharded controller.
+func (s *Sharded) NeedLeaderElection() bool { return false }
+
+// Start runs the controller until ctx ends: it syncs the informer of For and starts
+// the workers, then joins the ring and reconciles the objects of the shards it leads.
+// When ctx ends it leaves the ring, handing its shards over (each after its running
+// reconciles returned), and only then stops the workers.
+func (s *Sharded) Start(ctx context.Context) error {
+	s.reportServerSharding(ctx)
+	if s.spec.CacheOwnShards {
+		if s.ServerSharding() == ShardingServed {
+			s.ownShards.Store(true)
+		} else if err := s.watchCache(); err != nil {
+			return err
+		}
+	}
+	// The controller outlives ctx until the shards are handed over.
+	ctrlCtx, stopCtrl := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCtrl()
+	if wu, ok := s.ctrl.(warmupper); ok {
+		if err := wu.Warmup(ctrlCtx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("controllerruntime: warming sharded controller %q: %w", s.spec.Name, err)
+		}
+	}
+	ctrlDone := make(chan error, 1)
+	go func() { ctrlDone <- s.ctrl.Start(ctrlCtx) }()
+	runErr := s.sharder.Run(ctx)
+	stopCtrl()
+	ctrlErr := <-ctrlDone
+	return errors.Join(runErr, ctrlErr)
+}
+
+// takeQueue is a source that only keeps the controller's queue, for the requests
+// enqueued when a shard is acquired.
+func (s *Sharded) takeQueue(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	s.queue = q
+	close(s.queueReady)
+	return nil
+}
+
+// handler enqueues the events of objects whose shard is led here, and remembers the
+// shard of deleted objects (a request names the object, and a deleted object's UID
+// is no longer in the cache).
+func (s *Sharded) handler() handler.EventHandler {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if s.leads(s.ring.ShardOf(string(obj.GetUID()))) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			shard := s.ring.ShardOf(string(e.Object.GetUID()))
+			key := client.ObjectKeyFromObject(e.Object)
+			s.mu.Lock()
+			_, led := s.shards[shard]
+			if led {
+				s.gone[key] = shard // only for shards led here: the entry goes at the reconcile
+			}
+			s.mu.Unlock()
+			if led {
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// leads reports whether this replica leads shard now.
+func (s *Sharded) leads(shard int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.shards[shard]
+	return ok
+}
+
+// acquired is the sharder's OnAcquired: it records the shard's term, enqueues every
+// object of the shard in the cache (the new owner starts from the current state, not
+// from the next event; with the own-shards cache, the shard informer's first list
+// does), and when the term ends waits for the reconciles running under it and for
+// the shard's informer, so the shard is handed over only after they returned.
+func (s *Sharded) acquired(ctx context.Context) {
+	st, _ := sharding.ShardTermFromContext(ctx)
+	lead := &shardLead{ctx: withTermRef(ctx)}
+	s.mu.Lock()
+	s.shards[st.Shard] = lead
+	s.mu.Unlock()
+	s.acquiredN.Add(1)
+	var informer sync.WaitGroup
+	select {
+	case <-s.queueReady:
+		if s.ownCache() {
+			informer.Go(func() { s.runShardCache(ctx, st.Shard) })
+		} else {
+			s.enqueueShard(ctx, st.Shard)
+		}
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	defer informer.Wait()
+	s.mu.Lock()
+	if s.shards[st.Shard] == lead {
+		delete(s.shards, st.Shard)
+	}
+	s.mu.Unlock()
+	lead.inflight.Wait()
+}
+
+// enqueueShard enqueues every object of shard in the cache.
+func (s *Sharded) enqueueShard(ctx context.Context, shard int) {
+	list := s.list.DeepCopyObject().(client.ObjectList)
+	if err := s.r.mgr.GetCache().List(ctx, list); err != nil {
+		if ctx.Err() == nil {
+			s.logger.Error(err, "listing the objects of an acquired shard; they are reconciled on their next event", "shard", shard)
+		}
+		return
+	}
+	n := 0
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		obj, ok := o.(client.Object)
+		if ok && s.ring.ShardOf(string(obj.GetUID())) == shard {
+			s.queue.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+			n++
+		}
+		return nil
+	})
+	s.enqueued.Add(uint64(n))
+}
+
+// reconcile runs the Reconciler for req if its object's shard is led here, under a
+// context that carries the shard's term and ends with it; it drops req otherwise.
+func (s *Sharded) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	shard, ok, err := s.shardOf(ctx, req.NamespacedName)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !ok {
+		return reconcile.Result{}, nil // deleted before its delete event: nobody's
+	}
+	lead := s.begin(shard)
+	if lead == nil {
+		s.dropped.Add(1)
+		return reconcile.Result{}, nil // the shard's owner reconciles it
+	}
+	defer lead.inflight.Done()
+	rctx, cancel := context.WithCancel(lead.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	rctx = log.IntoContext(rctx, log.FromContext(ctx).WithValues("shard", shard))
+	s.reconciled.Add(1)
+	return s.spec.Reconciler.Reconcile(rctx, req)
+}
+
+// begin returns the live term of shard with one more reconcile counted in it, or nil
+// when the shard is not led here or its term ended.
+func (s *Sharded) begin(shard int) *shardLead {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lead := s.shards[shard]
+	if lead == nil || lead.ctx.Err() != nil {
+		return nil
+	}
+	lead.inflight.Add(1)
+	return lead
+}
+
+// shardOf returns the shard of the object key names: by its UID in the cache, or the
+// shard recorded at its delete event. ok is false when neither knows it.
+func (s *Sharded) shardOf(ctx context.Context, key types.NamespacedName) (shard int, ok bool, err error) {
+	obj := s.spec.For.DeepCopyObject().(client.Object)
+	err = s.Reader().Get(ctx, key, obj)
+	switch {
+	case err == nil:
+		return s.ring.ShardOf(string(obj.GetUID())), true, nil
+	case apierrors.IsNotFound(err):
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		shard, ok = s.gone[key]
+		delete(s.gone, key)
+		return shard, ok, nil
+	default:
+		return 0, false, err
+	}
+}
+
+var _ manager.LeaderElectionRunnable = (*Sharded)(nil)
