@@ -244,14 +244,17 @@ func waitTerm(t *testing.T, c *candidate, max time.Duration) time.Time {
 }
 
 // TestTerminatedLeaderReplacedAtOnce: the leader stops without releasing, the kubelet
-// reports its container terminated: the follower's term starts within 100ms of the
-// status write (the lease rules would take at least LeaseDuration − RetryPeriod).
+// reports its container terminated: the follower's term starts on the report, before
+// the lease rules would let it (LeaseDuration − RetryPeriod after the last renew). How
+// soon after the status write is a figure, logged here and measured without the race
+// detector in hack/bench.sh (tens of milliseconds), not a timed assertion.
 func TestTerminatedLeaderReplacedAtOnce(t *testing.T) {
 	for i := range 5 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			tm := figureTimings(t)
 			cs, pa, a, b := setup(t, nil, tm)
 			a.kill()
+			killed := time.Now()
 			time.Sleep(100 * time.Millisecond)
 			written := time.Now()
 			setContainer(t, cs, pa, terminated(a.inc), corev1.ContainerState{})
@@ -259,8 +262,9 @@ func TestTerminatedLeaderReplacedAtOnce(t *testing.T) {
 			started := waitTerm(t, b, 2*tm.lease)
 			t.Logf("next term %v after the status write was sent (%v after its answer)",
 				started.Sub(written).Round(time.Millisecond), started.Sub(answered).Round(time.Millisecond))
-			if d := started.Sub(written); d > 100*time.Millisecond {
-				t.Fatalf("next term %v after the status write, want within 100ms", d)
+			if earliest := killed.Add(tm.lease - tm.retry); !started.Before(earliest) {
+				t.Fatalf("next term %v after the kill, no sooner than the lease rules allow (%v): the report was not taken",
+					started.Sub(killed), tm.lease-tm.retry)
 			}
 		})
 	}

@@ -38,7 +38,7 @@ type ShardedController struct {
 	Name string
 	// Reconciler is called for objects of the shards this replica leads, with a
 	// context that carries the shard and its term (sharding.ShardTermFromContext;
-	// TermFromContext gives the shard's term) and ends with that term. Required.
+	// termctx.FromContext gives the shard's term) and ends with that term. Required.
 	Reconciler reconcile.Reconciler
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.

@@ -25,9 +25,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/baton-dev/baton/internal/replicatest"
 	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // shardLedger records the reconciles of every replica of a sharded controller and
@@ -59,7 +59,7 @@ func (l *shardLedger) violate(format string, args ...any) {
 // enter records the start of a reconcile of name by replica under ctx.
 func (l *shardLedger) enter(ctx context.Context, replica, name string, uid types.UID) (sharding.ShardTerm, bool) {
 	st, ok := sharding.ShardTermFromContext(ctx)
-	term, tok := TermFromContext(ctx)
+	term, tok := termctx.FromContext(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !ok || !tok || term != st.Term {
@@ -242,7 +242,7 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 		}
 		return true
 	}
-	replicatest.WaitFor(t, 30*time.Second, "balanced shards and every object reconciled", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "balanced shards and every object reconciled", func() bool {
 		return balanced(handles) && everyObjectBy(func(_, by string) bool { return by != "" })
 	})
 	t.Logf("3 replicas: balanced and all %d objects reconciled %v after start", objects, time.Since(start).Round(time.Millisecond))
@@ -278,7 +278,7 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 		}
 		return len(list.Items) == objects
 	}
-	replicatest.WaitFor(t, 30*time.Second, "every ConfigMap written by its shard's owner, stamped with a term of its shard", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "every ConfigMap written by its shard's owner, stamped with a term of its shard", func() bool {
 		return writtenByOwners(handles, func(int) bool { return false })
 	})
 
@@ -309,15 +309,15 @@ func TestShardedControllerSpreadsAndHandsOver(t *testing.T) {
 			t.Errorf("a write under r2's ended shard term: got %v, want ErrTermEnded", err)
 		}
 	}
-	replicatest.WaitFor(t, 30*time.Second, "the objects of r2's shards reconciled by r0 or r1", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "the objects of r2's shards reconciled by r0 or r1", func() bool {
 		return everyObjectBy(func(name, by string) bool {
 			return !moved[uids[name]] || by == "r0" || by == "r1"
 		})
 	})
 	t.Logf("graceful leave of r2 (%d shards): its manager stopped in %v, all their objects reconciled by the new owners %v after the leave began",
 		len(moved), stopped.Round(time.Millisecond), time.Since(leave).Round(time.Millisecond))
-	replicatest.WaitFor(t, 30*time.Second, "2 replicas balanced", func() bool { return balanced(handles[:2]) })
-	replicatest.WaitFor(t, 30*time.Second, "the objects of r2's shards rewritten, stamped with their new owner's shard term", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "2 replicas balanced", func() bool { return balanced(handles[:2]) })
+	batontest.WaitFor(t, 30*time.Second, "the objects of r2's shards rewritten, stamped with their new owner's shard term", func() bool {
 		return writtenByOwners(handles[:2], func(shard int) bool { return moved[shard] })
 	})
 	ledger.check(t)
@@ -389,7 +389,7 @@ func TestShardedControllerOnServerWithShardedWatch(t *testing.T) {
 		rt, err := New(mgr, Options{
 			LeaderElectionID: "gated", LeaderElectionNamespace: "default", Identity: id,
 			LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
-			LeaderElectionReleaseOnCancel: true, MetricsRegisterer: prometheus.NewRegistry(),
+			MetricsRegisterer: prometheus.NewRegistry(),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -468,7 +468,7 @@ func TestShardedControllerOnServerWithShardedWatch(t *testing.T) {
 		}
 		return true
 	}
-	replicatest.WaitFor(t, 30*time.Second, "every object reconciled, each replica caching its own shards only", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "every object reconciled, each replica caching its own shards only", func() bool {
 		return allReconciledBy(nil, "g0", "g1") && cachedOwn(replicas) &&
 			len(replicas[0].h.Sharder().Owned()) == shards/2
 	})
@@ -485,7 +485,7 @@ func TestShardedControllerOnServerWithShardedWatch(t *testing.T) {
 	ledger.forget()
 	leave := time.Now()
 	stop(replicas[1])
-	replicatest.WaitFor(t, 30*time.Second, "g0 caching every object and reconciling those of g1's shards after g1 left", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "g0 caching every object and reconciling those of g1's shards after g1 left", func() bool {
 		return cachedOwn(replicas[:1]) && allReconciledBy(moved, "g0")
 	})
 	t.Logf("g1 left (%d shards): g0 caches all %d ConfigMaps and reconciled those of the moved shards %v after the leave began", len(moved), replicas[0].h.CachedObjects(), time.Since(leave).Round(time.Millisecond))
@@ -580,7 +580,7 @@ func TestShardedControllerTakesACrashedReplicasShards(t *testing.T) {
 		}
 		return total
 	}
-	replicatest.WaitFor(t, 30*time.Second, "every shard led, each replica some", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "every shard led, each replica some", func() bool {
 		for _, h := range handles {
 			if len(h.Sharder().Owned()) == 0 {
 				return false
@@ -595,9 +595,9 @@ func TestShardedControllerTakesACrashedReplicasShards(t *testing.T) {
 	ledger.forget()
 	crash := time.Now()
 	nodes[2].partition.Cut()
-	replicatest.WaitFor(t, 30*time.Second, "c2's shard terms over by its own clock", func() bool { return len(handles[2].Sharder().Owned()) == 0 })
+	batontest.WaitFor(t, 30*time.Second, "c2's shard terms over by its own clock", func() bool { return len(handles[2].Sharder().Owned()) == 0 })
 	termsOver := time.Since(crash)
-	replicatest.WaitFor(t, 30*time.Second, "c0 and c1 leading every shard and reconciling the objects of c2's", func() bool {
+	batontest.WaitFor(t, 30*time.Second, "c0 and c1 leading every shard and reconciling the objects of c2's", func() bool {
 		if ownedBy(handles[:2]) != shards {
 			return false
 		}
