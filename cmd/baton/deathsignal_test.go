@@ -36,6 +36,8 @@ func TestRunDeathSignal(t *testing.T) {
 	}{
 		{name: "in a pod", env: inPod, on: true, wantLog: "death signal on"},
 		{name: "not in a pod", env: nil, wantLog: "not running in a pod"},
+		// Development containers set CONTAINER_NAME too.
+		{name: "CONTAINER_NAME alone", env: map[string]string{incarnation.EnvContainer: "dev"}, wantLog: "not running in a pod"},
 		{name: "partial", env: partial, wantErr: []string{"--death-signal", "POD_UID", "CONTAINER_NAME", "--death-signal=false"}},
 		{name: "disabled", args: []string{"--death-signal=false"}, env: inPod, wantLog: "--death-signal=false"},
 	} {

@@ -222,19 +222,26 @@ func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, *incarnation.Watc
 // useDeathSignal sets the death signal in election when --death-signal is
 // on and the process runs in a pod: it learns this run's incarnation
 // (writing its nonce to --termination-message-path) and gives the elector
-// a Watcher of the holder's pod, which it returns. Outside a pod (no pod
-// variable set) it leaves election as it is and logs so once; some pod
-// variables set but not all is an error naming the missing ones.
+// a Watcher of the holder's pod, which it returns. Outside a pod (none of
+// POD_NAMESPACE, POD_NAME, POD_UID set) it leaves election as it is and logs
+// so once; some of the four variables set but not all is an error naming the
+// missing ones.
 func (r *runFlags) useDeathSignal(election *k8sle.Config, logger *slog.Logger) (*incarnation.Watcher, error) {
 	if !r.deathSignal {
 		logger.Info("death signal off (--death-signal=false): a crashed leader's lease is waited out")
 		return nil, nil
 	}
-	inc, err := incarnation.Learn(incarnation.LearnOptions{Getenv: r.getenv, TerminationLog: r.terminationLog})
-	if errors.Is(err, incarnation.ErrNotInPod) {
-		logger.Info("death signal off: not running in a pod (no POD_NAMESPACE, POD_NAME, POD_UID or CONTAINER_NAME set)")
+	getenv := r.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	// CONTAINER_NAME alone is no sign of a pod: other environments (development
+	// containers) set a variable of that name.
+	if getenv(incarnation.EnvPodNamespace) == "" && getenv(incarnation.EnvPodName) == "" && getenv(incarnation.EnvPodUID) == "" {
+		logger.Info("death signal off: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
 		return nil, nil
 	}
+	inc, err := incarnation.Learn(incarnation.LearnOptions{Getenv: getenv, TerminationLog: r.terminationLog})
 	if err != nil {
 		return nil, fmt.Errorf("--death-signal: %w (set them in the pod spec, see deploy/deployment.yaml, or pass --death-signal=false)", err)
 	}

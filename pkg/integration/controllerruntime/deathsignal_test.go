@@ -2,15 +2,25 @@ package controllerruntime
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/baton-dev/baton/pkg/batontest"
 
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
@@ -35,6 +45,9 @@ func TestDeathSignalOption(t *testing.T) {
 	}{
 		{name: "default in a pod", env: inPod, on: true, wantLog: "death signal on"},
 		{name: "default not in a pod", wantLog: "not running in a pod"},
+		// Development containers set CONTAINER_NAME too.
+		{name: "default CONTAINER_NAME alone", env: map[string]string{incarnation.EnvContainer: "dev"}, wantLog: "not running in a pod"},
+		{name: "true CONTAINER_NAME alone", option: ptr.To(true), env: map[string]string{incarnation.EnvContainer: "dev"}, wantErr: []string{"DeathSignal", "POD_NAMESPACE", "POD_NAME", "POD_UID"}},
 		{name: "default partial", env: partial, wantErr: []string{"DeathSignal", "POD_NAMESPACE", "POD_NAME", "CONTAINER_NAME"}},
 		{name: "true in a pod", option: ptr.To(true), env: inPod, on: true, wantLog: "death signal on"},
 		{name: "true not in a pod", option: ptr.To(true), wantErr: []string{"DeathSignal", "not running in a pod"}},
@@ -91,5 +104,98 @@ func TestDeathSignalOption(t *testing.T) {
 			}
 			w.Wait()
 		})
+	}
+}
+
+// TestDeathSignalTakesOverAtOnce: two Runtimes in pod environments on a lease of 20s;
+// the leader stops without releasing, the test plays the kubelet and reports its
+// container terminated with the nonce New wrote; the follower takes the lease well
+// before the lease would expire.
+func TestDeathSignalTakesOverAtOnce(t *testing.T) {
+	const ns, lease, container = "default", "deathsignal", "manager"
+	lease20, renew15, retry1 := 20*time.Second, 15*time.Second, time.Second
+	cs, err := kubernetes.NewForConfig(shared.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*node
+	var logs []string
+	for _, name := range []string{"ds-a", "ds-b"} {
+		pod, err := cs.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: container, Image: "baton"}}, AutomountServiceAccountToken: new(bool)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cs.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		})
+		t.Setenv(incarnation.EnvPodNamespace, ns)
+		t.Setenv(incarnation.EnvPodName, name)
+		t.Setenv(incarnation.EnvPodUID, string(pod.UID))
+		t.Setenv(incarnation.EnvContainer, container)
+		logFile := filepath.Join(t.TempDir(), "termination-log")
+		mgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &node{registry: prometheus.NewRegistry(), done: make(chan error, 1), mgr: mgr}
+		n.rt, err = New(mgr, Options{
+			LeaderElectionID: lease, LeaderElectionNamespace: ns, Identity: name,
+			LeaseDuration: &lease20, RenewDeadline: &renew15, RetryPeriod: &retry1,
+			LeaderElectionReleaseOnCancel: ptr.To(false), Clientset: cs, MetricsRegisterer: n.registry,
+			TerminationMessagePath: logFile,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.rt.AddLeaderOnly("wait", func(ctx context.Context) error { Subscribed(ctx); <-ctx.Done(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		nodes, logs = append(nodes, n), append(logs, logFile)
+	}
+	nodes[0].start(t)
+	batontest.WaitFor(t, 30*time.Second, "a to lead", func() bool { return nodes[0].rt.Term() != 0 })
+	nodes[1].start(t)
+	batontest.WaitFor(t, 30*time.Second, "b to see a", func() bool { return nodes[1].rt.GetLeader() == "ds-a" })
+	// A state seen on a first look is waited out (it may be a restored copy): let b see
+	// a renew. Two renews after b saw a, b's watch has delivered the first.
+	seen, err := cs.CoordinationV1().Leases(ns).Get(t.Context(), lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renews := 0
+	batontest.WaitFor(t, 30*time.Second, "a to renew twice", func() bool {
+		l, err := cs.CoordinationV1().Leases(ns).Get(t.Context(), lease, metav1.GetOptions{})
+		if err == nil && l.ResourceVersion != seen.ResourceVersion {
+			seen, renews = l, renews+1
+		}
+		return renews >= 2
+	})
+	nodes[0].stop(t) // no release: only the death signal or the lease's expiry lets b lead
+
+	msg, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cs.CoreV1().Pods(ns).Get(t.Context(), "ds-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: container, Image: "baton", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: string(msg), StartedAt: now, FinishedAt: now},
+	}}}
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reported := time.Now()
+	batontest.WaitFor(t, 30*time.Second, "b to lead", func() bool { return nodes[1].rt.Term() != 0 })
+	took := time.Since(reported)
+	t.Logf("b led %v after the kubelet's report", took)
+	if took > 5*time.Second {
+		t.Errorf("b led %v after the kubelet's report; the death signal should take over within a second or so (the lease lasts %v)", took, lease20)
 	}
 }

@@ -81,9 +81,10 @@ type Options struct {
 	// (pkg/k8s/incarnation). It needs the environment variables POD_NAMESPACE,
 	// POD_NAME, POD_UID (the Downward API) and CONTAINER_NAME (the container's name,
 	// literally), and RBAC list and watch on pods in the Lease's namespace. Default
-	// (nil): on when all four variables are set, off when none is (not in a pod), and
-	// an error naming the missing ones when some are. True: on, and an error when
-	// any is missing. False: off.
+	// (nil): on when all four variables are set, off when none of the three POD_
+	// ones is (not in a pod; CONTAINER_NAME alone is set by other environments too),
+	// and an error naming the missing ones otherwise. True: on, and an error when any
+	// is missing. False: off.
 	DeathSignal *bool
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not
@@ -183,12 +184,14 @@ func (o Options) deathSignal(election *k8sle.Config, cs kubernetes.Interface, lo
 		logger.Info("death signal off (Options.DeathSignal false): a crashed leader's lease is waited out")
 		return nil, nil
 	}
-	inc, err := incarnation.Learn(incarnation.LearnOptions{TerminationLog: o.TerminationMessagePath})
-	switch {
-	case errors.Is(err, incarnation.ErrNotInPod) && o.DeathSignal == nil:
-		logger.Info("death signal off: not running in a pod (no POD_NAMESPACE, POD_NAME, POD_UID or CONTAINER_NAME set)")
+	// CONTAINER_NAME alone is no sign of a pod: other environments (development
+	// containers) set a variable of that name.
+	if o.DeathSignal == nil && os.Getenv(incarnation.EnvPodNamespace) == "" && os.Getenv(incarnation.EnvPodName) == "" && os.Getenv(incarnation.EnvPodUID) == "" {
+		logger.Info("death signal off: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
 		return nil, nil
-	case err != nil:
+	}
+	inc, err := incarnation.Learn(incarnation.LearnOptions{TerminationLog: o.TerminationMessagePath})
+	if err != nil {
 		return nil, fmt.Errorf("%w: DeathSignal: %w (set them in the pod spec, or set DeathSignal to false)", ErrInvalidOptions, err)
 	}
 	w, err := incarnation.NewWatcher(cs, logger)
