@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"cmp"
 	"io/fs"
 	"net"
 	"os"
@@ -151,14 +152,27 @@ func TestDeployment(t *testing.T) {
 	if len(c.Args) == 0 || c.Args[0] != "run" {
 		t.Errorf("args %v, want baton run", c.Args)
 	}
-	env := map[string]string{}
+	env, literal := map[string]string{}, map[string]string{}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
 			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		} else {
+			literal[e.Name] = e.Value
 		}
 	}
-	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
-		t.Errorf("downward API env %v, want POD_NAME=metadata.name, POD_NAMESPACE=metadata.namespace", env)
+	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" || env["POD_UID"] != "metadata.uid" {
+		t.Errorf("downward API env %v, want POD_NAME=metadata.name, POD_NAMESPACE=metadata.namespace, POD_UID=metadata.uid", env)
+	}
+	// The death signal names the container; a wrong name proves nothing and
+	// leaves every crash to the lease.
+	if literal["CONTAINER_NAME"] != c.Name {
+		t.Errorf("CONTAINER_NAME %q, want the container's name %q", literal["CONTAINER_NAME"], c.Name)
+	}
+	// The kubelet reports the nonce from the termination message file, which
+	// must be the one baton run writes.
+	path := cmp.Or(c.TerminationMessagePath, corev1.TerminationMessagePathDefault)
+	if p, ok := flagValue(c.Args, "termination-message-path"); cmp.Or(p, corev1.TerminationMessagePathDefault) != path {
+		t.Errorf("terminationMessagePath %q, --termination-message-path %q (%v): want them equal", path, p, ok)
 	}
 	// /metrics has no authentication: loopback only, and no port for it.
 	metricsAddr, _ := flagValue(c.Args, "metrics-addr")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/baton-dev/baton/pkg/controller/app"
 	"github.com/baton-dev/baton/pkg/controller/metrics"
+	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -32,6 +33,12 @@ type runFlags struct {
 	metrics    string // /metrics, /healthz and /readyz, with details
 	probes     string // /healthz and /readyz for the kubelet, status only
 	logs       logFlags
+	// deathSignal turns the death signal on in a pod (pkg/k8s/incarnation);
+	// terminationLog is the container's terminationMessagePath.
+	deathSignal    bool
+	terminationLog string
+	// getenv reads the pod identity; nil is os.Getenv (tests set it).
+	getenv func(string) string
 }
 
 func (r *runFlags) register(fs *flag.FlagSet) {
@@ -50,6 +57,8 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseDuration, "lease-duration", k8sle.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&c.RenewDeadline, "renew-deadline", k8sle.DefaultRenewDeadline, "renew deadline (below the lease duration)")
 	fs.DurationVar(&c.RetryPeriod, "retry-period", k8sle.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
+	fs.BoolVar(&r.deathSignal, "death-signal", true, "in a pod, take the lease at once when the kubelet reports the leader's container terminated, instead of waiting the lease out (needs POD_NAMESPACE, POD_NAME, POD_UID and CONTAINER_NAME; off outside a pod)")
+	fs.StringVar(&r.terminationLog, "termination-message-path", incarnation.DefaultTerminationLog, "the container's terminationMessagePath, where the death signal writes this run's nonce (nothing else may overwrite it)")
 	r.logs.register(fs, "info")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: baton run [flags]\n\nRuns one replica of the controller against a Kubernetes cluster. SIGTERM or SIGINT\nstops it gracefully: leader work stops, then the lease is released.\n\n")
@@ -145,9 +154,13 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger, _ := rf.logs.logger(stderr)
 	useLogger(logger)
-	r, err := rf.replica(logger)
+	r, deaths, err := rf.replica(logger)
 	if err != nil {
 		return usageErrors(stderr, "run", unjoin(err))
+	}
+	if deaths != nil {
+		// The pod watches end with the elector; wait for them before exiting.
+		defer deaths.Wait()
 	}
 	if rf.metrics != "" {
 		stop, err := serveRun("--metrics-addr", "serving metrics", rf.metrics, r.Handler(), logger)
@@ -177,23 +190,69 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// replica builds the replica the flags describe.
-func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, error) {
+// replica builds the replica the flags describe, and the watcher of the
+// death signal when it is on (nil when off): call its Wait after the
+// replica's Run returned.
+func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, *incarnation.Watcher, error) {
 	cfg, err := restConfig(r.kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.c.Clientset, err = kubernetes.NewForConfig(rest.AddUserAgent(cfg, "baton/"+r.c.Identity))
 	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("building the Kubernetes client: %w", err)
 	}
 	r.c.ReleaseOnCancel = true
 	opts, err := app.Cluster(r.c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts.Logger = logger
-	return app.New(opts)
+	deaths, err := r.useDeathSignal(&opts.Election, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := app.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rep, deaths, nil
+}
+
+// useDeathSignal sets the death signal in election when --death-signal is
+// on and the process runs in a pod: it learns this run's incarnation
+// (writing its nonce to --termination-message-path) and gives the elector
+// a Watcher of the holder's pod, which it returns. Outside a pod (none of
+// POD_NAMESPACE, POD_NAME, POD_UID set) it leaves election as it is and logs
+// so once; some of the four variables set but not all is an error naming the
+// missing ones.
+func (r *runFlags) useDeathSignal(election *k8sle.Config, logger *slog.Logger) (*incarnation.Watcher, error) {
+	if !r.deathSignal {
+		logger.Info("death signal off (--death-signal=false): a crashed leader's lease is waited out")
+		return nil, nil
+	}
+	getenv := r.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	// CONTAINER_NAME alone is no sign of a pod: other environments (development
+	// containers) set a variable of that name.
+	if getenv(incarnation.EnvPodNamespace) == "" && getenv(incarnation.EnvPodName) == "" && getenv(incarnation.EnvPodUID) == "" {
+		logger.Info("death signal off: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
+		return nil, nil
+	}
+	inc, err := incarnation.Learn(incarnation.LearnOptions{Getenv: getenv, TerminationLog: r.terminationLog})
+	if err != nil {
+		return nil, fmt.Errorf("--death-signal: %w (set them in the pod spec, see deploy/deployment.yaml, or pass --death-signal=false)", err)
+	}
+	w, err := incarnation.NewWatcher(r.c.Clientset, logger)
+	if err != nil {
+		return nil, fmt.Errorf("--death-signal: %w", err)
+	}
+	election.Incarnation, election.DeathWatch = inc.String(), w
+	logger.Info("death signal on: a leader whose container the kubelet reports terminated is taken over at once",
+		"incarnation", election.Incarnation)
+	return w, nil
 }
 
 // serveRun serves h on addr, the value of flag, and logs msg with the

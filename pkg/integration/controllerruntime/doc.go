@@ -156,6 +156,17 @@
 // Subscribed(ctx), and receives the cached state at once when its term starts, never
 // older than what it already holds.
 //
+// # Crash failover
+//
+// In a pod, a follower takes the Lease at once when the kubelet reports the leader's
+// container terminated, instead of waiting LeaseDuration out (the death signal,
+// pkg/k8s/incarnation). Give the container the environment variables POD_NAMESPACE,
+// POD_NAME, POD_UID (Downward API fieldRefs metadata.namespace, metadata.name,
+// metadata.uid) and CONTAINER_NAME (its own name), and the service account list and
+// watch on pods in the Lease's namespace; keep terminationMessagePath at its default
+// (or set Options.TerminationMessagePath to it) and let nothing overwrite that file.
+// Outside a pod it is off; Options.DeathSignal false turns it off in one.
+//
 // # Health and metrics
 //
 // New adds the /healthz check HealthzCheckName (fails while the replica believes it

@@ -3,6 +3,7 @@ package controllerruntime
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -74,6 +76,21 @@ type Options struct {
 	// controller-runtime's metrics.Registry, served on the manager's metrics endpoint.
 	// Give each Runtime of one process (tests) a registry of its own.
 	MetricsRegisterer prometheus.Registerer
+	// DeathSignal lets a follower take the Lease at once when the kubelet reports the
+	// leader's container terminated, instead of waiting LeaseDuration out
+	// (pkg/k8s/incarnation). It needs the environment variables POD_NAMESPACE,
+	// POD_NAME, POD_UID (the Downward API) and CONTAINER_NAME (the container's name,
+	// literally), and RBAC list and watch on pods in the Lease's namespace. Default
+	// (nil): on when all four variables are set, off when none of the three POD_
+	// ones is (not in a pod; CONTAINER_NAME alone is set by other environments too),
+	// and an error naming the missing ones otherwise. True: on, and an error when any
+	// is missing. False: off.
+	DeathSignal *bool
+	// TerminationMessagePath is the container's terminationMessagePath, where New
+	// writes this run's nonce when the death signal is on; the application must not
+	// overwrite that file afterwards (appending is fine). Default ("")
+	// /dev/termination-log, Kubernetes' default.
+	TerminationMessagePath string
 }
 
 // settings are Options with the defaults applied.
@@ -156,4 +173,33 @@ func deref(d *time.Duration, def time.Duration) time.Duration {
 		return def
 	}
 	return *d
+}
+
+// deathSignal turns the death signal on in election as o.DeathSignal says: it learns
+// this run's incarnation (writing its nonce to the termination message file) and
+// gives the elector a Watcher of the holder's pod, which it returns (nil when off).
+// Its errors wrap ErrInvalidOptions and name the field.
+func (o Options) deathSignal(election *k8sle.Config, cs kubernetes.Interface, logger *slog.Logger) (*incarnation.Watcher, error) {
+	if o.DeathSignal != nil && !*o.DeathSignal {
+		logger.Info("death signal off (Options.DeathSignal false): a crashed leader's lease is waited out")
+		return nil, nil
+	}
+	// CONTAINER_NAME alone is no sign of a pod: other environments (development
+	// containers) set a variable of that name.
+	if o.DeathSignal == nil && os.Getenv(incarnation.EnvPodNamespace) == "" && os.Getenv(incarnation.EnvPodName) == "" && os.Getenv(incarnation.EnvPodUID) == "" {
+		logger.Info("death signal off: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
+		return nil, nil
+	}
+	inc, err := incarnation.Learn(incarnation.LearnOptions{TerminationLog: o.TerminationMessagePath})
+	if err != nil {
+		return nil, fmt.Errorf("%w: DeathSignal: %w (set them in the pod spec, or set DeathSignal to false)", ErrInvalidOptions, err)
+	}
+	w, err := incarnation.NewWatcher(cs, logger)
+	if err != nil {
+		return nil, fmt.Errorf("%w: DeathSignal: %w", ErrInvalidOptions, err)
+	}
+	election.Incarnation, election.DeathWatch = inc.String(), w
+	logger.Info("death signal on: a leader whose container the kubelet reports terminated is taken over at once",
+		"incarnation", election.Incarnation)
+	return w, nil
 }

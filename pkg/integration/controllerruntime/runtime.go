@@ -17,6 +17,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 )
 
 // busCapacity is how many events the bus holds before it is started.
@@ -35,6 +36,9 @@ type Runtime struct {
 	metrics  *collector
 	identity string
 	slogger  *slog.Logger
+	// deaths watches lease holders' pods for the death signal; nil when it is off
+	// (Options.DeathSignal).
+	deaths *incarnation.Watcher
 
 	// lease reads this replica's Lease for the fenced clients; serverSide is
 	// Options.ServerSideFence.
@@ -80,7 +84,11 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		}
 	}
 	slogger := slog.New(logr.ToSlogHandler(s.logger))
-	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
+	deaths, err := opts.deathSignal(&s.election, cs, slogger)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{}, deaths: deaths,
 		lease:      &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity},
 		serverSide: opts.ServerSideFence}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
@@ -153,6 +161,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.bus.Start()
 	defer r.bus.Stop()
+	if r.deaths != nil {
+		// The pod watches end with the elector; wait for them too.
+		defer r.deaths.Wait()
+	}
 	return r.life.Run(ctx)
 }
 
