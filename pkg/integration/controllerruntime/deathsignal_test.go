@@ -27,8 +27,10 @@ import (
 )
 
 // TestDeathSignalOption: by default the death signal is on in a pod and off outside
-// one; true requires a pod, false turns it off; a partial pod environment is an error
-// naming the missing variables and the field.
+// one, and off with a WARN naming the missing variables in a partial pod environment
+// (a manifest from before the death signal); true requires a pod, and a partial
+// environment is then an error naming the missing variables and the field; false
+// turns it off.
 func TestDeathSignalOption(t *testing.T) {
 	inPod := map[string]string{
 		incarnation.EnvPodNamespace: "ns", incarnation.EnvPodName: "op-0",
@@ -48,7 +50,8 @@ func TestDeathSignalOption(t *testing.T) {
 		// Development containers set CONTAINER_NAME too.
 		{name: "default CONTAINER_NAME alone", env: map[string]string{incarnation.EnvContainer: "dev"}, wantLog: "not running in a pod"},
 		{name: "true CONTAINER_NAME alone", option: ptr.To(true), env: map[string]string{incarnation.EnvContainer: "dev"}, wantErr: []string{"DeathSignal", "POD_NAMESPACE", "POD_NAME", "POD_UID"}},
-		{name: "default partial", env: partial, wantErr: []string{"DeathSignal", "POD_NAMESPACE", "POD_NAME", "CONTAINER_NAME"}},
+		{name: "default partial", env: partial, wantLog: "level=WARN msg=\"death signal off: the pod environment is incomplete"},
+		{name: "true partial", option: ptr.To(true), env: partial, wantErr: []string{"DeathSignal", "POD_NAMESPACE", "POD_NAME", "CONTAINER_NAME"}},
 		{name: "true in a pod", option: ptr.To(true), env: inPod, on: true, wantLog: "death signal on"},
 		{name: "true not in a pod", option: ptr.To(true), wantErr: []string{"DeathSignal", "not running in a pod"}},
 		{name: "false in a pod", option: ptr.To(false), env: inPod, wantLog: "DeathSignal false"},

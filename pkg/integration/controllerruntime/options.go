@@ -83,8 +83,10 @@ type Options struct {
 	// literally), and RBAC list and watch on pods in the Lease's namespace. Default
 	// (nil): on when all four variables are set, off when none of the three POD_
 	// ones is (not in a pod; CONTAINER_NAME alone is set by other environments too),
-	// and an error naming the missing ones otherwise. True: on, and an error when any
-	// is missing. False: off.
+	// and off with a WARN naming the missing ones otherwise: a manifest from before
+	// the death signal (POD_NAME and POD_NAMESPACE only, common for controllers)
+	// keeps working, as it did, with crashes waited out. True: on, and an error when
+	// any is missing. False: off.
 	DeathSignal *bool
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not
@@ -191,6 +193,11 @@ func (o Options) deathSignal(election *k8sle.Config, cs kubernetes.Interface, lo
 		return nil, nil
 	}
 	inc, err := incarnation.Learn(incarnation.LearnOptions{TerminationLog: o.TerminationMessagePath})
+	if err != nil && o.DeathSignal == nil {
+		logger.Warn("death signal off: the pod environment is incomplete; a crashed leader's lease is waited out "+
+			"(set the variables in the pod spec, or DeathSignal to false to silence this)", "error", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: DeathSignal: %w (set them in the pod spec, or set DeathSignal to false)", ErrInvalidOptions, err)
 	}
