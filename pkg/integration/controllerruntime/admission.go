@@ -60,33 +60,9 @@ const fenceMessage = "baton fence:"
 // f.Users to them, stamped or not, while the Lease does not exist (the API server looks
 // the parameter up before it evaluates the match conditions).
 func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
-	switch {
-	case f.Name == "":
-		return nil, nil, fmt.Errorf("%w: AdmissionFence.Name is empty", ErrInvalidOptions)
-	case f.LeaseName == "":
-		return nil, nil, fmt.Errorf("%w: AdmissionFence.LeaseName is empty; set it to Options.LeaderElectionID", ErrInvalidOptions)
-	case f.LeaseNamespace == "":
-		return nil, nil, fmt.Errorf("%w: AdmissionFence.LeaseNamespace is empty; set it to Options.LeaderElectionNamespace", ErrInvalidOptions)
-	case len(f.Users) == 0:
-		return nil, nil, fmt.Errorf("%w: AdmissionFence.Users is empty; set it to the controller's usernames (system:serviceaccount:NAMESPACE:NAME)", ErrInvalidOptions)
-	case len(f.Resources) == 0:
-		return nil, nil, fmt.Errorf("%w: AdmissionFence.Resources is empty; name the resources the controller writes", ErrInvalidOptions)
-	}
-	var rules []admissionv1.NamedRuleWithOperations
-	for i, r := range f.Resources {
-		if r.Resource == "" || strings.Contains(r.Resource, "/") {
-			return nil, nil, fmt.Errorf("%w: AdmissionFence.Resources[%d].Resource %q: want a resource name without a subresource", ErrInvalidOptions, i, r.Resource)
-		}
-		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
-			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
-			Rule: admissionv1.Rule{APIGroups: []string{r.Group}, APIVersions: []string{"*"},
-				Resources: []string{r.Resource}, Scope: ptr.To(admissionv1.AllScopes)},
-		}})
-	}
-	for i, u := range f.Users {
-		if u == "" || strings.ContainsAny(u, `'\`) {
-			return nil, nil, fmt.Errorf("%w: AdmissionFence.Users[%d] %q: want a username", ErrInvalidOptions, i, u)
-		}
+	rules, err := f.rules()
+	if err != nil {
+		return nil, nil, err
 	}
 	users := "['" + strings.Join(f.Users, "', '") + "']"
 	policy := &admissionv1.ValidatingAdmissionPolicy{
@@ -141,6 +117,40 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 		binding.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: f.NamespaceSelector}
 	}
 	return policy, binding, nil
+}
+
+// rules checks f and returns the policy's rules: create, update and delete of
+// each of f.Resources. Its errors wrap ErrInvalidOptions and name the field.
+func (f AdmissionFence) rules() ([]admissionv1.NamedRuleWithOperations, error) {
+	switch {
+	case f.Name == "":
+		return nil, fmt.Errorf("%w: AdmissionFence.Name is empty", ErrInvalidOptions)
+	case f.LeaseName == "":
+		return nil, fmt.Errorf("%w: AdmissionFence.LeaseName is empty; set it to Options.LeaderElectionID", ErrInvalidOptions)
+	case f.LeaseNamespace == "":
+		return nil, fmt.Errorf("%w: AdmissionFence.LeaseNamespace is empty; set it to Options.LeaderElectionNamespace", ErrInvalidOptions)
+	case len(f.Users) == 0:
+		return nil, fmt.Errorf("%w: AdmissionFence.Users is empty; set it to the controller's usernames (system:serviceaccount:NAMESPACE:NAME)", ErrInvalidOptions)
+	case len(f.Resources) == 0:
+		return nil, fmt.Errorf("%w: AdmissionFence.Resources is empty; name the resources the controller writes", ErrInvalidOptions)
+	}
+	var rules []admissionv1.NamedRuleWithOperations
+	for i, r := range f.Resources {
+		if r.Resource == "" || strings.Contains(r.Resource, "/") {
+			return nil, fmt.Errorf("%w: AdmissionFence.Resources[%d].Resource %q: want a resource name without a subresource", ErrInvalidOptions, i, r.Resource)
+		}
+		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
+			Rule: admissionv1.Rule{APIGroups: []string{r.Group}, APIVersions: []string{"*"},
+				Resources: []string{r.Resource}, Scope: ptr.To(admissionv1.AllScopes)},
+		}})
+	}
+	for i, u := range f.Users {
+		if u == "" || strings.ContainsAny(u, `'\`) {
+			return nil, fmt.Errorf("%w: AdmissionFence.Users[%d] %q: want a username", ErrInvalidOptions, i, u)
+		}
+	}
+	return rules, nil
 }
 
 // isFenceDenial reports whether err is a refusal of the fence's policy.

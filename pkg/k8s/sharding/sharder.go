@@ -123,6 +123,55 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	config, ring, err := config.check(stores)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sharder{
+		config:      config,
+		ring:        ring,
+		members:     stores.Members,
+		callbacks:   callbacks,
+		logger:      logger.With("ring", config.Name, "identity", config.Identity),
+		clock:       config.Clock,
+		kicks:       make(chan struct{}, 1),
+		owned:       map[int]uint64{},
+		handingOver: map[int]bool{},
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	for i := range ring.Shards() {
+		store := stores.Shard(i)
+		if store == nil {
+			return nil, fmt.Errorf("%w: Stores.Shard(%d) is nil", ErrInvalidConfig, i)
+		}
+		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) }, &s.refused)
+		e, err := leaderelection.NewWithStore(leaderelection.Config{
+			Identity:        config.Identity,
+			LeaseName:       ShardLeaseName(config.Name, i),
+			LeaseNamespace:  config.Namespace,
+			LeaseDuration:   config.LeaseDuration,
+			RenewDeadline:   config.RenewDeadline,
+			RetryPeriod:     config.RetryPeriod,
+			ReleaseOnCancel: true,
+			Clock:           config.Clock,
+		}, g, leaderelection.Callbacks{
+			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
+			OnStoppedLeading: func() { s.notLeading(i) },
+		}, slog.New(quietRefusals{logger.Handler()}).With("ring", config.Name, "shard", i))
+		if err != nil {
+			return nil, fmt.Errorf("sharding: shard %d: %w", i, err)
+		}
+		s.gates = append(s.gates, g)
+		s.electors = append(s.electors, e)
+	}
+	return s, nil
+}
+
+// check returns config with its defaults filled in and its ring, or an error
+// wrapping ErrInvalidConfig naming each bad field.
+func (config Config) check(stores Stores) (Config, Ring, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...)))
@@ -166,49 +215,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 	if stores.Members == nil {
 		bad("Stores.Members", "nil")
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	s := &Sharder{
-		config:      config,
-		ring:        ring,
-		members:     stores.Members,
-		callbacks:   callbacks,
-		logger:      logger.With("ring", config.Name, "identity", config.Identity),
-		clock:       config.Clock,
-		kicks:       make(chan struct{}, 1),
-		owned:       map[int]uint64{},
-		handingOver: map[int]bool{},
-	}
-	if s.clock == nil {
-		s.clock = realClock{}
-	}
-	for i := range ring.Shards() {
-		store := stores.Shard(i)
-		if store == nil {
-			return nil, fmt.Errorf("%w: Stores.Shard(%d) is nil", ErrInvalidConfig, i)
-		}
-		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) }, &s.refused)
-		e, err := leaderelection.NewWithStore(leaderelection.Config{
-			Identity:        config.Identity,
-			LeaseName:       ShardLeaseName(config.Name, i),
-			LeaseNamespace:  config.Namespace,
-			LeaseDuration:   config.LeaseDuration,
-			RenewDeadline:   config.RenewDeadline,
-			RetryPeriod:     config.RetryPeriod,
-			ReleaseOnCancel: true,
-			Clock:           config.Clock,
-		}, g, leaderelection.Callbacks{
-			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
-			OnStoppedLeading: func() { s.notLeading(i) },
-		}, slog.New(quietRefusals{logger.Handler()}).With("ring", config.Name, "shard", i))
-		if err != nil {
-			return nil, fmt.Errorf("sharding: shard %d: %w", i, err)
-		}
-		s.gates = append(s.gates, g)
-		s.electors = append(s.electors, e)
-	}
-	return s, nil
+	return config, ring, errors.Join(errs...)
 }
 
 // unjoin returns the errors joined in err (errors.Join), or err alone.
