@@ -156,6 +156,7 @@ func runGreeter(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
 	if holder := leaseHolder(t, cs, "greeter"); holder != first {
 		t.Fatalf("greeted by %q, but %q holds the lease", first, holder)
 	}
+	waitObserved(t, ps, first)
 
 	stopped := time.Now()
 	if err := ps[first].stop(); err != nil {
@@ -193,6 +194,7 @@ func runIndexer(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
 		first = leaseHolder(t, cs, "indexer")
 		return ps[first] != nil && strings.Contains(ps[first].output(), line)
 	})
+	waitObserved(t, ps, first)
 	stopped := time.Now()
 	if err := ps[first].stop(); err != nil {
 		t.Fatalf("%s after SIGTERM: %v\n%s", first, err, ps[first].output())
@@ -203,6 +205,34 @@ func runIndexer(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
 		return next != first && ps[next] != nil && strings.Contains(ps[next].output(), line)
 	})
 	t.Logf("%s had the index; after its SIGTERM, %s had it %v later", first, next, time.Since(stopped))
+}
+
+// waitObserved waits until every replica but leader has logged that it observed leader
+// holding the lease. Only then is a release one a follower takes at once: a release a
+// candidate sees on its first look at the lease is waited out like an unknown holder
+// (it may be a restored copy; see pkg/k8s/leaderelection), and the leader may be
+// stopped within milliseconds of its term's start, before the others looked.
+func waitObserved(t *testing.T, ps map[string]*process, leader string) {
+	t.Helper()
+	for id, p := range ps {
+		if id == leader {
+			continue
+		}
+		batontest.WaitFor(t, 30*time.Second, id+" observing "+leader+" leading", func() bool {
+			return observed(p.output(), leader)
+		})
+	}
+}
+
+// observed reports whether a replica's log has the line of the elector observing
+// leader as the holder of the lease.
+func observed(log, leader string) bool {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, `msg="new leader observed"`) && strings.Contains(line, " leader="+leader+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 func leaseHolder(t *testing.T, cs kubernetes.Interface, name string) string {

@@ -95,6 +95,39 @@ func TestGracefulRelease(t *testing.T) {
 	})
 }
 
+// TestReleaseOnFirstLook: a graceful release is taken at once only by a follower that
+// saw the lease held before (TestGracefulRelease). A candidate whose first look at the
+// lease is the release waits it out as an unknown holder, a LeaseDuration from that
+// look, since it may be a restored copy: so a leader stopped before the others looked
+// is replaced only then (the 15s handovers of the guide's test, which now waits for
+// every replica to observe the leader before stopping it).
+func TestReleaseOnFirstLook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.start("a", func(c *Config) { c.ReleaseOnCancel = true })
+		time.Sleep(time.Second)
+		if !a.e.IsLeader() {
+			t.Fatal("a does not lead")
+		}
+		if err := a.shutdown(); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+		_, _, released := a.store.times()
+		if released.IsZero() {
+			t.Fatal("a did not release the lease")
+		}
+		cl.start("b", nil)
+		nl := cl.waitLeader(a, 2*DefaultLeaseDuration)
+		_, started, _, _ := nl.snapshot()
+		took := started[0].Sub(released)
+		t.Logf("release seen on a first look taken by %s after %v", nl.id, took)
+		if took < DefaultLeaseDuration || took >= DefaultLeaseDuration+time.Second {
+			t.Fatalf("takeover %v after the release, want a LeaseDuration (%v) from the first look", took, DefaultLeaseDuration)
+		}
+	})
+}
+
 // TestCrashedLeader: a leader that stops answering (black-holed store, or cancelled
 // without release) is replaced right when its lease expires by the follower's clock:
 // no sooner than LeaseDuration and within LeaseDuration+500ms after its last renew.
