@@ -32,7 +32,10 @@
 // watches the ring's member Leases and counts a member live until LeaseDuration after
 // it last saw that member's Lease change, by its own clock, as the elector judges a
 // holder: clocks of different nodes need not agree. A replica always counts itself
-// while it runs.
+// while it runs. A Watch call of the member store that has not answered within
+// RenewDeadline (a black-holed List) is given up and tried again a RetryPeriod later,
+// as the elector does for a shard's Lease, so that it never holds up the renewals of
+// the member Lease.
 //
 // Why member Leases, and not the shard Leases' holders: a replica that just started
 // holds no shard, so nobody could see it to give it one. Why not one shared object
