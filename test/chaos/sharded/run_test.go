@@ -38,8 +38,10 @@ const (
 	bound = 2*leaseDur + 2*retryPeriod
 )
 
-// defaultSeeds are the histories CI runs.
-var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+// defaultSeeds are the histories CI runs: 6 is the regression seed of a member Watch
+// call that hung; 1071 overlaps two owners in the elector's cold-start window, so
+// that CI sees the checker tell it apart.
+var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 1071}
 
 // TestShardedChaos runs seeded random histories of a ring of 12 shards on in-memory
 // stores, each in a synctest bubble: 3 replicas, then faults for 30s (joins, graceful
