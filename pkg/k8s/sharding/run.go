@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // Run runs this replica's part of the ring until ctx ends, then leaves gracefully,
@@ -39,6 +41,7 @@ func (s *Sharder) Run(ctx context.Context) error {
 		stopElectors()
 		electors.Wait()
 		l.handovers.Wait()
+		l.opens.Wait()
 	}()
 
 	// 1. The members.
@@ -71,11 +74,16 @@ func (s *Sharder) Run(ctx context.Context) error {
 
 // loop is the state of Run's goroutine.
 type loop struct {
-	s         *Sharder
-	liveness  liveness
+	s        *Sharder
+	liveness liveness
+	// The member watch: opening while the store's Watch call is under way (it may
+	// hang: a black-holed List), then open (events), or neither until watchAt.
+	opening   <-chan openedWatch
+	openedAt  time.Time
+	opens     sync.WaitGroup // the goroutines of Watch calls
 	events    <-chan MemberEvent
-	stopWatch context.CancelFunc
-	watchAt   time.Time // when to watch the members again, while events is nil
+	stopWatch context.CancelFunc // ends the watch open or opening
+	watchAt   time.Time          // when to watch the members again, while neither
 	renewAt   time.Time
 	// rebalanceAt is when to hand over the shards placed elsewhere; zero when nothing
 	// changed since the last time.
@@ -87,59 +95,108 @@ type loop struct {
 // when ctx ended first.
 func (l *loop) firstMembers(ctx context.Context) bool {
 	for {
-		if l.events == nil {
+		if l.events == nil && l.opening == nil && !l.s.clock.Now().Before(l.watchAt) {
 			l.watch(ctx)
 		}
-		if l.events != nil {
-			select {
-			case ev, ok := <-l.events:
-				if l.receive(ev, ok) {
-					return true
-				}
-				continue
-			case <-ctx.Done():
-				l.closeWatch()
-				return false
+		l.giveUpHungWatch()
+		var wake chan struct{} // nil while the watch is open: its event is what to wait for
+		var timer leaderelection.Timer
+		if l.events == nil {
+			at := l.watchAt
+			if l.opening != nil {
+				at = l.openedAt.Add(l.s.config.RenewDeadline)
 			}
+			w := make(chan struct{})
+			wake, timer = w, l.s.clock.AfterFunc(at.Sub(l.s.clock.Now()), func() { close(w) })
 		}
-		if !l.sleepUntil(ctx, l.watchAt) {
-			return false
+		done, ok := l.firstEvent(ctx, wake)
+		if timer != nil {
+			timer.Stop()
+		}
+		if done {
+			return ok
 		}
 	}
 }
 
-// sleepUntil waits on the sharder's clock until at; false when ctx ended first.
-func (l *loop) sleepUntil(ctx context.Context, at time.Time) bool {
-	wake := make(chan struct{})
-	t := l.s.clock.AfterFunc(at.Sub(l.s.clock.Now()), func() { close(wake) })
-	defer t.Stop()
+// firstEvent waits for the Watch call, an event of the watch, wake or the end of ctx;
+// done is true when firstMembers is over, ok whether it got the members.
+func (l *loop) firstEvent(ctx context.Context, wake <-chan struct{}) (done, ok bool) {
 	select {
+	case o := <-l.opening:
+		l.opened(o)
+	case ev, ok := <-l.events:
+		if l.receive(ev, ok) {
+			return true, true
+		}
 	case <-wake:
-		return true
 	case <-ctx.Done():
-		return false
+		l.closeWatch()
+		return true, false
 	}
+	return false, false
 }
 
+// openedWatch is the outcome of a Watch call.
+type openedWatch struct {
+	events <-chan MemberEvent
+	err    error
+}
+
+// watch calls the store's Watch in a goroutine of its own: a call that hangs (a
+// black-holed List) must not hold up the loop, which renews the member Lease.
 func (l *loop) watch(ctx context.Context) {
 	wctx, cancel := context.WithCancel(ctx)
-	events, err := l.s.members.Watch(wctx)
-	if err != nil {
-		cancel()
-		l.s.logger.Warn("watching members failed", "error", err)
+	opening := make(chan openedWatch)
+	l.opens.Go(func() {
+		events, err := l.s.members.Watch(wctx)
+		select {
+		case opening <- openedWatch{events, err}:
+		case <-wctx.Done(): // given up, or Run ends
+			if err == nil {
+				for range events { // until the store closes it
+				}
+			}
+		}
+	})
+	l.opening, l.openedAt, l.stopWatch = opening, l.s.clock.Now(), cancel
+}
+
+// opened takes the outcome of the Watch call under way.
+func (l *loop) opened(o openedWatch) {
+	l.opening = nil
+	if o.err != nil {
+		l.stopWatch()
+		l.stopWatch = nil
+		l.s.logger.Warn("watching members failed", "error", o.err)
 		l.watchAt = l.s.clock.Now().Add(l.s.config.RetryPeriod)
 		return
 	}
-	l.events, l.stopWatch = events, cancel
+	l.events = o.events
+}
+
+// giveUpHungWatch gives up a Watch call under way for RenewDeadline, as the elector
+// does with a shard's, and watches again a RetryPeriod later.
+func (l *loop) giveUpHungWatch() {
+	now := l.s.clock.Now()
+	if l.opening == nil || now.Before(l.openedAt.Add(l.s.config.RenewDeadline)) {
+		return
+	}
+	l.s.logger.Warn("watching members timed out", "after", l.s.config.RenewDeadline)
+	l.stopWatch()
+	l.opening, l.stopWatch = nil, nil
+	l.watchAt = now.Add(l.s.config.RetryPeriod)
 }
 
 func (l *loop) closeWatch() {
 	if l.stopWatch != nil {
-		l.stopWatch()
+		l.stopWatch() // also ends a Watch call under way, whose goroutine drains its events
+	}
+	if l.events != nil {
 		for range l.events { // until the store closes it
 		}
 	}
-	l.events, l.stopWatch = nil, nil
+	l.events, l.opening, l.stopWatch = nil, nil, nil
 }
 
 // receive takes one receive of the member watch; it reports whether it carried the
@@ -204,7 +261,8 @@ func (l *loop) run(ctx context.Context) {
 		if !now.Before(l.renewAt) {
 			l.renew(ctx)
 		}
-		if l.events == nil && !now.Before(l.watchAt) {
+		l.giveUpHungWatch()
+		if l.events == nil && l.opening == nil && !now.Before(l.watchAt) {
 			l.watch(ctx)
 		}
 		l.replace(now) // members expire by time
@@ -213,7 +271,10 @@ func (l *loop) run(ctx context.Context) {
 			l.rebalance(ctx)
 		}
 		at := l.renewAt
-		if l.events == nil {
+		switch {
+		case l.opening != nil:
+			at = earlier(at, l.openedAt.Add(s.config.RenewDeadline))
+		case l.events == nil:
 			at = earlier(at, l.watchAt)
 		}
 		if exp, ok := l.liveness.nextExpiry(now); ok {
@@ -230,6 +291,8 @@ func (l *loop) run(ctx context.Context) {
 		})
 		select {
 		case <-ctx.Done():
+		case o := <-l.opening:
+			l.opened(o)
 		case ev, ok := <-l.events:
 			l.receive(ev, ok)
 		case <-s.kicks:

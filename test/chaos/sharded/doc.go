@@ -1,0 +1,102 @@
+// Package sharded is the sharded mode of the randomized fault suite (test/chaos): it
+// tests pkg/k8s/sharding the way test/chaos tests the elector, with seeded random fault
+// schedules over the replicas of a ring, every history recorded, and a checker over
+// every history. It has no code outside its tests.
+//
+// # Running
+//
+// hack/test.sh runs it with everything else: TestShardedChaos runs 9 fixed seeds, each
+// a history in a testing/synctest bubble (about a minute of fake time; a few seconds
+// of wall time for all of them), and TestCheckerFindsViolations shows that the checker
+// fails each broken property. Alone, and as a soak:
+//
+//	go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded
+//	BATON_SHARDED_CHAOS_SEEDS=1000 go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded
+//	BATON_SHARDED_CHAOS_FIRST=5001 BATON_SHARDED_CHAOS_SEEDS=1000 ...                  # other seeds
+//	BATON_SEED=6 go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded       # one seed
+//
+// BATON_SHARDED_CHAOS_LOG=1 writes every replica's log (Debug) to stderr. With -v the
+// test logs a summary: histories, shard terms, fenced writes (refused, and accepted
+// after their term ended), faults by kind, overlaps in the elector's cold-start
+// window, the slowest settling after the faults stopped, and violations by kind with
+// their seeds. A failing history prints its violations, its schedule and the command
+// that replays it. A seed fixes the schedule of faults (kinds, instants, targets); the
+// electors' retry jitter and the order of goroutines at one instant of fake time are
+// not seeded, so the timings within a replay may differ (the seeds found so far failed
+// on every replay).
+//
+// # A history
+//
+// A ring of 12 shards on in-memory stores (sharding.NewMemoryStores) at
+// LeaseDuration 3s, RenewDeadline 2s, RetryPeriod 500ms. Replicas r0 to r2 start
+// together; from 5s to 35s come 8 to 15 faults at seeded instants; then none. Each
+// replica reaches the stores through a node of its own that injects its faults:
+//
+//   - joins (a new replica, up to 5 live), graceful leaves (Run's context ends; the
+//     others act meanwhile) and crashes (cut off for good, at least 2 live stay);
+//   - pauses (0.75 to 6.75s): the node's store calls, their replies, its watch
+//     deliveries and its register writes are held until it resumes; timers keep
+//     running, so its terms end on time by its clock, and a write whose term was
+//     checked before the pause reaches the register after it;
+//   - cuts from the store (0.75 to 6.75s): calls fail at once, or hang until their
+//     context ends (a black-holed API server); a reply of a call under way is lost
+//     (the write may have been applied); watches close and new ones fail;
+//   - lagging watches (1.5 to 7.5s): every shard and member event reaches the node 20ms
+//     to 1s late;
+//   - 1 to 3 shard Leases deleted by hand, and a replica's member Lease deleted by hand.
+//
+// Every owner of a shard writes the shard's 2 objects to a fenced register every half
+// to one and a half RetryPeriod, each write stamped with its shard term and sent after
+// checking its term context, as a fenced client does; the register accepts a write
+// whose stamp is at least the highest it accepted for the object.
+//
+// # Checker
+//
+// A shard term is recorded from OnAcquired to the end of its context: in a bubble both
+// instants are exact, so terms of different replicas are compared on one clock, and a
+// term that ends at the instant another starts does not overlap it. A history fails
+// for:
+//
+//   - two owners of a shard at once: two of its terms overlap. One case is counted
+//     and reported instead, the elector's documented cold-start window: the higher
+//     of the two terms was acquired by a create sent before its elector had seen the
+//     Lease (a replica that just started, finding a Lease deleted by hand while its
+//     holder was cut off); fencing covers it, as the register's check shows;
+//   - shard terms not rising: each term of a shard is above every term of the shard
+//     that began before it (terms are the fencing tokens);
+//   - the fenced register, checked per object with porcupine against a model in
+//     which a write is accepted exactly when its stamp is above every stamp accepted
+//     before, or equal to it from the same writer (one term, one writer): a write of
+//     an ended term accepted after a newer term wrote, or two replicas with one term,
+//     fail it. A write accepted after its term ended but before a newer term wrote (a
+//     paused owner's) is counted, not failed: fencing makes it harmless;
+//   - at the bound after the faults stopped (2·LeaseDuration + 2·RetryPeriod, 7s:
+//     a LeaseDuration for the Leases of a crashed or cut-off owner, or of Leases
+//     deleted by hand, to expire; another for a shard whose acquire was refused by a
+//     view of the members that changed since, which the elector retries a
+//     LeaseDuration after a failed create; the backoff of a broken watch and the
+//     settle delay of the hand-overs after it): a shard without exactly one owner
+//     among the live replicas, or shares more than one shard apart;
+//   - in the LeaseDuration after the bound: a shard that moved (a term began or
+//     ended), or a write of a settled owner refused.
+//
+// # Findings
+//
+// Seed 6 found a defect of pkg/k8s/sharding: a member Watch call that hung (cut off,
+// calls hanging) held up the sharder's loop for good, and with it the renewals of its
+// member Lease; the others dropped the replica while it kept its shards, and the shares
+// stayed 4, 3, 3, 2. The sharder now gives such a call up after RenewDeadline, as the
+// elector does (sharding.TestSharderMemberWatchHangs); seed 6 stays in the fixed list.
+//
+// With that fix, seeds 1 to 2000 show no violation (117,505 shard terms, 1,973,767
+// fenced writes, 2,172 refused, 3,198 accepted after their term ended before a newer
+// term wrote; 22,775 faults; 8 to 13 minutes per 1000 on 2 shared cores). The slowest
+// to settle took 5.5s after the faults stopped (seed 1933), within the 7s bound. Four
+// histories (seeds 1071, 1844, 1943, and one of seeds 1 to 1000) overlapped two
+// owners of a shard, for at most 1.07s, in the elector's cold-start window: a replica
+// that had just started created a shard Lease deleted by hand while its holder was cut
+// off, under a higher term, so fencing refused the old holder's writes once the new
+// one wrote. A sharder cannot close that window by waiting for its electors to be
+// warm: an elector whose first look finds the Lease absent has still never seen it.
+// Seed 1071 is in the fixed list, so that CI sees the checker tell the window apart.
+package sharded
