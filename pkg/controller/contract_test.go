@@ -80,48 +80,6 @@ func TestLeaderOnlyComponentsDocument(t *testing.T) {
 	}
 }
 
-// deprecatedSubscribe are the method forms of pkg/events kept for
-// existing callers; the module's own code subscribes with Subscribe[T].
-var deprecatedSubscribe = []string{"SubscribeTypes", "SubscribeLeaderOnly"}
-
-// TestOneWayToSubscribe keeps the module's non-test code (outside the bus
-// and examples/) off the deprecated subscribe methods, so that a reader
-// copying from it learns the one way.
-func TestOneWayToSubscribe(t *testing.T) {
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := parseModule(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m.pkgs) < 10 {
-		t.Fatalf("parsed %d packages under %s: the scan is broken", len(m.pkgs), root)
-	}
-	for _, dir := range slices.Sorted(maps.Keys(m.pkgs)) {
-		for _, pf := range m.pkgs[dir] {
-			for _, p := range m.deprecatedCalls(pf) {
-				t.Error(p)
-			}
-		}
-	}
-}
-
-// deprecatedCalls reports the calls of a deprecated subscribe method in
-// one file.
-func (m *module) deprecatedCalls(pf *parsedFile) (problems []string) {
-	ast.Inspect(pf.f, func(n ast.Node) bool {
-		if call, ok := n.(*ast.CallExpr); ok {
-			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && slices.Contains(deprecatedSubscribe, sel.Sel.Name) {
-				problems = append(problems, fmt.Sprintf("%s: %s is deprecated: use busevents.Subscribe[T] with options", m.pos(call), sel.Sel.Name))
-			}
-		}
-		return true
-	})
-	return problems
-}
-
 // TestCheckerCatchesDrift proves the checker on a module made up for the
 // test: a replayer or a leader-only registration missing from the
 // document, stale rows, an aliased import, a registration it cannot
