@@ -18,8 +18,10 @@ import (
 // TestRunDeathSignal: --death-signal is on by default; in a pod the
 // elector records the incarnation whose nonce is in the termination
 // message file and watches holders' pods; outside a pod, or with
-// --death-signal=false, it does neither; a partial pod environment is an
-// error naming the missing variables and the flag.
+// --death-signal=false, it does neither; a partial pod environment (a
+// manifest from before the death signal) turns it off with a warning, and
+// is an error naming the missing variables and the flag when
+// --death-signal is given.
 func TestRunDeathSignal(t *testing.T) {
 	inPod := map[string]string{
 		incarnation.EnvPodNamespace: "ns", incarnation.EnvPodName: "baton-0",
@@ -38,7 +40,8 @@ func TestRunDeathSignal(t *testing.T) {
 		{name: "not in a pod", env: nil, wantLog: "not running in a pod"},
 		// Development containers set CONTAINER_NAME too.
 		{name: "CONTAINER_NAME alone", env: map[string]string{incarnation.EnvContainer: "dev"}, wantLog: "not running in a pod"},
-		{name: "partial", env: partial, wantErr: []string{"--death-signal", "POD_UID", "CONTAINER_NAME", "--death-signal=false"}},
+		{name: "partial", env: partial, wantLog: "level=WARN msg=\"death signal off: the pod environment is incomplete"},
+		{name: "partial, asked for", args: []string{"--death-signal"}, env: partial, wantErr: []string{"--death-signal", "POD_UID", "CONTAINER_NAME", "--death-signal=false"}},
 		{name: "disabled", args: []string{"--death-signal=false"}, env: inPod, wantLog: "--death-signal=false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,7 +107,7 @@ func TestRunDeathSignalDefault(t *testing.T) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var rf runFlags
 	rf.register(fs)
-	if !rf.deathSignal || rf.terminationLog != incarnation.DefaultTerminationLog {
-		t.Errorf("--death-signal default %v, --termination-message-path %q; want true and %q", rf.deathSignal, rf.terminationLog, incarnation.DefaultTerminationLog)
+	if !rf.deathSignal.v || rf.deathSignal.set || rf.terminationLog != incarnation.DefaultTerminationLog {
+		t.Errorf("--death-signal default %v, --termination-message-path %q; want true and %q", rf.deathSignal.v, rf.terminationLog, incarnation.DefaultTerminationLog)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +36,7 @@ type runFlags struct {
 	logs       logFlags
 	// deathSignal turns the death signal on in a pod (pkg/k8s/incarnation);
 	// terminationLog is the container's terminationMessagePath.
-	deathSignal    bool
+	deathSignal    explicitBool
 	terminationLog string
 	// getenv reads the pod identity; nil is os.Getenv (tests set it).
 	getenv func(string) string
@@ -57,7 +58,8 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LeaseDuration, "lease-duration", k8sle.DefaultLeaseDuration, "lease duration")
 	fs.DurationVar(&c.RenewDeadline, "renew-deadline", k8sle.DefaultRenewDeadline, "renew deadline (below the lease duration)")
 	fs.DurationVar(&c.RetryPeriod, "retry-period", k8sle.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
-	fs.BoolVar(&r.deathSignal, "death-signal", true, "in a pod, take the lease at once when the kubelet reports the leader's container terminated, instead of waiting the lease out (needs POD_NAMESPACE, POD_NAME, POD_UID and CONTAINER_NAME; off outside a pod)")
+	r.deathSignal.v = true
+	fs.Var(&r.deathSignal, "death-signal", "in a pod, take the lease at once when the kubelet reports the leader's container terminated, instead of waiting the lease out (needs POD_NAMESPACE, POD_NAME, POD_UID and CONTAINER_NAME; off outside a pod, and off with a warning when some are missing unless the flag is given)")
 	fs.StringVar(&r.terminationLog, "termination-message-path", incarnation.DefaultTerminationLog, "the container's terminationMessagePath, where the death signal writes this run's nonce (nothing else may overwrite it)")
 	r.logs.register(fs, "info")
 	fs.Usage = func() {
@@ -227,7 +229,7 @@ func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, *incarnation.Watc
 // so once; some of the four variables set but not all is an error naming the
 // missing ones.
 func (r *runFlags) useDeathSignal(election *k8sle.Config, logger *slog.Logger) (*incarnation.Watcher, error) {
-	if !r.deathSignal {
+	if !r.deathSignal.v {
 		logger.Info("death signal off (--death-signal=false): a crashed leader's lease is waited out")
 		return nil, nil
 	}
@@ -242,6 +244,13 @@ func (r *runFlags) useDeathSignal(election *k8sle.Config, logger *slog.Logger) (
 		return nil, nil
 	}
 	inc, err := incarnation.Learn(incarnation.LearnOptions{Getenv: getenv, TerminationLog: r.terminationLog})
+	if err != nil && !r.deathSignal.set {
+		// Why not an error: a manifest from before the death signal sets POD_NAME
+		// (and often POD_NAMESPACE) only, and must keep working after an upgrade.
+		logger.Warn("death signal off: the pod environment is incomplete; a crashed leader's lease is waited out "+
+			"(set the variables in the pod spec, see deploy/deployment.yaml, or pass --death-signal=false to silence this)", "error", err)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--death-signal: %w (set them in the pod spec, see deploy/deployment.yaml, or pass --death-signal=false)", err)
 	}
@@ -303,3 +312,24 @@ func restConfig(path string) (*rest.Config, error) {
 	}
 	return cfg, nil
 }
+
+// explicitBool is a boolean flag that remembers whether it was given.
+type explicitBool struct{ v, set bool }
+
+func (b *explicitBool) String() string {
+	if b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(b.v)
+}
+
+func (b *explicitBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	b.v, b.set = v, true
+	return nil
+}
+
+func (b *explicitBool) IsBoolFlag() bool { return true }
