@@ -477,7 +477,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 	ns := newNamespace(t, raw)
 	ctx := context.Background()
 	policy, binding, err := NewAdmissionFence(AdmissionFence{
-		Name: "baton-fence-" + ns, LeaseName: "e2e-fence", LeaseNamespace: "default", Users: []string{fenceWriter},
+		Name: "baton-fence-" + ns, LeaseName: "e2e-fence", LeaseNamespace: ns, Users: []string{fenceWriter},
 		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 	})
@@ -497,7 +497,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A released Lease (no holder), for the policy's parameter before the election.
-	if err := raw.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e2e-fence"}}); err != nil {
+	if err := raw.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "e2e-fence"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait for the policy: a write with a token of no term is refused.
@@ -512,7 +512,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := &node{mgr: mgr, registry: prometheus.NewRegistry(), done: make(chan error, 1)}
-	n.rt, err = New(mgr, Options{LeaderElectionID: "e2e-fence", LeaderElectionNamespace: "default", Identity: "fenced-1",
+	n.rt, err = New(mgr, Options{LeaderElectionID: "e2e-fence", LeaderElectionNamespace: ns, Identity: "fenced-1",
 		LeaseDuration: &testLease, RenewDeadline: &testRenew, RetryPeriod: &testRetry,
 		Clientset: shared.Clientset(), MetricsRegisterer: n.registry, ServerSideFence: true})
 	if err != nil {
@@ -559,7 +559,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the leader wrote nothing")
 	}
-	lease, err := shared.Clientset().CoordinationV1().Leases("default").Get(ctx, "e2e-fence", metav1.GetOptions{})
+	lease, err := shared.Clientset().CoordinationV1().Leases(ns).Get(ctx, "e2e-fence", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
