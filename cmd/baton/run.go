@@ -226,8 +226,9 @@ func (r *runFlags) replica(logger *slog.Logger) (*app.Replica, *incarnation.Watc
 // (writing its nonce to --termination-message-path) and gives the elector
 // a Watcher of the holder's pod, which it returns. Outside a pod (none of
 // POD_NAMESPACE, POD_NAME, POD_UID set) it leaves election as it is and logs
-// so once; some of the four variables set but not all is an error naming the
-// missing ones.
+// so once; some of the four variables set but not all turns it off with a
+// WARN naming the missing ones, or is such an error when --death-signal was
+// given.
 func (r *runFlags) useDeathSignal(election *k8sle.Config, logger *slog.Logger) (*incarnation.Watcher, error) {
 	if !r.deathSignal.v {
 		logger.Info("death signal off (--death-signal=false): a crashed leader's lease is waited out")
@@ -237,13 +238,11 @@ func (r *runFlags) useDeathSignal(election *k8sle.Config, logger *slog.Logger) (
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	// CONTAINER_NAME alone is no sign of a pod: other environments (development
-	// containers) set a variable of that name.
-	if getenv(incarnation.EnvPodNamespace) == "" && getenv(incarnation.EnvPodName) == "" && getenv(incarnation.EnvPodUID) == "" {
-		logger.Info("death signal off: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
+	inc, err := incarnation.Learn(incarnation.LearnOptions{Getenv: getenv, TerminationLog: r.terminationLog})
+	if errors.Is(err, incarnation.ErrNotInPod) {
+		logger.Info("death signal off: " + err.Error())
 		return nil, nil
 	}
-	inc, err := incarnation.Learn(incarnation.LearnOptions{Getenv: getenv, TerminationLog: r.terminationLog})
 	if err != nil && !r.deathSignal.set {
 		// Why not an error: a manifest from before the death signal sets POD_NAME
 		// (and often POD_NAMESPACE) only, and must keep working after an upgrade.

@@ -186,13 +186,11 @@ func (o Options) deathSignal(election *k8sle.Config, cs kubernetes.Interface, lo
 		logger.Info("death signal off (Options.DeathSignal false): a crashed leader's lease is waited out")
 		return nil, nil
 	}
-	// CONTAINER_NAME alone is no sign of a pod: other environments (development
-	// containers) set a variable of that name.
-	if o.DeathSignal == nil && os.Getenv(incarnation.EnvPodNamespace) == "" && os.Getenv(incarnation.EnvPodName) == "" && os.Getenv(incarnation.EnvPodUID) == "" {
-		logger.Info("death signal off: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
+	inc, err := incarnation.Learn(incarnation.LearnOptions{TerminationLog: o.TerminationMessagePath})
+	if errors.Is(err, incarnation.ErrNotInPod) && o.DeathSignal == nil {
+		logger.Info("death signal off: " + err.Error())
 		return nil, nil
 	}
-	inc, err := incarnation.Learn(incarnation.LearnOptions{TerminationLog: o.TerminationMessagePath})
 	if err != nil && o.DeathSignal == nil {
 		logger.Warn("death signal off: the pod environment is incomplete; a crashed leader's lease is waited out "+
 			"(set the variables in the pod spec, or DeathSignal to false to silence this)", "error", err)

@@ -52,8 +52,9 @@
 // Learn reads the pod's identity from the Downward API environment (POD_NAMESPACE,
 // POD_NAME, POD_UID, see deploy/) and the container's name from CONTAINER_NAME, draws
 // the nonce, and writes the termination message file; only then does it return the
-// incarnation. No variable set means the process does not run in a pod (embedded
-// mode): Learn returns ErrNotInPod, and the caller leaves the death signal off. Some
+// incarnation. None of the three POD_ variables set means the process does not run in
+// a pod (embedded mode; CONTAINER_NAME alone is set by other environments too): Learn
+// returns ErrNotInPod, and the caller leaves the death signal off. Some
 // set but not all is an error naming the missing ones. The application must not
 // overwrite the termination message file later (appending is fine): a message
 // without the line proves nothing, which is safe but slow.

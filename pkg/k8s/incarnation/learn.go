@@ -23,9 +23,10 @@ const (
 // DefaultTerminationLog is Kubernetes' default terminationMessagePath.
 const DefaultTerminationLog = "/dev/termination-log"
 
-// ErrNotInPod is returned by Learn when none of its environment variables is set: the
-// process does not run in a pod, and the death signal stays off.
-var ErrNotInPod = errors.New("incarnation: not running in a pod (no POD_NAMESPACE, POD_NAME, POD_UID, CONTAINER_NAME)")
+// ErrNotInPod is returned by Learn when none of POD_NAMESPACE, POD_NAME and POD_UID is
+// set (CONTAINER_NAME alone is set by other environments too): the process does not
+// run in a pod, and the death signal stays off.
+var ErrNotInPod = errors.New("incarnation: not running in a pod (POD_NAMESPACE, POD_NAME and POD_UID not set)")
 
 // LearnOptions are the inputs of Learn; the zero value reads the process environment,
 // crypto/rand and DefaultTerminationLog.
@@ -42,8 +43,8 @@ type LearnOptions struct {
 // Learn returns this process's incarnation: the pod and container from the environment
 // and a fresh nonce, which it has written to the termination message file (replacing
 // what the file held) before it returns. Call it once, at process start, and record
-// the result only if it returned no error. It returns ErrNotInPod when no variable is
-// set, and otherwise an error naming each missing variable, or the file it could not
+// the result only if it returned no error. It returns ErrNotInPod when none of the
+// three POD_ variables is set, and otherwise an error naming each missing variable, or the file it could not
 // write.
 func Learn(opts LearnOptions) (Incarnation, error) {
 	getenv := opts.Getenv
@@ -65,9 +66,11 @@ func Learn(opts LearnOptions) (Incarnation, error) {
 			missing = append(missing, v.name)
 		}
 	}
-	switch len(missing) {
-	case 0:
-	case 4:
+	switch {
+	case len(missing) == 0:
+	case inc.PodNamespace == "" && inc.PodName == "" && inc.PodUID == "":
+		// CONTAINER_NAME alone is no sign of a pod: development containers set a
+		// variable of that name too.
 		return Incarnation{}, ErrNotInPod
 	default:
 		return Incarnation{}, fmt.Errorf("%w: environment variable %s not set", ErrInvalid, strings.Join(missing, ", "))
