@@ -49,6 +49,7 @@ func (e *engine) checkNewLeader(f *Failover, old, nl *node, want newest) []Check
 	h.published()
 	h.fenced()
 	h.takeover()
+	h.deathSignal()
 	f.Newest = true
 	for _, c := range h.checks {
 		if !c.OK && slices.Contains(newestChecks, c.Name) {
@@ -178,6 +179,38 @@ func (h *handover) takeover() {
 	}
 	h.add("takeover as expected", h.nt.TakeoverKnown && h.nt.TakeoverFrom == wantFrom,
 		"the acquiring write saw holder %q, want %q (%s)", h.nt.TakeoverFrom, wantFrom, map[bool]string{true: "released lease", false: "expired lease"}[wantFrom == ""])
+}
+
+// deathSignal checks, after a crash or a kill, what ended the wait for the
+// lease. The lease rules let a follower take it a lease duration after it
+// saw the old leader's last renew, which was sent before it was seen: a
+// takeover sent less than a lease duration after that renew was sent was
+// not allowed by them. After a kill (the kubelet silent) the takeover must
+// have waited the lease out; after a crash it must have come on the
+// kubelet's report, before the lease expired, at once after the report and
+// not before it.
+func (h *handover) deathSignal() {
+	f, lease := h.f, h.e.opts.LeaseDuration
+	if f.Fault != FaultKill && f.Fault != FaultCrash {
+		return
+	}
+	lastRenew := h.e.rec.lastWrite(h.old.inc)
+	if lastRenew.IsZero() {
+		h.add("old leader's last renew known", false, "no write of %s's term %d recorded", h.old.id, f.OldTerm)
+		return
+	}
+	f.SinceRenew = h.nt.Sent.Sub(lastRenew)
+	if f.Fault == FaultKill {
+		h.add("kubelet silent: lease waited out", f.SinceRenew >= lease,
+			"term %d's acquisition was sent %v after %s's last renew, before its lease of %v expired", f.NewTerm, f.SinceRenew, h.old.id, lease)
+		return
+	}
+	h.add("crash taken over before the lease expired", f.SinceRenew < lease,
+		"term %d's acquisition was sent %v after %s's last renew: the lease of %v was waited out, the kubelet's report not used", f.NewTerm, f.SinceRenew, h.old.id, lease)
+	f.SinceReport = h.nt.Acquired.Sub(f.ReportAt)
+	h.add("term started at once after the kubelet's report", !h.nt.Acquired.IsZero() && !h.nt.Sent.Before(f.ReportAt) && f.SinceReport <= lease/4,
+		"the kubelet reported at %s; term %d's acquisition was sent at %s and it started at %s: want neither before the report nor more than %v after it",
+		h.e.at(f.ReportAt), f.NewTerm, h.e.at(h.nt.Sent), h.e.at(h.nt.Acquired), lease/4)
 }
 
 // checkResumed checks a paused leader after it resumed.

@@ -21,6 +21,9 @@ type engine struct {
 	rec   *recorder
 	view  *view
 	start time.Time
+	// kubelet reports the replicas' containers terminated, for their
+	// elections' death signal.
+	kubelet *kubelet
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -38,7 +41,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{ctx: ctx, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 1)), start: time.Now()}
+	e := &engine{ctx: ctx, opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 1)), start: time.Now(),
+		kubelet: newKubelet(opts.Seed)}
 	e.view = newView(opts.Out, opts.Live, e.start)
 	e.rec = newRecorder(e.view.logf)
 	if e.world, err = newWorld(e.rng); err != nil {
@@ -49,6 +53,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	stopView := e.runView()
 	defer stopView() // after stopAll: deferred calls run last first
+	defer e.kubelet.wait()
 	defer e.stopAll()
 
 	if err := e.startReplicas(rep); err != nil {

@@ -100,16 +100,27 @@ func (r *failoverRun) fault() string {
 	switch f.Fault {
 	case FaultKill:
 		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkKill, Replica: old.id, Term: r.oldTerm, Text: "killed"})
-		e.view.logf("failover %d: killing %s (term %d): its stores fail from now on; the lease is left held", f.N, old.id, r.oldTerm)
+		e.view.logf("failover %d: killing %s (term %d): its stores fail from now on; the lease is left held, and the kubelet stays silent (as when its node is cut off)", f.N, old.id, r.oldTerm)
 		old.kill()
 	case FaultPause:
 		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkPause, Replica: old.id, Term: r.oldTerm, Text: "paused"})
 		e.view.logf("failover %d: pausing %s (term %d) for %v: its store calls hang", f.N, old.id, r.oldTerm, o.LeaseDuration+o.RenewDeadline)
 		old.gate.pause()
+	case FaultCrash:
+		e.view.logf("failover %d: crashing %s (term %d): its stores fail from now on; the lease is left held, and the kubelet reports once the process is over", f.N, old.id, r.oldTerm)
+		old.kill()
+		// kill returned once the replica's Run did: its elector and
+		// components are over, as a process is when its kubelet sees the
+		// container exit.
+		f.ReportAt = e.kubelet.terminated(old.pod, 137)
+		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkCrash, Replica: old.id, Term: r.oldTerm,
+			Text: fmt.Sprintf("crashed; the kubelet reported its container terminated %v later", round(f.ReportAt.Sub(f.FaultAt)))})
+		e.view.logf("failover %d: kubelet: %s's container terminated (incarnation %s…), %v after the crash", f.N, old.id, old.pod.Nonce[:8], round(f.ReportAt.Sub(f.FaultAt)))
 	case FaultRelease:
 		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkRelease, Replica: old.id, Term: r.oldTerm, Text: "released"})
 		e.view.logf("failover %d: stopping %s (term %d) gracefully: it releases the lease", f.N, old.id, r.oldTerm)
 		old.release()
+		e.kubelet.terminated(old.pod, 0) // the lease is released: the report changes nothing
 	case FaultHang:
 		return r.hang()
 	}
@@ -121,7 +132,7 @@ func (r *failoverRun) fault() string {
 // all-replica side and the replays.
 func (r *failoverRun) changeWhileLeaderless() string {
 	e := r.e
-	if r.f.Fault != FaultRelease && r.f.Fault != FaultHang {
+	if r.f.Fault == FaultKill || r.f.Fault == FaultPause {
 		if !r.f.InvalidConfig {
 			if abort := r.worldChanged(e.changeConfig(true)); abort != "" {
 				return abort
@@ -169,7 +180,8 @@ func (r *failoverRun) newLeader() string {
 }
 
 // recover resumes a paused leader and checks it stepped down, or starts a
-// killed or released one again and checks it synced.
+// killed, crashed or released one again (a new incarnation of its pod's
+// container) and checks it synced.
 func (r *failoverRun) recover() string {
 	e, o, f, old := r.e, r.e.opts, &r.f, r.old
 	if f.Fault == FaultHang {

@@ -9,6 +9,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	podinc "github.com/baton-dev/baton/pkg/k8s/incarnation"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
@@ -18,8 +19,11 @@ const observerBuffer = 1024
 
 // node is one incarnation of one replica.
 type node struct {
-	id   string
-	inc  *incarnation
+	id  string
+	inc *incarnation
+	// pod is the node's incarnation of its pod's container, recorded in
+	// the lease while it leads; the kubelet reports it terminated.
+	pod  podinc.Incarnation
 	r    *app.Replica
 	gate *gate
 	// stall is the node's leader-only component of the hang fault.
@@ -37,12 +41,15 @@ type node struct {
 
 // startNode builds and starts incarnation n of replica id.
 func (e *engine) startNode(id string, n int) (*node, error) {
-	nd := &node{id: id, gate: &gate{}, stall: newStall(), inc: &incarnation{replica: id, n: n, writes: map[string]time.Time{}}}
+	nd := &node{id: id, gate: &gate{}, stall: newStall(), inc: &incarnation{replica: id, n: n, writes: map[string]time.Time{}},
+		pod: e.kubelet.incarnation(id)}
 	rec := e.rec
 	o := e.world.e.Options(id)
 	o.Election.LeaseDuration = e.opts.LeaseDuration
 	o.Election.RenewDeadline = e.opts.RenewDeadline
 	o.Election.RetryPeriod = e.opts.RetryPeriod
+	o.Election.Incarnation = nd.pod.String()
+	o.Election.DeathWatch = e.kubelet
 	o.LeaseStore = &gatedLeases{inner: o.LeaseStore, gate: nd.gate, identity: id,
 		onWrite: func(rv string, sent time.Time) { rec.wrote(nd.inc, rv, sent) }}
 	o.Published = &gatedStore{inner: o.Published, gate: nd.gate}
@@ -67,6 +74,7 @@ func (e *engine) startNode(id string, n int) (*node, error) {
 		return nil, err
 	}
 	nd.r = r
+	e.kubelet.started(nd.pod)
 	// Until Run stops the bus, which closes ch.
 	ch := busevents.Subscribe[busevents.Event](context.Background(), r.Bus(), "demo-observer", observerBuffer,
 		busevents.Types(observed[0], observed[1:]...), busevents.Critical(func(busevents.Drop) { rec.drop() }))

@@ -17,7 +17,12 @@ type Fault string
 
 // Faults.
 const (
-	FaultKill    Fault = "kill"
+	// FaultKill crashes the leader while its kubelet stays silent (as when
+	// its node is cut off): the lease must be waited out.
+	FaultKill Fault = "kill"
+	// FaultCrash crashes the leader the same way, and then its kubelet
+	// reports its container terminated: a follower takes the lease at once.
+	FaultCrash   Fault = "crash"
 	FaultPause   Fault = "pause"
 	FaultRelease Fault = "release"
 	// FaultHang makes a leader-only component of the leader hang at the end
@@ -26,13 +31,13 @@ const (
 )
 
 // Schedule returns the faults of n failovers drawn from seed: cycles of the
-// four faults, each in a shuffled order, never the same fault twice in a
+// five faults, each in a shuffled order, never the same fault twice in a
 // row.
 func Schedule(seed uint64, n int) []Fault {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	var out []Fault
 	for len(out) < n {
-		cycle := []Fault{FaultKill, FaultPause, FaultRelease, FaultHang}
+		cycle := []Fault{FaultKill, FaultCrash, FaultPause, FaultRelease, FaultHang}
 		rng.Shuffle(len(cycle), func(i, j int) { cycle[i], cycle[j] = cycle[j], cycle[i] })
 		if len(out) > 0 && cycle[0] == out[len(out)-1] {
 			cycle[0], cycle[len(cycle)-1] = cycle[len(cycle)-1], cycle[0]
@@ -225,7 +230,8 @@ func (o Options) withDefaults() (Options, error) {
 // Estimate returns about how long Run takes with o when every step goes as
 // planned: the first election, then for each failover the dwell and the
 // wait for a new leader, which a kill or a pause makes last until the
-// lease expired (a pause also until the paused replica resumes).
+// lease expired (a pause also until the paused replica resumes); after a
+// crash the kubelet's report ends the wait at once.
 func (o Options) Estimate() time.Duration {
 	d := o.RetryPeriod
 	for _, f := range Schedule(o.Seed, o.Failovers) {
@@ -235,7 +241,7 @@ func (o Options) Estimate() time.Duration {
 			d += o.LeaseDuration + o.RetryPeriod
 		case FaultPause:
 			d += o.LeaseDuration + o.RenewDeadline
-		case FaultRelease:
+		case FaultRelease, FaultCrash:
 			d += o.RetryPeriod
 		case FaultHang:
 			d += 2*o.LeaseDuration + o.RenewDeadline + o.stepDownGrace()

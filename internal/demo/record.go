@@ -62,6 +62,7 @@ type Mark struct {
 // Mark kinds.
 const (
 	MarkKill     = "kill"
+	MarkCrash    = "crash"
 	MarkPause    = "pause"
 	MarkResume   = "resume"
 	MarkRelease  = "release"
@@ -139,6 +140,20 @@ func (r *recorder) wrote(inc *incarnation, rv string, sent time.Time) {
 	r.mu.Lock()
 	inc.writes[rv] = sent
 	r.mu.Unlock()
+}
+
+// lastWrite returns when inc's last write to the lease that succeeded was
+// sent (its last renew, once it led), zero if none is known.
+func (r *recorder) lastWrite(inc *incarnation) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var last time.Time
+	for _, sent := range inc.writes {
+		if sent.After(last) {
+			last = sent
+		}
+	}
+	return last
 }
 
 // startedLeading runs in the elector's goroutine of the term.

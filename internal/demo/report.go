@@ -36,6 +36,16 @@ type Failover struct {
 	// Handover runs from the fault to the sending of the new leader's
 	// acquiring write; Gap from the end of the old term to it.
 	Handover, Gap time.Duration
+	// After a crash, ReportAt is when the kubelet reported the old leader's
+	// container terminated (once its process was over), and SinceReport
+	// runs from then to the new term's start (its BecameLeaderEvent).
+	ReportAt    time.Time
+	SinceReport time.Duration
+	// After a kill or a crash, SinceRenew runs from the sending of the old
+	// leader's last renew to the sending of the new leader's acquiring
+	// write: the lease rules allow the takeover once it reaches the lease
+	// duration, the kubelet's report before.
+	SinceRenew time.Duration
 	// TermReady runs from the lease's acquisition to the term being ready
 	// (the runtime's measure); FirstRender to the term's first render.
 	TermReady, FirstRender time.Duration
@@ -90,11 +100,28 @@ func (f Failover) line(total int) string {
 	s := fmt.Sprintf("failover %d/%d: %s %s (%s) -> %s leads term %d: lease acquired %v after the fault, term ready %v after that, first render after %v; state %s: config %s, pods g%d; term %d > %d; no overlap; old term fenced: %v; %d/%d checks passed",
 		f.N, total, f.Fault, f.From, f.terms(), f.To, f.NewTerm, round(f.Handover), f.TermReady, round(f.FirstRender),
 		newest, short(f.ConfigVersion), f.PodGeneration, f.NewTerm, f.OldTerm, f.Fenced, f.passed(), len(f.Checks))
+	s += f.deathNote()
 	if !f.OK() {
 		s += "; FAILED: " + failedChecks(f.Checks)
 	}
 	return s
 }
+
+// deathNote says, after a crash or a kill, what ended the wait for the
+// lease: the kubelet's report, or the lease running out.
+func (f Failover) deathNote() string {
+	switch f.Fault {
+	case FaultCrash:
+		return fmt.Sprintf("; death signal: the kubelet reported the container terminated %v after the crash, and term %d started %s after the report, %v after the old leader's last renew",
+			round(f.ReportAt.Sub(f.FaultAt)), f.NewTerm, ms(f.SinceReport), round(f.SinceRenew))
+	case FaultKill:
+		return fmt.Sprintf("; kubelet silent: the lease was taken %v after the old leader's last renew", round(f.SinceRenew))
+	}
+	return ""
+}
+
+// ms says d in milliseconds, to the tenth.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
 
 // terms names the term the fault hit and, after a hang, the term handed
 // over from.
@@ -226,6 +253,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		slices.Sort(ready)
 		fmt.Fprintf(&b, "term-ready after lease acquired: median %v, max %v over %s\n", ready[len(ready)/2], ready[len(ready)-1], count(len(ready), "failover"))
 	}
+	b.WriteString(r.deathSummary())
 	b.WriteString("\n")
 	for _, c := range r.Global {
 		fmt.Fprintf(&b, "%s  %s", mark(c.OK), c.Name)
@@ -258,6 +286,33 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(&b, "\nresult: %s (%d/%d checks passed)\n", r.verdict(), passed, total)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// deathSummary contrasts, over the crashes and kills handed over, the
+// takeovers on the kubelet's report with those that waited the lease out.
+func (r *Report) deathSummary() string {
+	var reported, silent []time.Duration
+	for _, f := range r.Failovers {
+		switch {
+		case f.Interrupted || f.To == "":
+		case f.Fault == FaultCrash:
+			reported = append(reported, f.SinceReport)
+		case f.Fault == FaultKill:
+			silent = append(silent, f.SinceRenew)
+		}
+	}
+	var b strings.Builder
+	if len(reported) > 0 {
+		slices.Sort(reported)
+		fmt.Fprintf(&b, "crash, the kubelet reporting the container terminated: the next term started %s after the report (max over %s; lease %v)\n",
+			ms(reported[len(reported)-1]), count(len(reported), "crash"), r.Options.LeaseDuration)
+	}
+	if len(silent) > 0 {
+		slices.Sort(silent)
+		fmt.Fprintf(&b, "kill, the kubelet silent: the lease was taken %v after the old leader's last renew (min over %s), once the lease rules allowed\n",
+			round(silent[0]), count(len(silent), "kill"))
+	}
+	return b.String()
 }
 
 func mark(ok bool) string {

@@ -176,7 +176,7 @@ func (s *svg) mark(m Mark) {
 	esc := html.EscapeString
 	mx := s.x(m.At)
 	switch m.Kind {
-	case MarkKill, MarkRelease, MarkRestart, MarkResume:
+	case MarkKill, MarkCrash, MarkRelease, MarkRestart, MarkResume:
 		g := glyphs[m.Kind]
 		y := s.rowY(m.Replica) + 12
 		if m.Kind == MarkRestart {
@@ -204,7 +204,7 @@ var legendItems = []struct{ shape, text string }{
 	{`<line x1="11" y1="-10" x2="11" y2="-1" stroke="#1f4e99" stroke-width="2"/>`, "replays ran"},
 	{`<path d="M11 -2 l-4 -7 h8 z" fill="#2ca02c"/>`, "term ready"},
 	{`<circle cx="11" cy="-4" r="3.5" fill="#ff7f0e"/>`, "first render"},
-	{`<text x="11" y="0" text-anchor="middle" font-size="15" fill="#d62728">✕</text>`, "kill"},
+	{`<text x="11" y="0" text-anchor="middle" font-size="15" fill="#d62728">✕</text>`, "kill (purple: crash, reported)"},
 	{`<rect x="0" y="-10" width="22" height="13" fill="#bbb" fill-opacity="0.45" stroke="#888" stroke-dasharray="3,2"/>`, "paused"},
 	{`<text x="11" y="0" text-anchor="middle" font-size="15">⏏</text>`, "release"},
 	{`<text x="11" y="0" text-anchor="middle" font-size="15">↻</text>`, "restart"},
@@ -226,6 +226,7 @@ func (s *svg) legend() {
 // glyphs draw the replica marks.
 var glyphs = map[string]struct{ sym, color string }{
 	MarkKill:    {"✕", "#d62728"},
+	MarkCrash:   {"✕", "#9467bd"},
 	MarkRelease: {"⏏", "#444"},
 	MarkRestart: {"↻", "#444"},
 	MarkResume:  {"▶", "#444"},
