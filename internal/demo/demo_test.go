@@ -34,7 +34,7 @@ func TestRunPasses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out bytes.Buffer
 		rep, err := demo.Run(context.Background(), options(func(o *demo.Options) {
-			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 4, 7, 100*time.Millisecond, &out
+			o.Replicas, o.Failovers, o.Seed, o.Dwell, o.Out = 3, 5, 7, 100*time.Millisecond, &out
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +47,7 @@ func TestRunPasses(t *testing.T) {
 			t.Fatalf("the demo failed:\n%s\n%s", out.String(), summary.String())
 		}
 		passed, total := rep.Checks()
-		if passed != total || total < 4*10 {
+		if passed != total || total < 5*10 {
 			t.Errorf("%d/%d checks passed", passed, total)
 		}
 		var faults []demo.Fault
@@ -56,12 +56,25 @@ func TestRunPasses(t *testing.T) {
 			if f.NewTerm <= f.OldTerm || f.To == "" || !f.Newest || !f.Fenced {
 				t.Errorf("failover %d: %+v", f.N, f)
 			}
-			if f.Fault != demo.FaultRelease && f.Handover < 500*time.Millisecond {
-				t.Errorf("failover %d (%s): handover %v, want about a lease duration", f.N, f.Fault, f.Handover)
+			switch f.Fault {
+			case demo.FaultRelease:
+			case demo.FaultCrash:
+				// The kubelet's report, not the lease, ends the wait.
+				if f.Handover > 100*time.Millisecond || f.ReportAt.Before(f.FaultAt) || f.SinceReport < 0 || f.SinceReport > 100*time.Millisecond {
+					t.Errorf("crash failover %d: handover %v, report %v after the crash, term %v after the report; want both at once",
+						f.N, f.Handover, f.ReportAt.Sub(f.FaultAt), f.SinceReport)
+				}
+			default:
+				if f.Handover < 500*time.Millisecond {
+					t.Errorf("failover %d (%s): handover %v, want about a lease duration", f.N, f.Fault, f.Handover)
+				}
+			}
+			if f.Fault == demo.FaultKill && f.SinceRenew < time.Second {
+				t.Errorf("kill failover %d: taken %v after the last renew, before the lease of 1s expired", f.N, f.SinceRenew)
 			}
 		}
 		slices.Sort(faults)
-		if !slices.Equal(faults, []demo.Fault{demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+		if !slices.Equal(faults, []demo.Fault{demo.FaultCrash, demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
 			t.Errorf("faults %v, want one of each", faults)
 		}
 		// Exactly one failover (not the first) had an invalid document.
@@ -77,28 +90,33 @@ func TestRunPasses(t *testing.T) {
 		if invalid != 1 {
 			t.Errorf("%d failovers with an invalid document, want 1", invalid)
 		}
-		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 4/4",
-			"will hang when term", "without \"stall\": unhealthy"} {
+		for _, want := range []string{"became leader", "replayed its config state", "term", "ready", "first render of term", "lost leadership", "renew deadline missed", "failover 5/5",
+			"will hang when term", "without \"stall\": unhealthy", "the kubelet stays silent", "kubelet: ", "container terminated", "death signal: ", "kubelet silent: the lease was taken"} {
 			if !strings.Contains(out.String(), want) {
 				t.Errorf("log lacks %q", want)
 			}
 		}
+		wantChecks := map[demo.Fault][]string{
+			demo.FaultHang:  {"stuck component reported", "stuck leader unhealthy", "stuck leader resigned", "unblocked replica healthy", "takeover as expected"},
+			demo.FaultKill:  {"kubelet silent: lease waited out", "takeover as expected"},
+			demo.FaultCrash: {"crash taken over before the lease expired", "term started at once after the kubelet's report", "takeover as expected"},
+		}
 		for _, f := range rep.Failovers {
-			if f.Fault != demo.FaultHang {
-				continue
-			}
 			names := map[string]bool{}
 			for _, c := range f.Checks {
 				names[c.Name] = c.OK
 			}
-			for _, want := range []string{"stuck component reported", "stuck leader unhealthy", "stuck leader resigned", "unblocked replica healthy", "takeover as expected"} {
+			for _, want := range wantChecks[f.Fault] {
 				if ok, seen := names[want]; !seen || !ok {
-					t.Errorf("hang failover: check %q seen %v, passed %v", want, seen, ok)
+					t.Errorf("%s failover: check %q seen %v, passed %v", f.Fault, want, seen, ok)
 				}
 			}
 		}
-		if !strings.Contains(summary.String(), "result: PASS") {
-			t.Errorf("summary:\n%s", summary.String())
+		for _, want := range []string{"result: PASS", "crash, the kubelet reporting the container terminated: the next term started 0.0ms after the report",
+			"kill, the kubelet silent: the lease was taken 1s after the old leader's last renew"} {
+			if !strings.Contains(summary.String(), want) {
+				t.Errorf("summary lacks %q:\n%s", want, summary.String())
+			}
 		}
 		checkLogOrder(t, out.String())
 		// A hang is reported from the term the fault hit, then the term the
@@ -269,8 +287,8 @@ func options(set func(*demo.Options)) demo.Options {
 // interrupted (not that a check failed), keeps the failovers done so far,
 // and leaves nothing running.
 func TestInterrupted(t *testing.T) {
-	// Seed 1 begins with a pause: 4s cuts the run while the old leader is
-	// paused, 7s during the second failover.
+	// Seed 1 begins with a hang: 4s cuts the run during it, 7s during the
+	// second failover (a kill).
 	for _, after := range []time.Duration{4 * time.Second, 7 * time.Second} {
 		t.Run(after.String(), func(t *testing.T) { testInterrupted(t, after) })
 	}
@@ -428,18 +446,18 @@ func TestEstimate(t *testing.T) {
 }
 
 func TestSchedule(t *testing.T) {
-	a, b := demo.Schedule(1, 9), demo.Schedule(1, 9)
+	a, b := demo.Schedule(1, 11), demo.Schedule(1, 11)
 	if !slices.Equal(a, b) {
 		t.Errorf("same seed, different schedules: %v %v", a, b)
 	}
-	if slices.Equal(a, demo.Schedule(2, 9)) && slices.Equal(a, demo.Schedule(3, 9)) {
+	if slices.Equal(a, demo.Schedule(2, 11)) && slices.Equal(a, demo.Schedule(3, 11)) {
 		t.Errorf("seeds 1, 2 and 3 give the same schedule %v", a)
 	}
-	for i := 0; i+4 <= len(a); i += 4 {
-		cycle := slices.Clone(a[i : i+4])
+	for i := 0; i+5 <= len(a); i += 5 {
+		cycle := slices.Clone(a[i : i+5])
 		slices.Sort(cycle)
-		if !slices.Equal(cycle, []demo.Fault{demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
-			t.Errorf("cycle %d is %v, want each fault once", i/4, a[i:i+4])
+		if !slices.Equal(cycle, []demo.Fault{demo.FaultCrash, demo.FaultHang, demo.FaultKill, demo.FaultPause, demo.FaultRelease}) {
+			t.Errorf("cycle %d is %v, want each fault once", i/5, a[i:i+5])
 		}
 	}
 	for i := 1; i < len(a); i++ {
@@ -487,7 +505,7 @@ func TestMux(t *testing.T) {
 func ExampleSchedule() {
 	fmt.Println(demo.Schedule(1, 6))
 	// Output:
-	// [pause hang kill release hang pause]
+	// [hang kill release pause crash kill]
 }
 
 // interruptSeeds are the seeds TestInterruptedAtRandomMoments runs in CI:
@@ -556,5 +574,5 @@ func ExampleOptions_Estimate() {
 	o := demo.DefaultOptions()
 	fmt.Println(demo.Schedule(o.Seed, o.Failovers), o.Estimate())
 	// Output:
-	// [pause hang kill release hang pause] 27.4s
+	// [hang kill release pause crash kill] 23.4s
 }
