@@ -35,7 +35,7 @@ var demoFlagOf = map[string]string{
 func (d *demoFlags) register(fs *flag.FlagSet) {
 	d.o = demo.DefaultOptions()
 	fs.IntVar(&d.o.Replicas, "replicas", d.o.Replicas, fmt.Sprintf("number of replicas, %d to %d", demo.MinReplicas, demo.MaxReplicas))
-	fs.IntVar(&d.o.Failovers, "failovers", d.o.Failovers, "number of leader failures (kill, pause, release, in an order drawn from --seed); 0 elects a leader and stops")
+	fs.IntVar(&d.o.Failovers, "failovers", d.o.Failovers, "number of leader failures (kill, crash, pause, release, hang, in an order drawn from --seed); 0 elects a leader and stops")
 	fs.DurationVar(&d.o.LeaseDuration, "lease-duration", d.o.LeaseDuration, fmt.Sprintf("lease duration, at most %v (a kill or a pause waits it out)", demo.MaxLeaseDuration))
 	fs.DurationVar(&d.o.RenewDeadline, "renew-deadline", d.o.RenewDeadline, "renew deadline (below the lease duration)")
 	fs.DurationVar(&d.o.RetryPeriod, "retry-period", d.o.RetryPeriod, "retry period (renew deadline above 1.2 × this)")

@@ -80,15 +80,19 @@ current-context: x
 }
 
 // TestDemoCommand runs `baton demo` in a bubble: it passes, prints the
-// summary and writes a well-formed timeline.
+// summary and writes a well-formed timeline. Seed 23 kills the leader with
+// the kubelet silent, then crashes the next one with the kubelet reporting:
+// the output states both takeovers.
 func TestDemoCommand(t *testing.T) {
 	svg := filepath.Join(t.TempDir(), "timeline.svg")
 	synctest.Test(t, func(t *testing.T) {
-		code, stdout, stderr := runCmd(t, "demo", "--failovers=2", "--dwell=200ms", "--seed=4", "--live=never", "--timeline="+svg)
+		code, stdout, stderr := runCmd(t, "demo", "--failovers=2", "--dwell=200ms", "--seed=23", "--live=never", "--timeline="+svg)
 		if code != exitOK {
 			t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 		}
-		for _, want := range []string{"failover 1/2", "failover 2/2", "SUMMARY", "result: PASS", "timeline written to " + svg} {
+		for _, want := range []string{"failover 1/2: kill", "kubelet silent: the lease was taken 1s after", "failover 2/2: crash",
+			"container terminated", "death signal: ", "the next term started 0.0ms after the report",
+			"SUMMARY", "result: PASS", "timeline written to " + svg} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("stdout lacks %q", want)
 			}

@@ -12,13 +12,19 @@
 // for each of Options.Failovers failovers, it lets the leader lead for
 // Options.Dwell while the pods change, changes the configuration and the
 // pods again and waits until every replica's all-replica side holds the
-// change, and then fails the leader in one of four ways, in an order
+// change, and then fails the leader in one of five ways, in an order
 // drawn from Options.Seed:
 //
 //   - kill: the replica's stores fail every call from now on and its context
 //     is cancelled, so it can neither renew nor release: a crash. The lease
-//     is left held and the others take it once it expires. The replica is
-//     then started again, fresh, as a follower.
+//     is left held, the simulated kubelet stays silent (as when the node is
+//     cut off), and the others take the lease once it expires. The replica
+//     is then started again, fresh, as a follower.
+//   - crash: the same, but once the replica's process is over (its Run
+//     returned, elector and components stopped) the simulated kubelet
+//     reports its container terminated. A follower's death watch takes
+//     that as proof and the follower takes the lease at once, without
+//     waiting it out. The replica is then started again.
 //   - pause: every call the replica makes to the lease store and the
 //     published object blocks, whatever its context says, for a lease
 //     duration plus a renew deadline: the replica is frozen past its lease,
@@ -45,6 +51,21 @@
 // rendering the last valid configuration and publishes the refusal's reasons
 // in the object's status.
 //
+// # The simulated kubelet
+//
+// Outside a pod no kubelet reports on a process, and the death signal is
+// off; the demo plays the kubelet to show it. Each replica runs in a pod of its own, and each start of it is a new
+// incarnation of the pod's container (package pkg/k8s/incarnation: a
+// nonce drawn at start). Its election records the incarnation in the lease
+// (leaderelection.Config.Incarnation) and watches the holder's through the
+// kubelet (Config.DeathWatch). The kubelet keeps one pod status per
+// replica: the container running, and, once the engine tells it a start's
+// process is over (after a crash, and after a graceful release), terminated
+// with that start's termination line, kept as the last state after a
+// restart; it reports nothing of a killed replica, nor of a paused or
+// hanging one, whose process runs. A follower's watch is proven by the
+// check a Kubernetes watch makes (incarnation.ProvesDead).
+//
 // # Checks
 //
 // After each failover it checks that the term increased; that the old and
@@ -61,7 +82,13 @@
 // newest versions (and the refusal when the newest document was invalid);
 // that a write with the old term is refused (fencing); that the takeover
 // was of the expected kind (expired lease, or released one after a release
-// or a resignation); after a pause, that the paused replica ended its term
+// or a resignation); after a kill, that the lease was taken no sooner than
+// a lease duration after the old leader's last renew was sent (the lease
+// rules: the kubelet was silent); after a crash, that it was taken sooner
+// (the report, not the lease, ended the wait), and that the new term
+// started no sooner than the kubelet's report and within a quarter of a
+// lease duration of it (the output states the time in milliseconds);
+// after a pause, that the paused replica ended its term
 // for a missed renew deadline; and after a hang, that the stuck leader
 // reported the missing component, resigned once, and was healthy again
 // once the component returned.
