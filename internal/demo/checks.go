@@ -171,14 +171,18 @@ func (h *handover) fenced() {
 }
 
 // takeover checks the kind of takeover: of an expired lease after a kill
-// or a pause, of a released one after a release.
+// or a pause, of a held one after a crash (its holder proven dead), of a
+// released one after a release or a hang.
 func (h *handover) takeover() {
-	wantFrom := h.old.id
-	if h.f.Fault == FaultRelease || h.f.Fault == FaultHang {
-		wantFrom = "" // released, or resigned: the resignation releases
+	wantFrom, kind := h.old.id, "expired lease"
+	switch h.f.Fault {
+	case FaultRelease, FaultHang:
+		wantFrom, kind = "", "released lease" // released, or resigned: the resignation releases
+	case FaultCrash:
+		kind = "lease of a holder proven dead"
 	}
 	h.add("takeover as expected", h.nt.TakeoverKnown && h.nt.TakeoverFrom == wantFrom,
-		"the acquiring write saw holder %q, want %q (%s)", h.nt.TakeoverFrom, wantFrom, map[bool]string{true: "released lease", false: "expired lease"}[wantFrom == ""])
+		"the acquiring write saw holder %q, want %q (%s)", h.nt.TakeoverFrom, wantFrom, kind)
 }
 
 // deathSignal checks, after a crash or a kill, what ended the wait for the

@@ -112,7 +112,7 @@ func (f Failover) line(total int) string {
 func (f Failover) deathNote() string {
 	switch f.Fault {
 	case FaultCrash:
-		return fmt.Sprintf("; death signal: the kubelet reported the container terminated %v after the crash, and term %d started %s after the report, %v after the old leader's last renew",
+		return fmt.Sprintf("; death signal: the kubelet reported the container terminated %v after the crash, and term %d started %s after the report (its acquisition sent %v after the old leader's last renew)",
 			round(f.ReportAt.Sub(f.FaultAt)), f.NewTerm, ms(f.SinceReport), round(f.SinceRenew))
 	case FaultKill:
 		return fmt.Sprintf("; kubelet silent: the lease was taken %v after the old leader's last renew", round(f.SinceRenew))
