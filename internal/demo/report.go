@@ -305,7 +305,7 @@ func (r *Report) deathSummary() string {
 	if len(reported) > 0 {
 		slices.Sort(reported)
 		fmt.Fprintf(&b, "crash, the kubelet reporting the container terminated: the next term started %s after the report (max over %s; lease %v)\n",
-			ms(reported[len(reported)-1]), count(len(reported), "crash"), r.Options.LeaseDuration)
+			ms(reported[len(reported)-1]), count(len(reported), "crash failover"), r.Options.LeaseDuration)
 	}
 	if len(silent) > 0 {
 		slices.Sort(silent)
