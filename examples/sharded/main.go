@@ -113,11 +113,13 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Sharded, error) {
 	}
 	opts := cfg.Runtime
 	opts.Identity = cfg.Identity
+	// No LeaderElectionID: sharded controllers alone need no single leader, and no
+	// Lease for one.
 	rt, err := batoncr.New(mgr, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	ring := cfg.Ring
+	ring := cfg.Ring // its Leases: sharded-shard-<i>, sharded-member-<identity>
 	ring.Name, ring.Namespace = "sharded", cfg.LeaseNamespace
 	h, err := rt.AddShardedController(batoncr.ShardedController{
 		Name:       "stamper",
