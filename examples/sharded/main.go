@@ -9,7 +9,9 @@
 //	sharded --kubeconfig ~/.kube/config --identity a --lease-namespace default
 //
 // Run several, each with its own --identity. Each logs the shards it owns whenever
-// they change ("shards owned") and every object it reconciles ("reconciled").
+// they change ("shards owned") and every object it reconciles ("reconciled"). In a
+// cluster, its service account needs get, list, watch, create, update and delete on
+// leases in --lease-namespace, and get, list, watch and update on configmaps.
 package main
 
 import (
