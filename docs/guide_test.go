@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,8 @@ var goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
 // TestGettingStarted builds every ```go block of the guide as a program of its own,
 // in a module that requires this repository through a replace, offline, and runs each
 // as the guide says: three replicas at a time on one machine, against a real API
-// server, the leader stopped with SIGTERM and another taking over.
+// server, the leader stopped with SIGTERM and another taking over. It builds
+// examples/sharded from such a module as section 6 does, and runs it as it says.
 func TestGettingStarted(t *testing.T) {
 	text, err := os.ReadFile("GETTING-STARTED.md")
 	if err != nil {
@@ -49,10 +51,45 @@ func TestGettingStarted(t *testing.T) {
 		}
 		bins[i] = build(t, b[1])
 	}
+	sharded := buildPackage(t, "github.com/baton-dev/baton/examples/sharded")
 	env := batontest.StartEnv(t)
 	kubeconfig := env.Kubeconfig(t)
 	t.Run("greeter", func(t *testing.T) { runGreeter(t, env.Clientset(), bins[0], kubeconfig) })
 	t.Run("indexer", func(t *testing.T) { runIndexer(t, env.Clientset(), bins[1], kubeconfig) })
+	t.Run("sharded", func(t *testing.T) { runSharded(t, env.Clientset(), sharded, kubeconfig) })
+}
+
+// TestShardedFragmentIsTheExamples: the fragment section 6 shows is
+// examples/sharded's code, word for word (so it compiles where the example does).
+func TestShardedFragmentIsTheExamples(t *testing.T) {
+	text, err := os.ReadFile("GETTING-STARTED.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(text), "## 6. ")
+	if !ok {
+		t.Fatal("the guide has no section 6")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	m := regexp.MustCompile("(?s)\n```\n(.*?)```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal("section 6 shows no code fragment")
+	}
+	src, err := os.ReadFile(filepath.Join("..", "examples", "sharded", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lines compared without their indentation.
+	flat := func(s string) string {
+		var out []string
+		for line := range strings.Lines(s) {
+			out = append(out, strings.TrimSpace(line))
+		}
+		return strings.Join(out, "\n")
+	}
+	if !strings.Contains(flat(string(src)), flat(m[1])) {
+		t.Errorf("section 6's fragment is not in examples/sharded/main.go:\n%s", m[1])
+	}
 }
 
 // TestReadmeQuickStartCompiles builds the README's Quick Start as a package of its
@@ -80,7 +117,7 @@ func TestLineCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	flat := strings.Join(strings.Fields(string(text)), " ")
-	for _, example := range []string{"lifecycle", "crmirror"} {
+	for _, example := range []string{"lifecycle", "crmirror", "sharded"} {
 		m := regexp.MustCompile("`examples/" + example + "`[^.]*? about (\\d+) lines").FindStringSubmatch(flat)
 		if m == nil {
 			t.Errorf("the guide gives no size of examples/%s", example)
@@ -101,6 +138,35 @@ func TestLineCounts(t *testing.T) {
 // the binary.
 func build(t *testing.T, src string) string {
 	t.Helper()
+	dir := guideModule(t)
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "program")
+	for _, args := range [][]string{{"build", "-o", bin, "."}, {"vet", "."}} {
+		if out, err := goIn(dir, args...); err != nil {
+			t.Fatalf("go %s: %v\n%s\n--- main.go ---\n%s", strings.Join(args, " "), err, out, src)
+		}
+	}
+	return bin
+}
+
+// buildPackage builds the program pkg of this repository from a module of the
+// guide's, as the guide says to; it returns the binary.
+func buildPackage(t *testing.T, pkg string) string {
+	t.Helper()
+	dir := guideModule(t)
+	bin := filepath.Join(dir, "program")
+	if out, err := goIn(dir, "build", "-o", bin, pkg); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// guideModule returns the directory of a new module that requires this repository
+// through a replace, with its go.sum.
+func guideModule(t *testing.T) string {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -111,21 +177,20 @@ func build(t *testing.T, src string) string {
 	}
 	dir := t.TempDir()
 	mod := "module example.com/guide\n\ngo 1.26.0\n\nrequire github.com/baton-dev/baton v0.0.0\n\nreplace github.com/baton-dev/baton => " + root + "\n"
-	for name, content := range map[string][]byte{"go.mod": []byte(mod), "go.sum": sum, "main.go": []byte(src)} {
+	for name, content := range map[string][]byte{"go.mod": []byte(mod), "go.sum": sum} {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bin := filepath.Join(dir, "program")
-	for _, args := range [][]string{{"build", "-o", bin, "."}, {"vet", "."}} {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s\n--- main.go ---\n%s", strings.Join(args, " "), err, out, src)
-		}
-	}
-	return bin
+	return dir
+}
+
+// goIn runs the go command in dir, offline.
+func goIn(dir string, args ...string) ([]byte, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	return cmd.CombinedOutput()
 }
 
 // runGreeter runs the first program as section 3 and 4 do: three replicas, a
@@ -205,6 +270,92 @@ func runIndexer(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
 		return next != first && ps[next] != nil && strings.Contains(ps[next].output(), line)
 	})
 	t.Logf("%s had the index; after its SIGTERM, %s had it %v later", first, next, time.Since(stopped))
+}
+
+// runSharded runs examples/sharded as section 6 does: three replicas and 30 labelled
+// ConfigMaps, each reconciled by one of them, the shards shared evenly (as each
+// replica's last "shards owned" line says); then one replica stopped with SIGTERM,
+// the other two sharing its shards and reconciling its ConfigMaps.
+func runSharded(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) {
+	ctx := t.Context()
+	ps := map[string]*process{}
+	for _, id := range []string{"a", "b", "c"} {
+		ps[id] = start(t, bin, "--identity", id, "--kubeconfig", kubeconfig)
+	}
+	for i := range 30 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("work-", i), Namespace: "default",
+			Labels: map[string]string{"baton.dev/sharded": "true"}}}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// reconciledBy returns who reconciled each ConfigMap.
+	reconciledBy := func() map[string]string {
+		list, err := cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{LabelSelector: "baton.dev/sharded=true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		by := map[string]string{}
+		for _, cm := range list.Items {
+			by[cm.Name] = cm.Data["reconciled-by"]
+		}
+		return by
+	}
+	// settled reports whether the replicas ids own the counts of shards want (by
+	// their logs) and every ConfigMap was reconciled by one of them; it returns who
+	// reconciled each.
+	settled := func(want map[string][]int) (map[string]string, bool) {
+		for id, counts := range want {
+			if !slices.Contains(counts, lastShardCount(ps[id].output())) {
+				return nil, false
+			}
+		}
+		by := reconciledBy()
+		for _, r := range by {
+			if want[r] == nil {
+				return by, false
+			}
+		}
+		return by, len(by) == 30
+	}
+	var before map[string]string
+	batontest.WaitFor(t, 60*time.Second, "64 shards shared by a, b and c, every ConfigMap reconciled", func() bool {
+		var ok bool
+		before, ok = settled(map[string][]int{"a": {21, 22}, "b": {21, 22}, "c": {21, 22}})
+		return ok
+	})
+	stopped := time.Now()
+	if err := ps["c"].stop(); err != nil {
+		t.Fatalf("c after SIGTERM: %v\n%s", err, ps["c"].output())
+	}
+	batontest.WaitFor(t, 30*time.Second, "c's shards taken by a and b, every ConfigMap reconciled by them", func() bool {
+		_, ok := settled(map[string][]int{"a": {32}, "b": {32}})
+		return ok
+	})
+	moved := 0
+	for _, r := range before {
+		if r == "c" {
+			moved++
+		}
+	}
+	t.Logf("c stopped; a and b took its shards and reconciled its %d ConfigMaps %v later", moved, time.Since(stopped))
+	if moved == 0 {
+		t.Error("c reconciled none of the 30 ConfigMaps")
+	}
+}
+
+// shardCount matches a replica's "shards owned" line of examples/sharded.
+var shardCount = regexp.MustCompile(`msg="shards owned".* count=(\d+)`)
+
+// lastShardCount returns the count of a replica's last "shards owned" line, -1 if none.
+func lastShardCount(log string) int {
+	n := -1
+	for line := range strings.Lines(log) {
+		if m := shardCount.FindStringSubmatch(line); m != nil {
+			n, _ = strconv.Atoi(m[1])
+		}
+	}
+	return n
 }
 
 // waitObserved waits until every replica but leader has logged that it observed leader

@@ -57,6 +57,9 @@ func (r *Runtime) AddController(c Controller) error {
 			return fmt.Errorf("%w: controller %q: Watches[%d].Object is nil", ErrInvalidRegistration, c.Name, i)
 		}
 	}
+	if err := r.needElection(fmt.Sprintf("controller %q", c.Name)); err != nil {
+		return err
+	}
 	if err := r.claim(c.Name); err != nil {
 		return err
 	}

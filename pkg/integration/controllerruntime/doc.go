@@ -207,8 +207,11 @@
 //     acquired costs one list of that shard's objects (the manager's cache is warm
 //     already); where the server does not serve it, the manager's cache is used.
 //
-// The Runtime still runs its single-leader election (LeaderElectionID), whether or not
-// leader-only work is registered.
+// A Runtime with only sharded controllers needs no Lease of its own: leave
+// Options.LeaderElectionID empty and it runs no single-leader election (IsLeader is
+// false, Term 0), while AddController, AddLeaderOnly and AddReplayer refuse with an
+// error naming the field. With LeaderElectionID set, the single-leader election runs
+// beside the rings, whether or not leader-only work is registered.
 //
 // # Dependencies
 //

@@ -8,7 +8,8 @@ var (
 	// the field and what to set it to.
 	ErrInvalidOptions = errors.New("controllerruntime: invalid options")
 	// ErrInvalidRegistration is wrapped by the Add methods for a nil function or
-	// reconciler, an empty or duplicate name, or a watch without an object.
+	// reconciler, an empty or duplicate name, a watch without an object, or
+	// leader-only work on a Runtime without Options.LeaderElectionID.
 	ErrInvalidRegistration = errors.New("controllerruntime: invalid registration")
 	// ErrStarted is returned by the Add methods once the Runtime was started, and by a
 	// second Start.

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // collector reads the Runtime's state at scrape time; only the term-ready latency is
@@ -53,13 +55,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.r.IsLeader() {
 		leader = 1
 	}
-	st := c.r.life.Status()
+	st := c.r.Status()
 	ch <- prometheus.MustNewConstMetric(c.isLeader, prometheus.GaugeValue, leader)
 	ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(c.r.Term()))
 	ch <- prometheus.MustNewConstMetric(c.terms, prometheus.CounterValue, float64(st.Terms))
 	ch <- prometheus.MustNewConstMetric(c.readyTerms, prometheus.CounterValue, float64(st.ReadyTerms))
 	ch <- prometheus.MustNewConstMetric(c.refusedDesc, prometheus.CounterValue, float64(c.refused.Load()))
-	es := c.r.elector.Elector().Stats()
+	var es k8sle.Stats // zero without the single-leader election
+	if c.r.elector != nil {
+		es = c.r.elector.Elector().Stats()
+	}
 	ch <- prometheus.MustNewConstMetric(c.outOfRange, prometheus.CounterValue, float64(es.OutOfRange))
 	ch <- prometheus.MustNewConstMetric(c.duplicateIdentity, prometheus.CounterValue, float64(es.DuplicateIdentity))
 	c.termReady.Collect(ch)

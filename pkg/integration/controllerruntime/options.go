@@ -34,10 +34,18 @@ const DefaultGracefulShutdownTimeout = 30 * time.Second
 // Options configure New. The names follow manager.Options where a field means the same;
 // the manager's own LeaderElection must stay false (Baton's elector replaces it).
 type Options struct {
-	// LeaderElectionID is the name of the coordination.k8s.io/v1 Lease. Required.
+	// LeaderElectionID is the name of the coordination.k8s.io/v1 Lease of the
+	// single-leader election. Required for leader-only work (AddController,
+	// AddLeaderOnly, AddReplayer), which they refuse without it. Leave it empty when
+	// only sharded controllers are registered (AddShardedController): the Runtime
+	// then runs no single-leader election and holds no Lease of its own, and the
+	// options below that only that election uses (LeaderElectionNamespace, the
+	// timings, LeaderElectionReleaseOnCancel, DeathSignal) are not used.
+	// ServerSideFence and DeathSignal true are refused without it.
 	LeaderElectionID string
-	// LeaderElectionNamespace is the namespace of the Lease. Required: unlike the
-	// manager, New does not guess it from the service account.
+	// LeaderElectionNamespace is the namespace of the Lease. Required with
+	// LeaderElectionID: unlike the manager, New does not guess it from the service
+	// account.
 	LeaderElectionNamespace string
 	// Identity names this replica in the Lease's holderIdentity; it must be unique among
 	// the replicas. Default: the hostname, "_", and a random UUID, as the manager does.
@@ -98,9 +106,11 @@ type Options struct {
 // settings are Options with the defaults applied.
 type settings struct {
 	election k8sle.Config
-	stop     time.Duration
-	logger   logr.Logger
-	metrics  prometheus.Registerer
+	// single is false when LeaderElectionID is empty: no single-leader election.
+	single  bool
+	stop    time.Duration
+	logger  logr.Logger
+	metrics prometheus.Registerer
 }
 
 // resolve applies the defaults and checks o; errors name the field and wrap
@@ -116,14 +126,19 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 			RetryPeriod:     deref(o.RetryPeriod, k8sle.DefaultRetryPeriod),
 			ReleaseOnCancel: o.LeaderElectionReleaseOnCancel == nil || *o.LeaderElectionReleaseOnCancel,
 		},
+		single:  o.LeaderElectionID != "",
 		stop:    deref(o.GracefulShutdownTimeout, DefaultGracefulShutdownTimeout),
 		logger:  o.Logger,
 		metrics: o.MetricsRegisterer,
 	}
-	if o.LeaderElectionID == "" {
-		return s, fmt.Errorf("%w: LeaderElectionID is empty; set it to the name of the Lease the replicas share", ErrInvalidOptions)
-	}
-	if o.LeaderElectionNamespace == "" {
+	switch {
+	case !s.single && o.ServerSideFence:
+		return s, fmt.Errorf("%w: ServerSideFence is true but LeaderElectionID is empty; the API server's fence "+
+			"checks the single-leader Lease: set LeaderElectionID, or leave ServerSideFence false", ErrInvalidOptions)
+	case !s.single && o.DeathSignal != nil && *o.DeathSignal:
+		return s, fmt.Errorf("%w: DeathSignal is true but LeaderElectionID is empty; the death signal speeds up "+
+			"the single-leader election: set LeaderElectionID, or leave DeathSignal nil", ErrInvalidOptions)
+	case s.single && o.LeaderElectionNamespace == "":
 		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
 	}
 	if err := k8sle.CheckDurations(s.election.LeaseDuration, s.election.RenewDeadline, s.election.RetryPeriod); err != nil {

@@ -31,8 +31,8 @@ type Runtime struct {
 	mgr      manager.Manager
 	logger   logr.Logger
 	bus      *busevents.EventBus
-	life     *lifecycle.Manager
-	elector  *leaderelection.Component
+	life     *lifecycle.Manager        // nil without the single-leader election
+	elector  *leaderelection.Component // nil without it (Options.LeaderElectionID empty)
 	metrics  *collector
 	identity string
 	slogger  *slog.Logger
@@ -40,8 +40,8 @@ type Runtime struct {
 	// (Options.DeathSignal).
 	deaths *incarnation.Watcher
 
-	// lease reads this replica's Lease for the fenced clients; serverSide is
-	// Options.ServerSideFence.
+	// lease reads this replica's Lease for the fenced clients (nil without the
+	// single-leader election); serverSide is Options.ServerSideFence.
 	lease      *leaseReader
 	serverSide bool
 
@@ -62,8 +62,10 @@ type Runtime struct {
 // replica, as the health checks HealthzCheckName and ReadyzCheckName, and as metrics on
 // Options.MetricsRegisterer. mgr must be built with LeaderElection false: New refuses a
 // manager that runs its own election. Register the leader-only work (AddController,
-// AddLeaderOnly) and the replayers before mgr.Start. Errors wrap ErrInvalidOptions and
-// name the field to change.
+// AddLeaderOnly) and the replayers before mgr.Start. With Options.LeaderElectionID
+// empty the Runtime runs no single-leader election: it serves sharded controllers
+// (AddShardedController) only, and refuses leader-only work. Errors wrap
+// ErrInvalidOptions and name the field to change.
 func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: manager is nil; pass the manager.Manager the Runtime runs in", ErrInvalidOptions)
@@ -84,32 +86,14 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		}
 	}
 	slogger := slog.New(logr.ToSlogHandler(s.logger))
-	deaths, err := opts.deathSignal(&s.election, cs, slogger)
-	if err != nil {
-		return nil, err
-	}
-	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{}, deaths: deaths,
-		lease:      &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity},
+	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
 		serverSide: opts.ServerSideFence}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
-	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, slogger); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
-	}
 	r.metrics = newCollector(r)
-	r.life, err = lifecycle.NewManager(r.bus, lifecycle.Options{
-		Logger:      slogger,
-		StopTimeout: s.stop,
-		TermContext: r.elector.TermContext,
-		// A term missing a leader-only controller (failed, or stuck from the last term)
-		// is resigned after the runtime's grace, so that another replica leads.
-		StepDown:    r.elector.Resign,
-		OnTermReady: func(rep lifecycle.TermReport) { r.metrics.termReady.Observe(rep.Latency.Seconds()) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := r.life.AddAllReplica(r.elector); err != nil {
-		return nil, err
+	if s.single {
+		if err := r.setUpElection(opts, s, cs); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.metrics.Register(r.metrics); err != nil {
 		return nil, fmt.Errorf("%w: MetricsRegisterer: %v (give each Runtime of a process a registry of its own)", ErrInvalidOptions, err)
@@ -126,6 +110,31 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	return r, nil
 }
 
+// setUpElection builds the single-leader election and its term runtime.
+func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interface) error {
+	var err error
+	if r.deaths, err = opts.deathSignal(&s.election, cs, r.slogger); err != nil {
+		return err
+	}
+	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity}
+	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, r.slogger); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	r.life, err = lifecycle.NewManager(r.bus, lifecycle.Options{
+		Logger:      r.slogger,
+		StopTimeout: s.stop,
+		TermContext: r.elector.TermContext,
+		// A term missing a leader-only controller (failed, or stuck from the last term)
+		// is resigned after the runtime's grace, so that another replica leads.
+		StepDown:    r.elector.Resign,
+		OnTermReady: func(rep lifecycle.TermReport) { r.metrics.termReady.Observe(rep.Latency.Seconds()) },
+	})
+	if err != nil {
+		return err
+	}
+	return r.life.AddAllReplica(r.elector)
+}
+
 // NeedLeaderElection returns false: the Runtime runs on every replica, and decides
 // itself when the leader-only work runs.
 func (r *Runtime) NeedLeaderElection() bool { return false }
@@ -134,12 +143,23 @@ func (r *Runtime) NeedLeaderElection() bool { return false }
 // leader-only controller, whose warm-up syncs the informers of its watches on the
 // shared cache (so that a new leader starts warm), then
 // campaigns, leads and campaigns again until ctx ends. It returns nil after ctx ended,
-// or the error of a failed lease release; a second call returns ErrStarted.
+// or the error of a failed lease release; a second call returns ErrStarted. Without
+// the single-leader election (LeaderElectionID empty) it only runs the bus until ctx
+// ends.
 func (r *Runtime) Start(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
 	r.base.Store(&ctx)
+	if r.elector == nil {
+		r.warm.Store(true)
+		r.logger.Info("no single-leader election (Options.LeaderElectionID is empty): sharded controllers only",
+			"identity", r.identity)
+		r.bus.Start()
+		defer r.bus.Stop()
+		<-ctx.Done()
+		return nil
+	}
 	r.mu.Lock()
 	controllers := r.controllers
 	r.mu.Unlock()
@@ -156,7 +176,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.leaderOnly.Load() == 0 {
 		r.logger.Info("WARNING: no leader-only work is registered: this replica campaigns and leads for nothing. "+
 			"Register leader-only controllers with Runtime.AddController (one built with ctrl.NewControllerManagedBy "+
-			"runs on every replica, and its fenced writes fail with ErrNoTerm) and functions with AddLeaderOnly",
+			"runs on every replica, and its fenced writes fail with ErrNoTerm) and functions with AddLeaderOnly; "+
+			"with sharded controllers only, leave Options.LeaderElectionID empty",
 			"identity", r.identity)
 	}
 	r.bus.Start()
@@ -183,22 +204,54 @@ func (r *Runtime) Bus() *busevents.EventBus { return r.bus }
 // Identity returns this replica's identity in the Lease.
 func (r *Runtime) Identity() string { return r.identity }
 
-// IsLeader reports whether this replica leads now, by its own clock.
-func (r *Runtime) IsLeader() bool { return r.elector.Elector().IsLeader() }
+// IsLeader reports whether this replica leads now, by its own clock; false without
+// the single-leader election.
+func (r *Runtime) IsLeader() bool { return r.elector != nil && r.elector.Elector().IsLeader() }
 
-// Term returns the current term, 0 while not leading.
-func (r *Runtime) Term() uint64 { return r.elector.Elector().Term() }
+// Term returns the current term, 0 while not leading and without the single-leader
+// election.
+func (r *Runtime) Term() uint64 {
+	if r.elector == nil {
+		return 0
+	}
+	return r.elector.Elector().Term()
+}
 
-// GetLeader returns the holder of the Lease last observed, "" if none.
-func (r *Runtime) GetLeader() string { return r.elector.Elector().GetLeader() }
+// GetLeader returns the holder of the Lease last observed, "" if none and without the
+// single-leader election.
+func (r *Runtime) GetLeader() string {
+	if r.elector == nil {
+		return ""
+	}
+	return r.elector.Elector().GetLeader()
+}
 
-// Status returns the term runtime's snapshot: terms, readiness, components.
-func (r *Runtime) Status() lifecycle.Status { return r.life.Status() }
+// Status returns the term runtime's snapshot: terms, readiness, components; the zero
+// Status without the single-leader election.
+func (r *Runtime) Status() lifecycle.Status {
+	if r.life == nil {
+		return lifecycle.Status{}
+	}
+	return r.life.Status()
+}
+
+// needElection refuses the registration of leader-only work what when the Runtime
+// runs no single-leader election.
+func (r *Runtime) needElection(what string) error {
+	if r.elector != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is leader-only work, which needs Options.LeaderElectionID (and LeaderElectionNamespace): "+
+		"set them in New's options, or register a sharded controller with AddShardedController", ErrInvalidRegistration, what)
+}
 
 // AddReplayer registers the replayer of state an all-replica runnable computes
 // (typically a *leadership.StateReplayer[T] on Bus()); it is replayed at the start of
 // each term, after the leader-only work subscribed. See the package doc.
 func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
+	if err := r.needElection(fmt.Sprintf("replayer %q", name)); err != nil {
+		return err
+	}
 	if err := r.claim(name); err != nil {
 		return err
 	}
@@ -213,6 +266,9 @@ func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
 func (r *Runtime) AddLeaderOnly(name string, fn func(ctx context.Context) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: leader-only function %q is nil", ErrInvalidRegistration, name)
+	}
+	if err := r.needElection(fmt.Sprintf("leader-only function %q", name)); err != nil {
+		return err
 	}
 	if err := r.claim(name); err != nil {
 		return err
@@ -252,8 +308,12 @@ func wrapRegistration(err error) error {
 	}
 }
 
-// healthz fails while the elector missed its renew deadline or a component failed.
+// healthz fails while the elector missed its renew deadline or a component failed;
+// it passes without the single-leader election.
 func (r *Runtime) healthz(*http.Request) error {
+	if r.elector == nil {
+		return nil
+	}
 	if err := r.elector.Elector().Healthy(); err != nil {
 		return err
 	}
