@@ -218,9 +218,8 @@ func (e *fenceEnv) waitPassed(s stamps) {
 // fenced returns a fenced client of holder in a term of its own, writing through c,
 // with the API server's fence on.
 func (e *fenceEnv) fenced(c client.Client, holder string, term uint64) (client.Client, context.Context, func()) {
-	ctx, end := fakeTerm(term)
-	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, serverSide: true, logger: slog.Default(),
-		lease: &leaseReader{cs: shared.Clientset(), namespace: e.ns, name: "fence", identity: holder}}
+	ctx, end := leaseTerm(term, &leaseReader{cs: shared.Clientset(), namespace: e.ns, name: "fence", identity: holder, admission: true})
+	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, readsLease: true, logger: slog.Default()}
 	return f, ctx, end
 }
 

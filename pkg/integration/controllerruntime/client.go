@@ -38,16 +38,18 @@ func (r *Runtime) FencedClient(c client.Client) client.Client {
 		c = r.mgr.GetClient()
 	}
 	return &fencedClient{Client: c, reader: r.mgr.GetAPIReader(), refused: &r.metrics.refused,
-		lease: r.lease, serverSide: r.serverSide, logger: r.slogger}
+		readsLease: true, logger: r.slogger}
 }
 
 // fencedClient is a client.Client whose writes are fenced.
 type fencedClient struct {
 	client.Client
-	reader     client.Reader  // the fence's reads
-	refused    *atomic.Uint64 // nil: not counted
-	lease      *leaseReader   // nil: no Lease known (NewFencedClient)
-	serverSide bool           // stamp the Lease token, and each object before deleting it
+	reader  client.Reader  // the fence's reads
+	refused *atomic.Uint64 // nil: not counted
+	// readsLease: the fence reads the term's Lease (termRef.lease) before it refuses a
+	// newer stamp, and stamps the Lease token where the API server's fence is bound to
+	// that Lease. False for NewFencedClient.
+	readsLease bool
 	logger     *slog.Logger
 }
 
@@ -70,8 +72,8 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 		return nil, nil, f.refuse(err)
 	}
 	s := stamps{TermAnnotation: strconv.FormatUint(ref.term, 10)}
-	if f.serverSide && f.lease != nil {
-		tok, err := f.lease.token(ctx, ref)
+	if l := f.leaseOf(ref); l != nil && l.admission {
+		tok, err := l.token(ctx, ref)
 		if err != nil {
 			if errors.Is(err, ErrTermEnded) {
 				return nil, nil, f.refuse(err)
@@ -97,8 +99,8 @@ func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Obje
 	if err != nil || stamped <= ref.term {
 		return nil // unparsable: not ours to judge; the resourceVersion precondition holds
 	}
-	if f.lease != nil {
-		_, holds, err := f.lease.holds(ctx, ref)
+	if l := f.leaseOf(ref); l != nil {
+		_, holds, err := l.holds(ctx, ref)
 		if err != nil {
 			return err
 		}
@@ -106,11 +108,19 @@ func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Obje
 			f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
 				"which is older than the stamp (an object restored from another cluster, or written by another program)",
 				"object", describe(base), "stamp", v, "term", ref.term,
-				"lease", f.lease.namespace+"/"+f.lease.name)
+				"lease", l.namespace+"/"+l.name)
 			return nil
 		}
 	}
 	return f.refuse(fmt.Errorf("%w: %s carries term %d, the writer's term is %d", ErrStaleTerm, describe(base), stamped, ref.term))
+}
+
+// leaseOf returns the Lease of ref's term the fence may read, or nil.
+func (f *fencedClient) leaseOf(ref *termRef) *leaseReader {
+	if !f.readsLease {
+		return nil
+	}
+	return ref.lease
 }
 
 func describe(obj client.Object) string {
@@ -272,7 +282,7 @@ func (f *fencedClient) deleteChecked(ctx context.Context, ref *termRef, s stamps
 	if err := f.admit(ctx, ref, base); err != nil {
 		return err
 	}
-	if f.serverSide && !s.carried(base) {
+	if _, tokened := s[HolderAnnotation]; tokened && !s.carried(base) {
 		stamped := base.DeepCopyObject().(client.Object)
 		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s,
 			version: base.GetResourceVersion(), hadAnnotations: base.GetAnnotations() != nil}

@@ -31,9 +31,12 @@ import (
 // fakeTerm returns a context of term whose end is end: what a Runtime hands a
 // leader-only run, without the elector. It ends as the runtime's term context does
 // when leadership is lost, with lifecycle.ErrLeadershipLost for its cause.
-func fakeTerm(term uint64) (ctx context.Context, end func()) {
+func fakeTerm(term uint64) (ctx context.Context, end func()) { return leaseTerm(term, nil) }
+
+// leaseTerm is fakeTerm of a term of lease.
+func leaseTerm(term uint64, lease *leaseReader) (ctx context.Context, end func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx}), func() { cancel(lifecycle.ErrLeadershipLost) }
+	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx, lease: lease}), func() { cancel(lifecycle.ErrLeadershipLost) }
 }
 
 func newClient(t *testing.T) client.Client {
@@ -397,13 +400,13 @@ func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
 	var logs bytes.Buffer
 	var logsMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logsMu}, nil))
-	fenced := func(identity string) *fencedClient {
-		return &fencedClient{Client: raw, reader: raw, refused: &atomic.Uint64{}, logger: logger,
-			lease: &leaseReader{cs: shared.Clientset(), namespace: ns, name: "noterm", identity: identity}}
+	f := &fencedClient{Client: raw, reader: raw, refused: &atomic.Uint64{}, logger: logger, readsLease: true}
+	inTerm := func(identity string) context.Context {
+		ctx, end := leaseTerm(7, &leaseReader{cs: shared.Clientset(), namespace: ns, name: "noterm", identity: identity})
+		t.Cleanup(end)
+		return ctx
 	}
-	me, other := fenced("me"), fenced("other")
-	term, end := fakeTerm(7)
-	defer end()
+	term, otherTerm := inTerm("me"), inTerm("other")
 	for i, stamp := range []string{"18446744073709551615", "8"} {
 		name := fmt.Sprint("restored-", i)
 		obj := configMap(ns, name)
@@ -415,10 +418,10 @@ func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
 		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
 			t.Fatal(err)
 		}
-		if err := other.Update(term, cm.DeepCopy()); !errors.Is(err, ErrStaleTerm) {
+		if err := f.Update(otherTerm, cm.DeepCopy()); !errors.Is(err, ErrStaleTerm) {
 			t.Fatalf("stamp %s, a replica not holding the Lease: %v, want ErrStaleTerm", stamp, err)
 		}
-		if err := me.Update(term, cm.DeepCopy()); err != nil {
+		if err := f.Update(term, cm.DeepCopy()); err != nil {
 			t.Fatalf("stamp %s, the holder in its term: %v, want the stamp overwritten", stamp, err)
 		}
 		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil || cm.Annotations[TermAnnotation] != "7" {
@@ -437,7 +440,7 @@ func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
 	if err := raw.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := me.Delete(term, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored-delete"}}); err != nil {
+	if err := f.Delete(term, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restored-delete"}}); err != nil {
 		t.Fatalf("delete by name by the holder: %v", err)
 	}
 }

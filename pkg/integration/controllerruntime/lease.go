@@ -28,11 +28,16 @@ type leaseToken struct {
 	holder, acquired string
 }
 
-// leaseReader reads this replica's Lease from the API server.
+// leaseReader reads one of this replica's Leases from the API server: the single
+// leader's, or a shard's.
 type leaseReader struct {
 	cs              kubernetes.Interface
 	namespace, name string
 	identity        string
+	// admission: the API server's fence (NewAdmissionFence) is bound to this Lease,
+	// so writes of its terms carry its token. Only the single leader's Lease can be:
+	// a policy binding names one Lease.
+	admission bool
 }
 
 // holds reads the Lease (a quorum read) and reports whether this replica holds it in
@@ -83,8 +88,9 @@ func formatMicro(t metav1.MicroTime) string {
 // lifecycle.Options.TermContext), which contexts derived from it, such as Reconcile's,
 // only do once the cancellation has propagated.
 type termRef struct {
-	term uint64
-	ctx  context.Context
+	term  uint64
+	ctx   context.Context
+	lease *leaseReader // the Lease of the term; nil: none known
 
 	// mu guards token.
 	mu    sync.Mutex

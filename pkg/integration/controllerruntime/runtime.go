@@ -116,7 +116,8 @@ func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interfac
 	if r.deaths, err = opts.deathSignal(&s.election, cs, r.slogger); err != nil {
 		return err
 	}
-	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity}
+	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity,
+		admission: r.serverSide}
 	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, r.slogger); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
@@ -273,7 +274,7 @@ func (r *Runtime) AddLeaderOnly(name string, fn func(ctx context.Context) error)
 	if err := r.claim(name); err != nil {
 		return err
 	}
-	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn}); err != nil {
+	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn, lease: r.lease}); err != nil {
 		return wrapRegistration(err)
 	}
 	r.leaderOnly.Add(1)
@@ -330,13 +331,14 @@ func (r *Runtime) readyz(*http.Request) error {
 
 // funcComponent runs a leader-only function each term.
 type funcComponent struct {
-	name string
-	fn   func(ctx context.Context) error
+	name  string
+	fn    func(ctx context.Context) error
+	lease *leaseReader // the single leader's Lease
 }
 
 func (c *funcComponent) Name() string { return c.name }
 
-func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermRef(ctx)) }
+func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermRef(ctx, c.lease)) }
 
 // Subscribed tells the Runtime that the leader-only function running under ctx has made
 // its subscriptions, so the term's replays may be published. Call it once, right after

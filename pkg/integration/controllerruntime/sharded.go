@@ -116,7 +116,7 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		}
 	}
 	s := &Sharded{
-		r: r, spec: c, list: listObj, clientset: cs,
+		r: r, spec: c, config: cfg, list: listObj, clientset: cs,
 		logger: r.logger.WithValues("controller", c.Name, "ring", cfg.Name),
 		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{}, stores: map[int]toolscache.Store{},
 		queueReady: make(chan struct{}),
@@ -170,7 +170,8 @@ func (s *Sharded) watchCache() error {
 type Sharded struct {
 	r         *Runtime
 	spec      ShardedController
-	list      runtime.Object // an empty list of For's type
+	config    sharding.Config // spec.Sharding with the defaults filled in
+	list      runtime.Object  // an empty list of For's type
 	clientset kubernetes.Interface
 	logger    logr.Logger
 	sharder   *sharding.Sharder
@@ -303,7 +304,9 @@ func (s *Sharded) leads(shard int) bool {
 // the shard's informer, so the shard is handed over only after they returned.
 func (s *Sharded) acquired(ctx context.Context) {
 	st, _ := sharding.ShardTermFromContext(ctx)
-	lead := &shardLead{ctx: withTermRef(ctx)}
+	lease := &leaseReader{cs: s.clientset, namespace: s.config.Namespace,
+		name: sharding.ShardLeaseName(s.config.Name, st.Shard), identity: s.config.Identity}
+	lead := &shardLead{ctx: withTermRef(ctx, lease)}
 	s.mu.Lock()
 	s.shards[st.Shard] = lead
 	s.mu.Unlock()

@@ -10,13 +10,14 @@ import (
 // termRefKey is the context key of the term reference.
 type termRefKey struct{}
 
-// withTermRef records ctx, the context the runtime gave a leader-only run, in ctx.
-func withTermRef(ctx context.Context) context.Context {
+// withTermRef records ctx, the context the runtime gave a leader-only run, in ctx,
+// with lease, the Lease whose term it is (nil: none the fence may read).
+func withTermRef(ctx context.Context, lease *leaseReader) context.Context {
 	term, ok := termctx.FromContext(ctx)
 	if !ok {
 		return ctx
 	}
-	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx})
+	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx, lease: lease})
 }
 
 func termRefFrom(ctx context.Context) *termRef {
