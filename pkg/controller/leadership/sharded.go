@@ -22,7 +22,9 @@ var ErrInvalidShard = errors.New("leadership: invalid shard")
 // Every replica records every shard's state: its all-replica side computes the
 // state of all shards (from what every replica sees, such as the API server's
 // objects) and calls Publish for each change, whether or not it leads the shard. So
-// whichever replica a shard moves to holds its state already. What is recorded is
+// whichever replica a shard moves to holds its state already, provided the replica
+// recorded every shard's state before it joined the ring (its all-replica side reads
+// its synced cache first). What is recorded is
 // one slot per shard, the newest state published: a new owner needs the current
 // state, not a history.
 //
