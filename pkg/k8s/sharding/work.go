@@ -14,6 +14,10 @@ import (
 // DefaultRestartDelay is the default of WorkConfig.RestartDelay.
 const DefaultRestartDelay = time.Second
 
+// OverstayWarning is how long after its term ended a Work that has not returned is
+// logged, once per run, as holding its shard back from being handed over.
+const OverstayWarning = 10 * time.Second
+
 // Work is leader-only work of a shard: it runs once for each term of each shard this
 // replica leads, and stops when that term ends.
 type Work struct {
@@ -69,9 +73,11 @@ type WorkStats struct {
 //
 // A work that fails, by an error or a panic, is restarted after RestartDelay while
 // its term lasts; it does not stop the other works of its shard, nor the works of
-// other shards, nor the Sharder. A work that never returns after its term ended
-// holds the shard (it is not handed over) and its Run: cancel-aware work is the
-// caller's part.
+// other shards, nor the Sharder. Returning once ctx ends is the work's part: one
+// that does not holds back its RunShard and the hand-over of its shard, whose Lease
+// is not renewed meanwhile, so that another replica takes the shard once the Lease
+// expires while the work still runs (fence its writes by the shard's term). Such a
+// work is logged OverstayWarning after its term ended.
 //
 // Create it with NewWorkers; its methods are safe for concurrent use.
 type Workers struct {
@@ -142,6 +148,24 @@ func (w *Workers) RunShard(ctx context.Context) {
 	wg.Wait()
 }
 
+// warnOverstay logs once if the run of work for t has not returned OverstayWarning
+// after ctx ended; returned is closed when it returns.
+func (w *Workers) warnOverstay(ctx context.Context, t ShardTerm, work Work, returned <-chan struct{}) {
+	select {
+	case <-returned:
+		return
+	case <-ctx.Done():
+	}
+	timer := time.NewTimer(OverstayWarning)
+	defer timer.Stop()
+	select {
+	case <-returned:
+	case <-timer.C:
+		w.logger.Warn("shard work has not returned since its term ended; the shard is not handed over until it does",
+			"work", work.Name, "shard", t.Shard, "term", t.Term, "after", OverstayWarning)
+	}
+}
+
 // run runs work for the term t until it returns nil or ctx ends, restarting it after
 // each failure.
 func (w *Workers) run(ctx context.Context, t ShardTerm, work Work) {
@@ -175,6 +199,9 @@ func (w *Workers) once(ctx context.Context, t ShardTerm, work Work) (err error) 
 	w.started.Add(1)
 	w.running.Add(1)
 	defer w.running.Add(-1)
+	returned := make(chan struct{})
+	defer close(returned)
+	go w.warnOverstay(ctx, t, work, returned)
 	defer func() {
 		if p := recover(); p != nil {
 			w.panicked.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -303,4 +304,76 @@ func TestNewWorkersRefusesBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordingHandler keeps the messages of the records it handles.
+type recordingHandler struct {
+	mu       sync.Mutex
+	messages []string
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
+	h.messages = append(h.messages, msg)
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordingHandler) count(substr string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.messages {
+		if strings.Contains(m, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWorkersWarnOfAnOverstayingWork: a work of shard 0 that returns 15s after its
+// term ended is logged once, OverstayWarning after the end, and holds the replica's
+// leave until it returns; the works that return at once are not logged.
+func TestWorkersWarnOfAnOverstayingWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lag = 15 * time.Second
+		logs := &recordingHandler{}
+		stores := sharding.NewMemoryStores(testShards)
+		a := startWorkReplica(t, stores, "a", sharding.WorkConfig{Logger: slog.New(logs), Works: []sharding.Work{
+			{Name: "slow", Run: func(ctx context.Context, st sharding.ShardTerm) error {
+				<-ctx.Done()
+				if st.Shard == 0 {
+					time.Sleep(lag)
+				}
+				return nil
+			}},
+		}})
+		time.Sleep(5 * time.Second)
+		leave := time.Now()
+		go a.cancel()
+		const warning = "shard work has not returned since its term ended"
+		time.Sleep(sharding.OverstayWarning - time.Millisecond)
+		if n := logs.count(warning); n != 0 {
+			t.Fatalf("%d warnings before OverstayWarning passed", n)
+		}
+		time.Sleep(2 * time.Millisecond)
+		if n, m := logs.count(warning), logs.count("work=slow shard=0 "); n != 1 || m != 1 {
+			t.Fatalf("%d warnings, %d of shard 0, once OverstayWarning passed; want 1 of shard 0: %v", n, m, logs.messages)
+		}
+		if err := <-a.done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if took := time.Since(leave); took < lag {
+			t.Errorf("the leave took %v, less than the overstaying work (%v)", took, lag)
+		}
+		if n := logs.count(warning); n != 1 {
+			t.Errorf("%d warnings in all, want 1", n)
+		}
+		a.done <- nil
+	})
 }
