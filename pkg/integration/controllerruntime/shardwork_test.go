@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,8 +92,8 @@ func (s *shardStates) observe(obj any) {
 // that a write under r1's ended shard term is refused.
 func TestShardedControllerShardWorkReplays(t *testing.T) {
 	const (
-		objects = 24
-		shards  = 8
+		minObjects = 24
+		shards     = 8
 	)
 	ctx := context.Background()
 	direct, err := client.New(shared.Config(), client.Options{})
@@ -108,17 +109,22 @@ func TestShardedControllerShardWorkReplays(t *testing.T) {
 		namespaces[i] = n.Name
 	}
 	ns, workNS := namespaces[0], namespaces[1]
-	for i := range objects {
-		if err := direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", i)}}); err != nil {
+	ring, _ := sharding.NewRing(shards)
+	// Objects until every shard has two (so that each has a state), at least minObjects.
+	perShard := make([]int, shards)
+	objects := 0
+	for ; objects < minObjects || slices.Min(perShard) < 2; objects++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprint("cm-", objects)}}
+		if err := direct.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
+		perShard[ring.ShardOf(string(cm.UID))]++
 	}
 	for i := range shards {
 		if err := direct.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: workNS, Name: fmt.Sprint("shard-", i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ring, _ := sharding.NewRing(shards)
 	ledger := &shardWorkLedger{}
 	nodes := make([]*node, 2)
 	handles := make([]*Sharded, 2)
