@@ -79,7 +79,11 @@ type WorkStats struct {
 // expires while the work still runs (fence its writes by the shard's term). Such a
 // work is logged OverstayWarning after its term ended.
 //
-// Create it with NewWorkers; its methods are safe for concurrent use.
+// # Concurrency properties
+//
+// RunShard runs each work on a goroutine of its own, with one more per run that
+// waits to log an overstay; all of them have ended when RunShard returns. Its
+// methods are safe for concurrent use; create it with NewWorkers.
 type Workers struct {
 	works        []Work
 	restartDelay time.Duration
@@ -200,8 +204,10 @@ func (w *Workers) once(ctx context.Context, t ShardTerm, work Work) (err error) 
 	w.running.Add(1)
 	defer w.running.Add(-1)
 	returned := make(chan struct{})
+	var warner sync.WaitGroup
+	warner.Go(func() { w.warnOverstay(ctx, t, work, returned) })
+	defer warner.Wait()
 	defer close(returned)
-	go w.warnOverstay(ctx, t, work, returned)
 	defer func() {
 		if p := recover(); p != nil {
 			w.panicked.Add(1)
