@@ -33,7 +33,10 @@ var ErrInvalidShard = errors.New("leadership: invalid shard")
 // A shard's leader-only work calls Watch(ctx, shard) under its shard term's context
 // when it starts. The channel holds the shard's newest recorded state at once, when
 // there is one, so the work starts from the current state without waiting for the
-// next Publish; then each newer state follows.
+// next Publish; then each newer state follows. Receive from it (with ctx.Done() in a
+// select): a receive that cannot wait (a select with a default case) may find it
+// empty for the instant a concurrent Publish puts a newer state in place of the
+// waiting one. Get says whether the shard has a state.
 //
 // # Ordering
 //

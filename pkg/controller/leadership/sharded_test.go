@@ -142,9 +142,10 @@ func mustPublish(t *testing.T, r *leadership.ShardedReplayer[shardState], shard 
 // three shards: one publisher per shard publishes rising versions at a random pace
 // while shard works start (Watch) and end (their context) at random moments and read
 // at random paces. The checker fails a history in which a work
-//   - finds nothing at once in its channel though its shard had state when it
-//     started, or starts with a state older than the one recorded last before its
-//     start (its Publish returned before the Watch call);
+//   - started while no Publish ran, finds nothing at once in its channel though its
+//     shard had state, or finds other than the newest state;
+//   - starts with a state older than the one recorded last before its start (its
+//     Publish returned before the Watch call);
 //   - receives a state of another shard, or an older or equal version after a newer
 //     one;
 //   - still running when the publishes stop, does not end holding its shard's newest
@@ -191,15 +192,18 @@ func randomReplay(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	r, _ := leadership.NewShardedReplayer[shardState](shards)
 	var latest [shards]atomic.Int64 // the version whose Publish returned last, per shard
+	var publishGate sync.RWMutex     // held by publishers (read) and by exclusive starts (write)
 	var publishers sync.WaitGroup
 	for shard := range shards {
 		prng := rand.New(rand.NewPCG(seed, uint64(shard)))
 		publishers.Go(func() {
 			for v := 1; v <= publishes; v++ {
+				publishGate.RLock()
 				if err := r.Publish(shard, shardState{shard, v}); err != nil {
 					t.Error(err)
 				}
 				latest[shard].Store(int64(v))
+				publishGate.RUnlock()
 				time.Sleep(time.Duration(prng.IntN(4)) * time.Millisecond)
 			}
 		})
@@ -215,20 +219,34 @@ func randomReplay(t *testing.T, seed uint64) {
 	}()
 	start := func() {
 		w := &replayWork{id: len(works), shard: rng.IntN(shards), done: make(chan struct{})}
-		w.startedAt = latest[w.shard].Load()
 		ctx, end := context.WithCancel(context.Background())
 		w.end = end
+		// Half the works start while no Publish runs: their first state must be in
+		// the channel at once, and be exactly the newest. The others start amid the
+		// publishes, and checkReplayWork holds them to the newest before their start
+		// or a newer one.
+		exclusive := rng.IntN(2) == 0
+		if exclusive {
+			publishGate.Lock()
+		}
+		w.startedAt = latest[w.shard].Load()
 		ch, err := r.Watch(ctx, w.shard)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w.startedAt != 0 { // at once, without waiting for a publish
-			select {
-			case s := <-ch:
-				w.seen = append(w.seen, s)
-			default:
-				t.Errorf("seed %d: work %d of shard %d found nothing at once; version %d was recorded", seed, w.id, w.shard, w.startedAt)
+		if exclusive {
+			if w.startedAt != 0 {
+				select {
+				case s := <-ch:
+					w.seen = append(w.seen, s)
+					if int64(s.version) != w.startedAt {
+						t.Errorf("seed %d: work %d of shard %d started with %+v, want version %d", seed, w.id, w.shard, s, w.startedAt)
+					}
+				default:
+					t.Errorf("seed %d: work %d of shard %d found nothing at once; version %d was recorded", seed, w.id, w.shard, w.startedAt)
+				}
 			}
+			publishGate.Unlock()
 		}
 		pace := time.Duration(rng.IntN(5)) * time.Millisecond
 		go func() {
