@@ -65,7 +65,7 @@ type ShardedController struct {
 	// context (the fenced client writes under it, fenced by the shard's term), and is
 	// stopped and waited for before the shard is handed on, like its reconciles. A
 	// leadership.ShardedReplayer hands a Work the shard's state at once (Watch).
-	// Logger defaults to the Runtime's. None by default.
+	// Its Logger defaults to the controller's. None by default.
 	ShardWork sharding.WorkConfig
 }
 
