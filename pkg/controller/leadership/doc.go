@@ -51,6 +51,20 @@
 // called ends up holding state at least as new as the state cached at that
 // moment.
 //
+// # ShardedReplayer
+//
+// With sharded leadership (pkg/k8s/sharding) every replica leads some shards, each
+// with a term of its own, and the leader-only work is per shard. ShardedReplayer[T]
+// keeps one slot per shard: every replica records every shard's newest state
+// (Publish), whether it leads the shard or not, and the work of a shard it comes to
+// lead calls Watch under the shard term's context, which holds the shard's newest
+// state at once and then each newer one, never an older one after a newer one. It
+// keeps its own watchers instead of going through the bus, which routes by type and
+// would hand every shard's work the states of all shards. A replica records every
+// shard's state before it joins the ring (its all-replica side reads its synced
+// cache first), so a shard moving to it finds the state there. The type's doc states
+// the contract (# Ordering, # Shard loss).
+//
 // # Leadership events
 //
 // The events that carry leadership over the bus are defined here, in the

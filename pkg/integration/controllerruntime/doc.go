@@ -206,6 +206,10 @@
 //     baton. The Reconciler reads For's objects through Sharded.Reader then. A shard
 //     acquired costs one list of that shard's objects (the manager's cache is warm
 //     already); where the server does not serve it, the manager's cache is used.
+//   - Shard work: ShardWork runs leader-only work per shard (sharding.Workers), under
+//     the shard's term context from the acquisition to the end of the term, waited for
+//     before the shard is handed on; a leadership.ShardedReplayer, filled on every
+//     replica, hands it the shard's state at once (shardwork.go).
 //
 // A Runtime with only sharded controllers needs no Lease of its own: leave
 // Options.LeaderElectionID empty and it runs no single-leader election (IsLeader is

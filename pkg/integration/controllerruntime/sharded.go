@@ -60,6 +60,13 @@ type ShardedController struct {
 	// manager's cache (which would cache them all). Where the server does not serve
 	// it, the manager's cache holds every object, and Reader reads it.
 	CacheOwnShards bool
+	// ShardWork is leader-only work per shard (sharding.Workers): each Work runs for
+	// every shard this replica leads, from the shard's acquisition, under its term
+	// context (the fenced client writes under it, fenced by the shard's term), and is
+	// stopped and waited for before the shard is handed on, like its reconciles. A
+	// leadership.ShardedReplayer hands a Work the shard's state at once (Watch).
+	// Its Logger defaults to the controller's. None by default.
+	ShardWork sharding.WorkConfig
 }
 
 // ShardedStats are counters of a sharded controller since it started.
@@ -121,6 +128,9 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{}, stores: map[int]toolscache.Store{},
 		queueReady: make(chan struct{}),
 	}
+	if s.workers, err = newShardWorkers(c, s.logger); err != nil {
+		return nil, err
+	}
 	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
@@ -177,7 +187,8 @@ type Sharded struct {
 	sharder   *sharding.Sharder
 	ring      sharding.Ring
 	ctrl      controller.Controller
-	watcher   client.WithWatch // the shard informers' client, with CacheOwnShards
+	watcher   client.WithWatch  // the shard informers' client, with CacheOwnShards
+	workers   *sharding.Workers // ShardWork's, nil without
 
 	// queueReady is closed once queue is set, when the controller's sources start.
 	queueReady chan struct{}
@@ -300,8 +311,9 @@ func (s *Sharded) leads(shard int) bool {
 // acquired is the sharder's OnAcquired: it records the shard's term, enqueues every
 // object of the shard in the cache (the new owner starts from the current state, not
 // from the next event; with the own-shards cache, the shard informer's first list
-// does), and when the term ends waits for the reconciles running under it and for
-// the shard's informer, so the shard is handed over only after they returned.
+// does), starts the shard's ShardWork, and when the term ends waits for the
+// reconciles running under it, the shard's informer and its ShardWork, so the shard
+// is handed over only after they returned.
 func (s *Sharded) acquired(ctx context.Context) {
 	st, _ := sharding.ShardTermFromContext(ctx)
 	lease := &leaseReader{cs: s.clientset, namespace: s.config.Namespace,
@@ -311,6 +323,8 @@ func (s *Sharded) acquired(ctx context.Context) {
 	s.shards[st.Shard] = lead
 	s.mu.Unlock()
 	s.acquiredN.Add(1)
+	waitWork := s.runShardWork(lead.ctx)
+	defer waitWork()
 	var informer sync.WaitGroup
 	select {
 	case <-s.queueReady:

@@ -19,4 +19,7 @@ var (
 	// server, when it tries to acquire a shard that placement gives to another
 	// member (and that no hand-over names it for): it keeps following the shard.
 	ErrNotPlaced = errors.New("sharding: shard placed on another member")
+	// ErrWorkPanicked is wrapped by the error of a Work's run that panicked, as
+	// Workers logs it.
+	ErrWorkPanicked = errors.New("sharding: shard work panicked")
 )

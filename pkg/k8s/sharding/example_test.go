@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
@@ -64,4 +65,61 @@ func ExampleSharder() {
 	// leading 4 shards of 4
 	// run: <nil>
 	// leading after leaving: 0
+}
+
+// Leader-only work per shard: each shard this replica leads runs the work under its
+// term, starting from the shard's state that a leadership.ShardedReplayer recorded
+// on every replica.
+func ExampleWorkers() {
+	const shards = 2
+	quotas, _ := leadership.NewShardedReplayer[int](shards)
+	// All-replica side: every shard's state, recorded before the replica joins.
+	_ = quotas.Publish(0, 10)
+	_ = quotas.Publish(1, 20)
+
+	var mu sync.Mutex
+	started := map[int]int{}
+	all := make(chan struct{})
+	workers, err := sharding.NewWorkers(sharding.WorkConfig{Works: []sharding.Work{{
+		Name: "enforce-quota",
+		Run: func(ctx context.Context, t sharding.ShardTerm) error {
+			states, err := quotas.Watch(ctx, t.Shard)
+			if err != nil {
+				return err
+			}
+			q := <-states // at once: the shard's current state
+			mu.Lock()
+			started[t.Shard] = q
+			if len(started) == shards {
+				close(all)
+			}
+			mu.Unlock()
+			for range states { // each newer state, until the shard's term ends
+			}
+			return nil
+		},
+	}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s, err := sharding.NewWithStores(sharding.Config{
+		Identity: "replica-0", Name: "ring", Namespace: "default", Shards: shards,
+	}, sharding.NewMemoryStores(shards), sharding.Callbacks{OnAcquired: workers.RunShard}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx) }()
+	<-all
+	mu.Lock()
+	fmt.Println("shard 0 starts from", started[0], "and shard 1 from", started[1])
+	mu.Unlock()
+	cancel() // leave: each shard's work stops before its shard is released
+	fmt.Println("run:", <-done, "works running:", workers.Stats().Running)
+	// Output:
+	// shard 0 starts from 10 and shard 1 from 20
+	// run: <nil> works running: 0
 }
