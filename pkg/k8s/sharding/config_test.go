@@ -41,4 +41,3 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Fatalf("New with a good config: %v", err)
 	}
 }
-
