@@ -107,12 +107,15 @@ const objectsPerShard = 2
 // and a half period until the term ends. A write checks the term before it is sent,
 // as a fenced client does; a pause may hold it after the check, so that it reaches the
 // register late.
-func work(rec *recorder, reg *register, n *node, period time.Duration) func(ctx context.Context) {
+func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint64) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		st, ok := sharding.ShardTermFromContext(ctx)
 		if !ok {
 			panic("OnAcquired's context carries no shard term")
 		}
+		// The writes' timing and objects are drawn from the seed, the replica, the
+		// shard and the term, so that a history replays.
+		rng := rand.New(rand.NewPCG(seed^st.Term*0x9e3779b97f4a7c15, replicaNumber(n.id)<<16|uint64(st.Shard)))
 		n.mu.Lock()
 		l := n.leases[st.Shard]
 		n.mu.Unlock()
@@ -123,12 +126,12 @@ func work(rec *recorder, reg *register, n *node, period time.Duration) func(ctx 
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(period/2 + rand.N(period)):
+			case <-time.After(period/2 + time.Duration(rng.Int64N(int64(period)))):
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			o := regOp{obj: st.Shard*objectsPerShard + rand.IntN(objectsPerShard), who: n.id, term: st.Term, call: time.Now()}
+			o := regOp{obj: st.Shard*objectsPerShard + rng.IntN(objectsPerShard), who: n.id, term: st.Term, call: time.Now()}
 			n.holdWhilePaused(context.Background())
 			wctx, cancel := context.WithTimeout(context.Background(), period)
 			if err := n.enter(wctx); err == nil {

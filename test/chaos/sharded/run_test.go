@@ -55,8 +55,10 @@ var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 1071}
 //
 // BATON_SEED=N runs seed N alone; BATON_SHARDED_CHAOS_SEEDS=N runs seeds FIRST to
 // FIRST+N-1 (BATON_SHARDED_CHAOS_FIRST, default 1) instead of the fixed list (soak).
-// A seed fixes the schedule of faults; the elector's retry jitter and the order of
-// goroutines at one instant are not seeded, so timings within a replay may differ.
+// A seed fixes the schedule of faults, the electors' retry jitter
+// (sharding.Config.JitterSource) and the shard work's writes; the order of goroutines
+// at one instant of fake time is not seeded, so a replay may differ from the first
+// instant two replicas race (TestShardedChaosReplay tells how often).
 func TestShardedChaos(t *testing.T) {
 	seeds := testseed.Seeds(t, defaultSeeds...)
 	if n, err := strconv.Atoi(os.Getenv("BATON_SHARDED_CHAOS_SEEDS")); err == nil && n > 0 {
@@ -139,7 +141,8 @@ func runHistory(t *testing.T, seed uint64) *history {
 		s, err := sharding.NewWithStores(sharding.Config{
 			Identity: id, Name: "ring", Namespace: "default", Shards: shards,
 			LeaseDuration: leaseDur, RenewDeadline: renewDL, RetryPeriod: retryPeriod,
-		}, n.stores(stores), sharding.Callbacks{OnAcquired: work(rec, reg, n, retryPeriod)}, lg)
+			JitterSource: func(shard int) rand.Source { return rand.NewPCG(seed, replicaNumber(id)<<16|uint64(shard)) },
+		}, n.stores(stores), sharding.Callbacks{OnAcquired: work(rec, reg, n, retryPeriod, seed)}, lg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,6 +279,15 @@ func runHistory(t *testing.T, seed uint64) *history {
 	h.spans, h.ops = rec.snapshot()
 	stopAll()
 	return h
+}
+
+// replicaNumber is N of replica "rN".
+func replicaNumber(id string) uint64 {
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, "r"), 10, 64)
+	if err != nil {
+		panic("replica " + id + " is not named rN")
+	}
+	return n
 }
 
 // summary adds up the histories of a run. Safe for concurrent use.
