@@ -78,7 +78,7 @@ type Options struct {
 	MetricsRegisterer prometheus.Registerer
 	// DeathSignal lets a follower take the Lease at once when the kubelet reports the
 	// leader's container terminated, instead of waiting LeaseDuration out
-	// (pkg/k8s/incarnation). It needs the environment variables POD_NAMESPACE,
+	// (pkg/k8s/incarnation); the same for the shard Leases of AddShardedController. It needs the environment variables POD_NAMESPACE,
 	// POD_NAME, POD_UID (the Downward API) and CONTAINER_NAME (the container's name,
 	// literally), and RBAC list and watch on pods in the Lease's namespace. Default
 	// (nil): on when all four variables are set, off when none of the three POD_

@@ -37,8 +37,9 @@ type Runtime struct {
 	identity string
 	slogger  *slog.Logger
 	// deaths watches lease holders' pods for the death signal; nil when it is off
-	// (Options.DeathSignal).
-	deaths *incarnation.Watcher
+	// (Options.DeathSignal). incarnation is this run's, "" when it is off.
+	deaths      *incarnation.Watcher
+	incarnation string
 
 	// lease reads this replica's Lease for the fenced clients; serverSide is
 	// Options.ServerSideFence.
@@ -88,7 +89,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{}, deaths: deaths,
+	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{}, deaths: deaths, incarnation: s.election.Incarnation,
 		lease:      &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity},
 		serverSide: opts.ServerSideFence}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
