@@ -161,6 +161,22 @@
 // incarnation changed since are waited out as usual. Without a proof nothing changes.
 // pkg/k8s/incarnation says which kubelet reports are proof, and why.
 //
+// OnHolderDead (Callbacks) tells the application whose death was proven, e.g. so that
+// it stops counting that replica as a member (package sharding does).
+//
+// # Following only
+//
+// An elector with Config.FollowOnly, or after SetCampaigning(false), follows the lease
+// without campaigning: it watches, judges and reports the holder (and its death) as
+// above, but makes no acquiring write, except to take a lease handed over to it. Once
+// SetCampaigning(true), it acquires as soon as the state it followed allows: following
+// counts as looking, so a release or an absence it has watched since its first look,
+// or a holder that expired or was proven dead meanwhile, is taken at once. The
+// first-look rules are not lifted: a state first seen on a first look (at start, or
+// after a gap in the watch) is waited out from that look, whether the elector was
+// allowed to campaign then or only later. Package sharding runs its shard electors so,
+// letting each campaign only for the shards placed on its replica.
+//
 // # Hand-over
 //
 // Elector.HandOver(ctx, identity) ends the term, waits for its OnStartedLeading to
