@@ -236,13 +236,14 @@
 // # Concurrency properties
 //
 // One election goroutine (the caller of Start) does all store reads and writes and runs
-// OnStoppedLeading; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
+// OnStoppedLeading and OnHolderDead; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
 // List cannot stall renews), each term's OnStartedLeading runs in a goroutine of its
 // own (one term's call returns before the next term starts), and OnNewLeader calls
 // come in order from one notifier goroutine. Start waits for all of them, and for abandoned watches to close, before it returns. OnStoppedLeading
 // runs exactly once per started term, after the term context was cancelled, also when
 // the election goroutine panics. Terms of one elector never overlap. IsLeader, Term,
-// GetLeader, Healthy, Stats, HandOver and Identity are safe to call from any goroutine.
+// GetLeader, Healthy, Stats, HandOver, SetCampaigning, Synced and Identity are safe to
+// call from any goroutine.
 // No lock is held while calling a callback or the store.
 //
 // # Clocks
