@@ -21,6 +21,7 @@ type sharedDeaths struct {
 
 // sharedDeath is one incarnation's watch and the electors that follow it.
 type sharedDeath struct {
+	ready chan struct{}      // closed once dead is set
 	dead  <-chan struct{}    // the DeathWatch's channel
 	stop  context.CancelFunc // ends the DeathWatch's work
 	users int                // the Dead calls whose context has not ended
@@ -32,40 +33,30 @@ func newSharedDeaths(w leaderelection.DeathWatch) *sharedDeaths {
 	return &sharedDeaths{watch: w, watches: map[string]*sharedDeath{}}
 }
 
-// Dead returns the channel of incarnation's shared watch, starting it if none runs.
-// The watch ends once the contexts of all the calls that share it ended.
+// Dead returns the channel of incarnation's shared watch, starting it if none runs:
+// the call that starts it calls the DeathWatch outside the lock, and the calls that
+// join meanwhile wait for its channel. The watch ends once the contexts of all the
+// calls that share it ended.
 func (d *sharedDeaths) Dead(ctx context.Context, incarnation string) <-chan struct{} {
-	w := d.join(incarnation)
-	if w == nil {
-		// None runs: start one outside the lock, then share it, unless another call
-		// started one meanwhile (then this one is given up at once).
-		wctx, stop := context.WithCancel(context.Background())
-		fresh := &sharedDeath{dead: d.watch.Dead(wctx, incarnation), stop: stop}
-		d.mu.Lock()
-		if w = d.watches[incarnation]; w == nil {
-			w = fresh
-			d.watches[incarnation] = w
-		}
-		w.users++
-		d.mu.Unlock()
-		if w != fresh {
-			stop()
-		}
+	d.mu.Lock()
+	w := d.watches[incarnation]
+	start := w == nil
+	var wctx context.Context
+	if start {
+		w = &sharedDeath{ready: make(chan struct{})}
+		wctx, w.stop = context.WithCancel(context.Background())
+		d.watches[incarnation] = w
+	}
+	w.users++
+	d.mu.Unlock()
+	if start {
+		w.dead = d.watch.Dead(wctx, incarnation)
+		close(w.ready)
+	} else {
+		<-w.ready
 	}
 	context.AfterFunc(ctx, func() { d.leave(incarnation, w) })
 	return w.dead
-}
-
-// join counts one more user of incarnation's running watch and returns it, nil if
-// none runs.
-func (d *sharedDeaths) join(incarnation string) *sharedDeath {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	w := d.watches[incarnation]
-	if w != nil {
-		w.users++
-	}
-	return w
 }
 
 // leave counts one user of w less, and ends w when it was the last.

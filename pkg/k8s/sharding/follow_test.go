@@ -50,28 +50,44 @@ type phantom struct {
 	done    chan struct{}
 }
 
+// startPhantom writes id's member Lease, and renews it until leave (or the end of
+// the test).
 func startPhantom(t *testing.T, members sharding.MemberStore, id string) *phantom {
 	p := &phantom{members: members, id: id, stop: make(chan struct{}), done: make(chan struct{})}
+	renew := func() {
+		if err := members.Renew(context.Background(), id, testLease); err != nil {
+			t.Errorf("renewing the member lease of %s: %v", id, err)
+		}
+	}
+	renew() // before the test starts a Sharder that must see it
 	go func() {
 		defer close(p.done)
 		for {
-			if err := members.Renew(context.Background(), id, testLease); err != nil {
-				t.Errorf("renewing the member lease of %s: %v", id, err)
-			}
 			select {
 			case <-p.stop:
 				return
 			case <-time.After(testRetry):
 			}
+			renew()
 		}
 	}()
+	t.Cleanup(p.halt)
 	return p
+}
+
+// halt stops renewing.
+func (p *phantom) halt() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
 }
 
 // leave stops renewing and deletes the member Lease.
 func (p *phantom) leave(t *testing.T) {
-	close(p.stop)
-	<-p.done
+	p.halt()
 	if err := p.members.Leave(context.Background(), p.id); err != nil {
 		t.Fatal(err)
 	}
