@@ -56,10 +56,22 @@ func (r *recorder) begin(s *span) {
 	r.spans = append(r.spans, s)
 }
 
-func (r *recorder) end(s *span) {
+// end ends s now, or when its replica's process died (died, if not zero) if that
+// was earlier: a dead process's work is over whenever its term context ends.
+func (r *recorder) end(s *span, died time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.end = time.Now()
+	if !died.IsZero() && died.Before(s.end) {
+		s.end = later(died, s.start)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (r *recorder) op(o regOp) {
@@ -121,7 +133,7 @@ func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint
 		n.mu.Unlock()
 		s := &span{shard: st.Shard, who: n.id, term: st.Term, start: time.Now(), cold: l.coldStart(st.Term)}
 		rec.begin(s)
-		context.AfterFunc(ctx, func() { rec.end(s) })
+		context.AfterFunc(ctx, func() { rec.end(s, n.deathTime()) })
 		for {
 			select {
 			case <-ctx.Done():
