@@ -192,7 +192,7 @@ func randomReplay(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	r, _ := leadership.NewShardedReplayer[shardState](shards)
 	var latest [shards]atomic.Int64 // the version whose Publish returned last, per shard
-	var publishGate sync.RWMutex     // held by publishers (read) and by exclusive starts (write)
+	var publishGate sync.RWMutex    // held by publishers (read) and by exclusive starts (write)
 	var publishers sync.WaitGroup
 	for shard := range shards {
 		prng := rand.New(rand.NewPCG(seed, uint64(shard)))

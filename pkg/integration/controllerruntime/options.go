@@ -40,8 +40,8 @@ type Options struct {
 	// only sharded controllers are registered (AddShardedController): the Runtime
 	// then runs no single-leader election and holds no Lease of its own, and the
 	// options below that only that election uses (LeaderElectionNamespace, the
-	// timings, LeaderElectionReleaseOnCancel, DeathSignal) are not used.
-	// ServerSideFence and DeathSignal true are refused without it.
+	// timings, LeaderElectionReleaseOnCancel) are not used; DeathSignal then applies
+	// to the shard Leases. ServerSideFence true is refused without it.
 	LeaderElectionID string
 	// LeaderElectionNamespace is the namespace of the Lease. Required with
 	// LeaderElectionID: unlike the manager, New does not guess it from the service
@@ -86,7 +86,7 @@ type Options struct {
 	MetricsRegisterer prometheus.Registerer
 	// DeathSignal lets a follower take the Lease at once when the kubelet reports the
 	// leader's container terminated, instead of waiting LeaseDuration out
-	// (pkg/k8s/incarnation). It needs the environment variables POD_NAMESPACE,
+	// (pkg/k8s/incarnation); the same for the shard Leases of AddShardedController. It needs the environment variables POD_NAMESPACE,
 	// POD_NAME, POD_UID (the Downward API) and CONTAINER_NAME (the container's name,
 	// literally), and RBAC list and watch on pods in the Lease's namespace. Default
 	// (nil): on when all four variables are set, off when none of the three POD_
@@ -135,9 +135,6 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 	case !s.single && o.ServerSideFence:
 		return s, fmt.Errorf("%w: ServerSideFence is true but LeaderElectionID is empty; the API server's fence "+
 			"checks the single-leader Lease: set LeaderElectionID, or leave ServerSideFence false", ErrInvalidOptions)
-	case !s.single && o.DeathSignal != nil && *o.DeathSignal:
-		return s, fmt.Errorf("%w: DeathSignal is true but LeaderElectionID is empty; the death signal speeds up "+
-			"the single-leader election: set LeaderElectionID, or leave DeathSignal nil", ErrInvalidOptions)
 	case s.single && o.LeaderElectionNamespace == "":
 		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
 	}

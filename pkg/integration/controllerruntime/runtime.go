@@ -37,8 +37,9 @@ type Runtime struct {
 	identity string
 	slogger  *slog.Logger
 	// deaths watches lease holders' pods for the death signal; nil when it is off
-	// (Options.DeathSignal).
-	deaths *incarnation.Watcher
+	// (Options.DeathSignal). incarnation is this run's, "" when it is off.
+	deaths      *incarnation.Watcher
+	incarnation string
 
 	// lease reads this replica's Lease for the fenced clients (nil without the
 	// single-leader election); serverSide is Options.ServerSideFence.
@@ -86,7 +87,12 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		}
 	}
 	slogger := slog.New(logr.ToSlogHandler(s.logger))
+	deaths, err := opts.deathSignal(&s.election, cs, slogger)
+	if err != nil {
+		return nil, err
+	}
 	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
+		deaths: deaths, incarnation: s.election.Incarnation,
 		serverSide: opts.ServerSideFence}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
 	r.metrics = newCollector(r)
@@ -113,9 +119,6 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 // setUpElection builds the single-leader election and its term runtime.
 func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interface) error {
 	var err error
-	if r.deaths, err = opts.deathSignal(&s.election, cs, r.slogger); err != nil {
-		return err
-	}
 	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity,
 		admission: r.serverSide}
 	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, r.slogger); err != nil {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
@@ -45,7 +46,8 @@ type ShardedController struct {
 	For client.Object
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
 	// live); Name defaults to the controller's Name, Identity to the Runtime's.
-	// Shards, the timings and SettleDelay default as sharding.Config's.
+	// Shards, the timings and SettleDelay default as sharding.Config's. Incarnation
+	// and DeathWatch default to the Runtime's death signal (Options.DeathSignal).
 	Sharding sharding.Config
 	// Clientset reads and writes the ring's Leases. Default: one built from the
 	// manager's rest config.
@@ -131,6 +133,14 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if s.workers, err = newShardWorkers(c, s.logger); err != nil {
 		return nil, err
 	}
+	if r.deaths != nil && cfg.DeathWatch == nil {
+		// The death signal of Options.DeathSignal, with a pod watcher of its own that
+		// Start waits for.
+		if s.deaths, err = incarnation.NewWatcher(cs, slog.New(logr.ToSlogHandler(s.logger))); err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+		}
+		cfg.Incarnation, cfg.DeathWatch = r.incarnation, s.deaths
+	}
 	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
@@ -187,8 +197,9 @@ type Sharded struct {
 	sharder   *sharding.Sharder
 	ring      sharding.Ring
 	ctrl      controller.Controller
-	watcher   client.WithWatch  // the shard informers' client, with CacheOwnShards
-	workers   *sharding.Workers // ShardWork's, nil without
+	watcher   client.WithWatch     // the shard informers' client, with CacheOwnShards
+	workers   *sharding.Workers    // ShardWork's, nil without
+	deaths    *incarnation.Watcher // the shard electors' death signal; nil when off
 
 	// queueReady is closed once queue is set, when the controller's sources start.
 	queueReady chan struct{}
@@ -252,6 +263,9 @@ func (s *Sharded) Start(ctx context.Context) error {
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- s.ctrl.Start(ctrlCtx) }()
 	runErr := s.sharder.Run(ctx)
+	if s.deaths != nil {
+		s.deaths.Wait() // the pod watches end with the shard electors
+	}
 	stopCtrl()
 	ctrlErr := <-ctrlDone
 	return errors.Join(runErr, ctrlErr)

@@ -31,7 +31,6 @@ func TestRuntimeWithoutLeaderElectionIDRefusesLeaderOnlyWork(t *testing.T) {
 	}
 	for field, o := range map[string]Options{
 		"ServerSideFence": {ServerSideFence: true},
-		"DeathSignal":     {DeathSignal: ptr.To(true)},
 	} {
 		o.MetricsRegisterer = prometheus.NewRegistry()
 		if _, err := New(mgr, o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), field) ||

@@ -188,10 +188,11 @@ func (c *campaign) run() error {
 }
 
 // wait takes the next input of the loop: the end of Start's context or of the term,
-// leader work that returned, a hand-over request, an opened watch, a watch event, or a
-// timer's wake. Of the inputs ready when it looks, it takes the first in that order,
-// not one at random as a select would, so that an elector on a fake clock
-// (Config.Clock) with a seeded Config.JitterSource takes the same path on every run.
+// leader work that returned, a hand-over request, an opened watch, a watch event, a
+// proof of the holder's death, a change of SetCampaigning, or a timer's wake. Of the
+// inputs ready when it looks, it takes the first in that order, not one at random as a
+// select would, so that an elector on a fake clock (Config.Clock) with a seeded
+// Config.JitterSource takes the same path on every run.
 func (c *campaign) wait(wake <-chan struct{}) {
 	var termDone <-chan struct{}
 	if c.phase == leading {
@@ -213,6 +214,7 @@ func (c *campaign) wait(wake <-chan struct{}) {
 		c.receive(ev, ok)
 	case <-c.death.proven:
 		c.deathProven()
+	case <-c.e.campaignChanged:
 	case <-wake:
 	}
 }
@@ -254,6 +256,11 @@ func (c *campaign) poll(termDone, wake <-chan struct{}) bool {
 	select {
 	case <-c.death.proven:
 		c.deathProven()
+		return true
+	default:
+	}
+	select {
+	case <-c.e.campaignChanged:
 		return true
 	default:
 	}

@@ -104,6 +104,13 @@ type Config struct {
 	// incarnation it proves over, instead of waiting the lease out. nil (the
 	// default, and the way to turn the death signal off) waits as usual.
 	DeathWatch DeathWatch
+	// FollowOnly starts the elector following: it watches the lease, tracks its holder
+	// and everything the acquisition rules need (with DeathWatch, the holder's death
+	// too), but makes no acquiring write, except to take a lease handed over to it
+	// (a release naming it preferredHolder), until SetCampaigning(true). It exists for
+	// electors whose right to campaign comes from elsewhere, e.g. the shard electors
+	// of package sharding, which campaign only for the shards placed on their replica.
+	FollowOnly bool
 }
 
 // Callbacks are called by a started Elector. All are optional.
@@ -120,6 +127,11 @@ type Callbacks struct {
 	// OnNewLeader is called, in order, from a goroutine of its own, for each observed
 	// change of the lease's holder (including to this candidate). "" is never reported.
 	OnNewLeader func(identity string)
+	// OnHolderDead is called, on the election goroutine, when Config.DeathWatch proved
+	// the incarnation of the lease's holder over, with that holder's identity (once
+	// per proven incarnation), before this elector takes the lease. It must return
+	// soon: the election waits for it.
+	OnHolderDead func(identity string)
 }
 
 // ClockTolerance is the clock rate tolerance of c (zero durations taking their
@@ -205,6 +217,7 @@ func (c Config) validateSingle(source string, present bool, bad func(field, form
 	set("ReleaseOnCancel", c.ReleaseOnCancel)
 	set("Incarnation", c.Incarnation != "")
 	set("DeathWatch", c.DeathWatch != nil)
+	set("FollowOnly", c.FollowOnly)
 	set(source, present)
 }
 

@@ -89,8 +89,11 @@ func (c *campaign) stopDeath() {
 // deathProven takes in the proof that the watched incarnation is over.
 func (c *campaign) deathProven() {
 	c.death.proven, c.death.dead = nil, true
-	c.e.logger.Info("lease holder proven dead: taking the lease without waiting it out",
+	c.e.logger.Info("lease holder proven dead: its lease is not waited out",
 		"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation)
+	if f := c.e.callbacks.OnHolderDead; f != nil && c.lease.exists && c.lease.record.HolderIdentity != "" {
+		f(c.lease.record.HolderIdentity)
+	}
 }
 
 // holderDead reports whether the holder of r, the observed state, is proven over: its

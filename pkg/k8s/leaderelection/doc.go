@@ -161,6 +161,22 @@
 // incarnation changed since are waited out as usual. Without a proof nothing changes.
 // pkg/k8s/incarnation says which kubelet reports are proof, and why.
 //
+// OnHolderDead (Callbacks) tells the application whose death was proven, e.g. so that
+// it stops counting that replica as a member (package sharding does).
+//
+// # Following only
+//
+// An elector with Config.FollowOnly, or after SetCampaigning(false), follows the lease
+// without campaigning: it watches, judges and reports the holder (and its death) as
+// above, but makes no acquiring write, except to take a lease handed over to it. Once
+// SetCampaigning(true), it acquires as soon as the state it followed allows: following
+// counts as looking, so a release or an absence it has watched since its first look,
+// or a holder that expired or was proven dead meanwhile, is taken at once. The
+// first-look rules are not lifted: a state first seen on a first look (at start, or
+// after a gap in the watch) is waited out from that look, whether the elector was
+// allowed to campaign then or only later. Package sharding runs its shard electors so,
+// letting each campaign only for the shards placed on its replica.
+//
 // # Hand-over
 //
 // Elector.HandOver(ctx, identity) ends the term, waits for its OnStartedLeading to
@@ -220,13 +236,14 @@
 // # Concurrency properties
 //
 // One election goroutine (the caller of Start) does all store reads and writes and runs
-// OnStoppedLeading; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
+// OnStoppedLeading and OnHolderDead; each LeaseStore.Watch call runs in a goroutine of its own (so a hung
 // List cannot stall renews), each term's OnStartedLeading runs in a goroutine of its
 // own (one term's call returns before the next term starts), and OnNewLeader calls
 // come in order from one notifier goroutine. Start waits for all of them, and for abandoned watches to close, before it returns. OnStoppedLeading
 // runs exactly once per started term, after the term context was cancelled, also when
 // the election goroutine panics. Terms of one elector never overlap. IsLeader, Term,
-// GetLeader, Healthy, Stats, HandOver and Identity are safe to call from any goroutine.
+// GetLeader, Healthy, Stats, HandOver, SetCampaigning, Synced and Identity are safe to
+// call from any goroutine.
 // No lock is held while calling a callback or the store.
 //
 // # Clocks

@@ -23,6 +23,14 @@ type Elector struct {
 	clock     Clock          // Config.Clock, or the real clock
 
 	started atomic.Bool
+	// mayCampaign is whether the elector may make acquiring writes (Config.FollowOnly,
+	// SetCampaigning); campaignChanged wakes the election goroutine after it changed
+	// (room for one, so that SetCampaigning never blocks).
+	mayCampaign     atomic.Bool
+	campaignChanged chan struct{}
+	// synced is closed once the lease was first observed; syncOnce closes it.
+	synced   chan struct{}
+	syncOnce sync.Once
 	// current is the term being led, nil while following. Written by the election
 	// goroutine only.
 	current atomic.Pointer[termContext]
@@ -82,16 +90,20 @@ func newElector(config Config, store LeaseStore, callbacks Callbacks, logger *sl
 	if store != nil {
 		attrs = append(attrs, "lease", store.String())
 	}
-	return &Elector{
-		config:    config,
-		store:     store,
-		callbacks: callbacks,
-		logger:    logger.With(attrs...),
-		rand:      jitterOf(config),
-		clock:     clockOf(config),
-		handovers: make(chan handoverRequest),
-		done:      make(chan struct{}),
+	e := &Elector{
+		config:          config,
+		store:           store,
+		callbacks:       callbacks,
+		logger:          logger.With(attrs...),
+		rand:            jitterOf(config),
+		clock:           clockOf(config),
+		handovers:       make(chan handoverRequest),
+		done:            make(chan struct{}),
+		campaignChanged: make(chan struct{}, 1),
+		synced:          make(chan struct{}),
 	}
+	e.mayCampaign.Store(!config.FollowOnly)
+	return e
 }
 
 // jitterOf returns the jitter source of config: Config.JitterSource, or the global
@@ -149,6 +161,34 @@ func (e *Elector) Healthy() error {
 	return nil
 }
 
+// SetCampaigning lets the elector campaign (true) or makes it follow only (false),
+// from now until the next call; Config.FollowOnly sets the state before the first.
+// While it only follows, the elector keeps watching the lease and judging its holder
+// as usual, but makes no acquiring write, except to take a lease handed over to it (a
+// release naming it preferredHolder). Allowed again, it acquires as soon as what it
+// has followed allows, at once for a lease it saw released, absent since its first
+// look, or held by a holder that expired or was proven dead meanwhile: following
+// counts as looking, and only a genuinely first look (or one after a gap in the
+// watch) waits as the first-look rules say. It does not end a term under way (use
+// HandOver or Resign). It never blocks, and may be called before Start.
+func (e *Elector) SetCampaigning(on bool) {
+	if e.mayCampaign.Swap(on) != on {
+		select {
+		case e.campaignChanged <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Synced returns a channel that is closed once the elector has observed the lease
+// for the first time after Start (its first watch's list, or a read): from then on
+// it knows the lease's state, e.g. takes a hand-over to it at once. With
+// SingleReplica it is closed by Start.
+func (e *Elector) Synced() <-chan struct{} { return e.synced }
+
+// markSynced closes synced, once.
+func (e *Elector) markSynced() { e.syncOnce.Do(func() { close(e.synced) }) }
+
 // Start campaigns for the lease, leads while it holds it and campaigns again when it
 // loses it, until ctx ends. It then ends a running term, waits for the OnStartedLeading
 // goroutines, releases the lease if ReleaseOnCancel is set and this elector still holds
@@ -167,6 +207,7 @@ func (e *Elector) Start(ctx context.Context) error {
 		defer n.close()
 	}
 	if e.config.SingleReplica {
+		e.markSynced()
 		e.leadAlone(ctx, n)
 		return nil
 	}

@@ -48,6 +48,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 		}
 	}
 	c.lease.known = true
+	c.e.markSynced()
 	c.followDeath()
 	c.reportHolder()
 	if c.phase == leading {
@@ -352,12 +353,23 @@ func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 		r.LeaseTransitions == c.writes.confirmed.LeaseTransitions && c.sentRecently(c.writes.confirmedAt)
 }
 
+// handedToUs reports whether the observed state is a Baton release naming this
+// elector preferredHolder: a hand-over to it, which it takes even while it only
+// follows (SetCampaigning).
+func (c *campaign) handedToUs() bool {
+	r := c.lease.record
+	return c.lease.exists && r.HolderIdentity == "" && releasedByBaton(r) && r.PreferredHolder == c.self
+}
+
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
 // (state unknown or stale, the last term's leader work still running, a hand-over
-// pending).
+// pending, following only).
 func (c *campaign) acquireTime() (time.Time, bool) {
 	if c.phase != following || !c.lease.known || c.watch.stale || c.leaderDone != nil {
 		return time.Time{}, false
+	}
+	if !c.e.mayCampaign.Load() && !c.handedToUs() {
+		return time.Time{}, false // following only (SetCampaigning)
 	}
 	return later(later(c.takeAt(), c.lease.unknownUntil), c.acquireAt), true
 }

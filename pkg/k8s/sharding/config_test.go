@@ -1,18 +1,12 @@
 package sharding_test
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
-	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
 )
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -46,61 +40,4 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	if _, err := sharding.NewWithStores(ok, stores, sharding.Callbacks{}, nil); err != nil {
 		t.Fatalf("New with a good config: %v", err)
 	}
-}
-
-// The electors' warnings about writes the gate held back come at Debug: they are
-// expected whenever a shard placed elsewhere is free.
-func TestRefusalsLogAtDebug(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var buf syncBuffer
-		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		stores := sharding.NewMemoryStores(2)
-		h := shardingtest.NewHistory(2)
-		// b sees a as a member before it starts: placement gives b one shard, and b's
-		// elector for a's shard is refused when it finds the Lease absent.
-		if err := stores.Members.Renew(context.Background(), "a", testLease); err != nil {
-			t.Fatal(err)
-		}
-		s, err := sharding.NewWithStores(sharding.Config{Identity: "b", Name: "ring", Namespace: "default", Shards: 2,
-			LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry},
-			stores, sharding.Callbacks{OnAcquired: h.OnAcquired(t, "b")}, logger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = s.Run(ctx) }()
-		time.Sleep(time.Second)
-		cancel()
-		<-done
-		if s.Stats().Refused == 0 {
-			t.Fatalf("no write refused; stats %+v", s.Stats())
-		}
-		for line := range strings.Lines(buf.String()) {
-			if strings.Contains(line, "shard placed on another member") && !strings.Contains(line, "level=DEBUG") {
-				t.Errorf("a refusal logged above Debug: %s", line)
-			}
-		}
-		if !strings.Contains(buf.String(), "shard placed on another member") {
-			t.Errorf("no refusal logged at all:\n%s", buf.String())
-		}
-	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the loggers of several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

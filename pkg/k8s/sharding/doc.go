@@ -52,11 +52,14 @@
 //
 // A Sharder runs one replica's part: its member Lease and one elector per shard.
 // Every elector follows its shard's Lease (watches it, so it knows when the holder
-// stopped renewing), but it campaigns only while placement gives this replica the
-// shard: its acquiring writes are refused before they reach the API server
-// otherwise (ErrNotPlaced, which the elector logs and retries like any failed write),
-// except the takeover of a hand-over that names this replica. Renews and releases
-// always pass.
+// stopped renewing or released it), but it campaigns only while placement gives this
+// replica the shard: the others follow only (leaderelection.Config.FollowOnly,
+// Elector.SetCampaigning) and make no acquiring write, except to take a hand-over
+// that names this replica. When placement gives it a shard, its elector takes the
+// Lease as soon as what it followed allows: at once for a Lease it saw released,
+// absent since its first look, or held by a holder that expired or was proven dead
+// meanwhile. Only a genuinely first look (the elector's, or one after a gap in its
+// watch) waits as the elector's first-look rules say.
 //
 // A replica leading a shard that placement gives to another live member hands it
 // over with the elector's planned hand-over, SettleDelay after the members or its
@@ -96,6 +99,15 @@
 // new owners take them then (TestSharderFaults: all of them one LeaseDuration after
 // the crash).
 //
+// With the death signal (Config.Incarnation and Config.DeathWatch; see
+// pkg/k8s/incarnation), every shard elector records this run's incarnation in the
+// Leases it takes and follows the death of its shard's holder; the electors of a
+// replica share one watch per holder's incarnation. When the kubelet reports a
+// holder's container terminated, each replica counts that member gone at once (until
+// its member Lease is written again, by a new run), places its shards on the others,
+// and their electors take them at once (TestSharderDeathSignal: milliseconds after
+// the report, not a LeaseDuration after the crash).
+//
 // # Safety
 //
 // No shard has two leaders at once: that is the elector's guarantee for each shard
@@ -113,19 +125,16 @@
 //
 // # Concurrency properties
 //
-// Run's goroutine keeps the view of the members and starts hand-overs; each shard's
-// elector runs in a goroutine of its own, and each hand-over too. OnAcquired runs on
+// Run's goroutine keeps the view of the members, tells the electors which shards they
+// may campaign for, and starts hand-overs; each shard's elector runs in a goroutine
+// of its own, and each hand-over too. OnAcquired runs on
 // the shard elector's leader goroutine, OnLost on its election goroutine. Run waits
 // for all of them before it returns. Owned, Assigned and Members are safe to call
 // from any goroutine. No lock is held while calling a callback or a store.
 //
 // Replicas that start at the same moment each see only themselves at first, so each
 // campaigns for every shard; the shard Leases give each shard one owner, and the
-// hand-overs balance them once the replicas see each other. A replica refused a
-// shard whose Lease does not exist yet (placement gave it to another member, which
-// has not created it) waits a LeaseDuration before it campaigns for it again, as the
-// elector does after any failed Create: it cannot tell the Lease was not created and
-// deleted meanwhile.
+// hand-overs balance them once the replicas see each other.
 //
 // # Testing
 //

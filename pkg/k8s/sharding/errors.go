@@ -15,10 +15,6 @@ var (
 	ErrInvalidConfig = errors.New("sharding: invalid config")
 	// ErrAlreadyStarted is returned by a second call of Sharder.Run.
 	ErrAlreadyStarted = errors.New("sharding: sharder already started")
-	// ErrNotPlaced is what a shard's elector gets, instead of a write to the API
-	// server, when it tries to acquire a shard that placement gives to another
-	// member (and that no hand-over names it for): it keeps following the shard.
-	ErrNotPlaced = errors.New("sharding: shard placed on another member")
 	// ErrWorkPanicked is wrapped by the error of a Work's run that panicked, as
 	// Workers logs it.
 	ErrWorkPanicked = errors.New("sharding: shard work panicked")

@@ -160,6 +160,7 @@ type liveness struct {
 type seenMember struct {
 	lease      MemberLease
 	observedAt time.Time
+	dead       bool // proven dead (kill) since lease was seen: not live
 }
 
 // observe takes a snapshot of the member leases seen at now.
@@ -176,11 +177,23 @@ func (l *liveness) observe(now time.Time, members []MemberLease) {
 	l.seen = next
 }
 
+// kill counts id dead until its lease is seen written again (a new Version: a new
+// run of that identity); it reports whether id was counted live.
+func (l *liveness) kill(id string) bool {
+	m, ok := l.seen[id]
+	if !ok || m.dead {
+		return false
+	}
+	m.dead = true
+	l.seen[id] = m
+	return true
+}
+
 // live returns the identities live at now, sorted.
 func (l *liveness) live(now time.Time) []string {
 	var out []string
 	for id, m := range l.seen {
-		if now.Before(m.observedAt.Add(m.lease.LeaseDuration)) {
+		if !m.dead && now.Before(m.observedAt.Add(m.lease.LeaseDuration)) {
 			out = append(out, id)
 		}
 	}
@@ -194,7 +207,7 @@ func (l *liveness) nextExpiry(now time.Time) (time.Time, bool) {
 	ok := false
 	for _, m := range l.seen {
 		end := m.observedAt.Add(m.lease.LeaseDuration)
-		if end.After(now) && (!ok || end.Before(at)) {
+		if !m.dead && end.After(now) && (!ok || end.Before(at)) {
 			at, ok = end, true
 		}
 	}

@@ -20,8 +20,9 @@ import (
 // bubble. It checks that no shard ever has two owners, and that once the faults stop
 // every shard has one owner and the shares are within one shard, within two
 // LeaseDurations (a crash costs one; the moves after it a settle delay each).
-// BATON_SEED=N replays the history of one seed (the electors' jitter is not seeded,
-// so timings within it may differ); BATON_SHARDING_SEEDS=N runs seeds 1 to N (soak).
+// BATON_SEED=N replays the history of one seed (the electors' jitter is seeded by
+// replica; the order of goroutines at one instant is not, so timings within it may
+// differ); BATON_SHARDING_SEEDS=N runs seeds 1 to N (soak).
 func TestSharderRandomized(t *testing.T) {
 	seeds := testseed.Seeds(t, 1, 2, 3, 4, 5, 6)
 	if n, err := strconv.Atoi(os.Getenv("BATON_SHARDING_SEEDS")); err == nil && n > 0 {

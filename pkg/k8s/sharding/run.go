@@ -13,13 +13,16 @@ import (
 // and returns nil once it has left. In order:
 //
 //  1. It reads the member Leases, to see who runs already.
-//  2. It starts one elector per shard, each following its shard's Lease, and waits
-//     until every one has seen its Lease (so a hand-over to it is taken at once).
+//  2. It starts one elector per shard, each following its shard's Lease (campaigning
+//     only for the shards placement gives it), and waits until every one has seen
+//     its Lease (so a hand-over to it is taken at once).
 //  3. It joins: it writes its member Lease and renews it every RetryPeriod. The
 //     others see it and hand it its shards.
-//  4. Until ctx ends, it keeps its view of the members and the placement over them,
+//  4. Until ctx ends, it keeps its view of the members and the placement over them
+//     (a member whose holder incarnation a shard elector proved dead is gone at once),
 //     campaigns for the shards placement gives it (its electors take a shard when its
-//     Lease is free, expired, or handed over to it), and hands each shard it leads
+//     Lease is free, expired, its holder proven dead, or handed over to it), and hands
+//     each shard it leads
 //     but placement gives to another live member over to that member, SettleDelay
 //     after the last change.
 //  5. When ctx ends it leaves: it stops campaigning, deletes its member Lease, hands
@@ -56,9 +59,9 @@ func (s *Sharder) Run(ctx context.Context) error {
 			}
 		})
 	}
-	for _, g := range s.gates {
+	for _, e := range s.electors {
 		select {
-		case <-g.warm:
+		case <-e.Synced():
 		case <-ctx.Done():
 		}
 	}
@@ -237,6 +240,7 @@ func (l *loop) replace(now time.Time) {
 	s.mu.Lock()
 	s.live, s.placement = live, placement
 	s.mu.Unlock()
+	s.place(placement, leaving)
 	s.logger.Info("members changed", "members", live, "assigned", len(placement.Shards(s.config.Identity)))
 	l.rebalanceAt = now.Add(s.config.SettleDelay)
 }
@@ -260,6 +264,11 @@ func (l *loop) run(ctx context.Context) {
 		now := s.clock.Now()
 		if !now.Before(l.renewAt) {
 			l.renew(ctx)
+		}
+		for _, id := range s.takeDead() {
+			if l.liveness.kill(id) {
+				s.logger.Info("member proven dead: no longer counted live", "member", id)
+			}
 		}
 		l.giveUpHungWatch()
 		if l.events == nil && l.opening == nil && !now.Before(l.watchAt) {
@@ -299,6 +308,7 @@ func (l *loop) run(ctx context.Context) {
 			if l.rebalanceAt.IsZero() {
 				l.rebalanceAt = s.clock.Now().Add(s.config.SettleDelay)
 			}
+		case <-s.deathKicks:
 		case <-wake:
 		}
 		t.Stop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -46,6 +47,22 @@ type Config struct {
 	// Clock is the time source of the shard electors and of the member Leases' expiry;
 	// nil is the real clock. For tests and fault injection.
 	Clock leaderelection.Clock
+	// JitterSource, when set, gives each shard's elector its random source of retry
+	// jitter (leaderelection.Config.JitterSource): it is called once per shard by
+	// New, and must return a source of its own each time. With Clock and seeded
+	// sources, a ring's histories replay (up to the order of goroutines at one
+	// instant). nil is math/rand/v2's global source.
+	JitterSource func(shard int) rand.Source
+	// Incarnation and DeathWatch turn the death signal on for every shard's elector
+	// (leaderelection.Config.Incarnation and DeathWatch; see pkg/k8s/incarnation):
+	// each records this run's incarnation in the shard Leases it takes, and follows
+	// the death of each shard's holder. When a holder is proven dead, this replica
+	// counts that member gone at once (until its member Lease is written again) and
+	// the shards' new owners take them at once, instead of a LeaseDuration after the
+	// crash. The electors share one DeathWatch call per holder's incarnation, not one
+	// per shard (for pkg/k8s/incarnation's Watcher, one pod watch). Both empty: off.
+	Incarnation string
+	DeathWatch  leaderelection.DeathWatch
 }
 
 // Callbacks are called by a running Sharder. Both are optional.
@@ -90,7 +107,8 @@ func NewMemoryStores(shards int) Stores {
 }
 
 // Sharder runs one replica's part of a ring: its member Lease, and one elector per
-// shard, campaigning for the shards placement gives it. Create it with New or NewWithStores; run it
+// shard, each following its shard's Lease and campaigning only while placement gives
+// this replica the shard. Create it with New or NewWithStores; run it
 // with Run. Its methods are safe for concurrent use.
 type Sharder struct {
 	config    Config
@@ -99,14 +117,14 @@ type Sharder struct {
 	callbacks Callbacks
 	logger    *slog.Logger
 	clock     leaderelection.Clock
-	gates     []*gate
 	electors  []*leaderelection.Elector
 	started   atomic.Bool
 	// Counters of Stats.
-	refused, handOvers, handOverFailures atomic.Uint64
-	// kicks wakes Run's loop when a shard was acquired or a hand-over finished; room
-	// for one, so that a kick never blocks.
-	kicks chan struct{}
+	handOvers, handOverFailures atomic.Uint64
+	// kicks wakes Run's loop when a shard was acquired or a hand-over finished;
+	// deathKicks when a holder was proven dead. Room for one, so that a kick never
+	// blocks.
+	kicks, deathKicks chan struct{}
 
 	// mu guards the fields below.
 	mu          sync.Mutex
@@ -115,6 +133,7 @@ type Sharder struct {
 	leaving     bool           // Run's context ended: campaign for nothing, hand everything over
 	owned       map[int]uint64 // the shards this replica leads, with their terms
 	handingOver map[int]bool   // shards with a hand-over under way
+	dead        []string       // members proven dead, not yet taken by Run's loop
 }
 
 // NewWithStores returns a Sharder for config's ring on stores (NewMemoryStores, or any). It returns an error wrapping
@@ -135,18 +154,26 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		logger:      logger.With("ring", config.Name, "identity", config.Identity),
 		clock:       config.Clock,
 		kicks:       make(chan struct{}, 1),
+		deathKicks:  make(chan struct{}, 1),
 		owned:       map[int]uint64{},
 		handingOver: map[int]bool{},
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
+	var deaths leaderelection.DeathWatch
+	if config.DeathWatch != nil {
+		deaths = newSharedDeaths(config.DeathWatch)
+	}
 	for i := range ring.Shards() {
 		store := stores.Shard(i)
 		if store == nil {
 			return nil, fmt.Errorf("%w: Stores.Shard(%d) is nil", ErrInvalidConfig, i)
 		}
-		g := newGate(store, config.Identity, func() bool { return s.mayTake(i) }, &s.refused)
+		var jitter rand.Source
+		if config.JitterSource != nil {
+			jitter = config.JitterSource(i)
+		}
 		e, err := leaderelection.NewWithStore(leaderelection.Config{
 			Identity:        config.Identity,
 			LeaseName:       ShardLeaseName(config.Name, i),
@@ -156,14 +183,18 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			RetryPeriod:     config.RetryPeriod,
 			ReleaseOnCancel: true,
 			Clock:           config.Clock,
-		}, g, leaderelection.Callbacks{
+			JitterSource:    jitter,
+			Incarnation:     config.Incarnation,
+			DeathWatch:      deaths,
+			FollowOnly:      true, // until placement gives this replica the shard (place)
+		}, store, leaderelection.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
-		}, slog.New(quietRefusals{logger.Handler()}).With("ring", config.Name, "shard", i))
+			OnHolderDead:     s.holderDead,
+		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
 			return nil, fmt.Errorf("sharding: shard %d: %w", i, err)
 		}
-		s.gates = append(s.gates, g)
 		s.electors = append(s.electors, e)
 	}
 	return s, nil
@@ -276,21 +307,43 @@ type Stats struct {
 	// Lease was taken, a write failed); each is tried again after a RetryPeriod if the
 	// shard is still led here.
 	HandOverFailures uint64
-	// Refused counts the acquiring writes of this replica's electors held back because
-	// placement gives their shard to another member. They cost no request.
-	Refused uint64
 }
 
 // Stats returns the sharder's counters.
 func (s *Sharder) Stats() Stats {
-	return Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), Refused: s.refused.Load()}
+	return Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load()}
 }
 
-// mayTake reports whether this replica may campaign for shard now.
-func (s *Sharder) mayTake(shard int) bool {
+// place lets the electors of the shards placement gives this replica campaign, and
+// makes the others follow only; with leaving, all follow only.
+func (s *Sharder) place(placement Placement, leaving bool) {
+	for i, e := range s.electors {
+		e.SetCampaigning(!leaving && placement.Owner(i) == s.config.Identity)
+	}
+}
+
+// holderDead is every shard elector's OnHolderDead: Run's loop counts the member
+// gone (deaths).
+func (s *Sharder) holderDead(identity string) {
+	if identity == s.config.Identity {
+		return // an earlier run of this replica's identity: this one is live
+	}
+	s.mu.Lock()
+	s.dead = append(s.dead, identity)
+	s.mu.Unlock()
+	select {
+	case s.deathKicks <- struct{}{}:
+	default:
+	}
+}
+
+// takeDead returns the members proven dead since the last call.
+func (s *Sharder) takeDead() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.leaving && s.placement.Owner(shard) == s.config.Identity
+	dead := s.dead
+	s.dead = nil
+	return dead
 }
 
 // leading is shard's OnStartedLeading.
@@ -321,43 +374,6 @@ func (s *Sharder) kick() {
 	case s.kicks <- struct{}{}:
 	default:
 	}
-}
-
-// quietRefusals logs at Debug the records of a shard's elector whose error is a
-// write the gate held back (ErrNotPlaced): expected whenever a shard placed
-// elsewhere is free, not a warning. (The elector names itself in its records.)
-type quietRefusals struct{ slog.Handler }
-
-func (h quietRefusals) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level > slog.LevelDebug && refusal(r) {
-		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
-			return nil
-		}
-		q := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
-		r.Attrs(func(a slog.Attr) bool { q.AddAttrs(a); return true })
-		r = q
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h quietRefusals) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return quietRefusals{h.Handler.WithAttrs(attrs)}
-}
-
-func (h quietRefusals) WithGroup(name string) slog.Handler {
-	return quietRefusals{h.Handler.WithGroup(name)}
-}
-
-// refusal reports whether an attribute of r is an error wrapping ErrNotPlaced.
-func refusal(r slog.Record) bool {
-	found := false
-	r.Attrs(func(a slog.Attr) bool {
-		if err, ok := a.Value.Any().(error); ok && errors.Is(err, ErrNotPlaced) {
-			found = true
-		}
-		return !found
-	})
-	return found
 }
 
 // realClock is the Clock of the runtime.

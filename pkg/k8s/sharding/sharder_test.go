@@ -2,7 +2,9 @@ package sharding_test
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"testing/synctest"
@@ -102,6 +104,7 @@ func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingte
 	s, err := sharding.NewWithStores(sharding.Config{
 		Identity: id, Name: "ring", Namespace: "default", Shards: testShards,
 		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+		JitterSource: func(shard int) rand.Source { return rand.NewPCG(idSeed(id), uint64(shard)) },
 	}, stores, sharding.Callbacks{
 		OnAcquired: h.OnAcquired(t, id),
 	}, logger)
@@ -116,6 +119,14 @@ func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingte
 		r.err = s.Run(ctx)
 	}()
 	return r
+}
+
+// idSeed seeds the electors' jitter of replica id, so that a test's timings do not
+// depend on the global random source.
+func idSeed(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
 }
 
 // stop ends Run (a graceful leave) and waits for it.

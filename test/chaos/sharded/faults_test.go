@@ -28,6 +28,7 @@ type node struct {
 	// mu guards the fields below.
 	mu      sync.Mutex
 	crashed bool
+	diedAt  time.Time // when the replica's process died (die), zero if it did not
 	cut     bool
 	hang    bool          // a cut makes calls hang until their context ends
 	cutting chan struct{} // closed when a cut or crash starts: watches end
@@ -62,6 +63,24 @@ func (n *node) crash() {
 		close(n.cutting)
 	}
 	n.crashed = true
+}
+
+// die crashes the replica and ends its process: its shard work ends at once (its
+// terms are recorded as ended now), as for a process the kubelet reports dead.
+func (n *node) die() {
+	n.crash()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.diedAt.IsZero() {
+		n.diedAt = time.Now()
+	}
+}
+
+// deathTime is when the replica's process died, zero if it did not.
+func (n *node) deathTime() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.diedAt
 }
 
 func (n *node) setCut(on, hang bool) {

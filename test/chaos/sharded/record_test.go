@@ -56,10 +56,22 @@ func (r *recorder) begin(s *span) {
 	r.spans = append(r.spans, s)
 }
 
-func (r *recorder) end(s *span) {
+// end ends s now, or when its replica's process died (died, if not zero) if that
+// was earlier: a dead process's work is over whenever its term context ends.
+func (r *recorder) end(s *span, died time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.end = time.Now()
+	if !died.IsZero() && died.Before(s.end) {
+		s.end = later(died, s.start)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (r *recorder) op(o regOp) {
@@ -107,28 +119,31 @@ const objectsPerShard = 2
 // and a half period until the term ends. A write checks the term before it is sent,
 // as a fenced client does; a pause may hold it after the check, so that it reaches the
 // register late.
-func work(rec *recorder, reg *register, n *node, period time.Duration) func(ctx context.Context) {
+func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint64) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		st, ok := sharding.ShardTermFromContext(ctx)
 		if !ok {
 			panic("OnAcquired's context carries no shard term")
 		}
+		// The writes' timing and objects are drawn from the seed, the replica, the
+		// shard and the term, so that a history replays.
+		rng := rand.New(rand.NewPCG(seed^st.Term*0x9e3779b97f4a7c15, replicaNumber(n.id)<<16|uint64(st.Shard)))
 		n.mu.Lock()
 		l := n.leases[st.Shard]
 		n.mu.Unlock()
 		s := &span{shard: st.Shard, who: n.id, term: st.Term, start: time.Now(), cold: l.coldStart(st.Term)}
 		rec.begin(s)
-		context.AfterFunc(ctx, func() { rec.end(s) })
+		context.AfterFunc(ctx, func() { rec.end(s, n.deathTime()) })
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(period/2 + rand.N(period)):
+			case <-time.After(period/2 + time.Duration(rng.Int64N(int64(period)))):
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			o := regOp{obj: st.Shard*objectsPerShard + rand.IntN(objectsPerShard), who: n.id, term: st.Term, call: time.Now()}
+			o := regOp{obj: st.Shard*objectsPerShard + rng.IntN(objectsPerShard), who: n.id, term: st.Term, call: time.Now()}
 			n.holdWhilePaused(context.Background())
 			wctx, cancel := context.WithTimeout(context.Background(), period)
 			if err := n.enter(wctx); err == nil {
