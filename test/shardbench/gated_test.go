@@ -2,8 +2,8 @@ package shardbench
 
 import (
 	"path/filepath"
-	"time"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
