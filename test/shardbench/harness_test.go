@@ -14,9 +14,11 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -103,6 +105,7 @@ type worker struct {
 	work    time.Duration
 	gate    *gate
 	ledger  *ledger
+	held    atomic.Int64 // reconciles waiting at the gate
 }
 
 func (w *worker) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -121,7 +124,10 @@ func (w *worker) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		iv.end = time.Now()
 		w.ledger.record(req.Name, iv)
 	}()
-	if err := w.gate.wait(ctx); err != nil {
+	w.held.Add(1)
+	err := w.gate.wait(ctx)
+	w.held.Add(-1)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	var cm corev1.ConfigMap
@@ -146,6 +152,23 @@ type replica struct {
 	mgr     manager.Manager
 	rt      *batoncr.Runtime
 	sharded *batoncr.Sharded // nil for the single leader
+	worker  *worker
+
+	// mu guards queue.
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request] // the controller's latest
+}
+
+// queued returns how many requests wait in the replica's queue or at the gate.
+func (r *replica) queued() int {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	n := int(r.worker.held.Load())
+	if q != nil {
+		n += q.Len()
+	}
+	return n
 }
 
 // ringSeq makes the Lease names of each run new.
@@ -175,8 +198,15 @@ func newReplicas(tb testing.TB, p params, w *world, k kind, n int, led *ledger, 
 			tb.Fatal(err)
 		}
 		wk := &worker{replica: kit.Name, kind: k, ns: w.ns, work: p.work, gate: g, ledger: led}
-		r := &replica{kit: kit, mgr: mgr, rt: rt}
-		opts := controller.Options{MaxConcurrentReconciles: p.workers}
+		r := &replica{kit: kit, mgr: mgr, rt: rt, worker: wk}
+		// controller-runtime's default queue, kept to see how many requests wait.
+		opts := controller.Options{MaxConcurrentReconciles: p.workers, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			q := priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) { o.RateLimiter = rl; o.Log = logr.Discard() })
+			r.mu.Lock()
+			r.queue = q
+			r.mu.Unlock()
+			return q
+		}}
 		switch k {
 		case single:
 			wk.reader = mgr.GetCache()

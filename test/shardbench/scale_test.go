@@ -105,9 +105,9 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 			tb.Fatal(err)
 		}
 		res.cacheObjects = append(res.cacheObjects, len(list.Items))
+		// Why this wait too: an informer updates its store before its handlers enqueue.
+		batontest.WaitFor(tb, 60*time.Second, r.kit.Name+"'s queue holding its share", func() bool { return r.queued() >= share })
 	}
-	// Why this wait: an informer updates its store before its handlers enqueue.
-	time.Sleep(100 * time.Millisecond)
 
 	// The timed part.
 	cpu0 := readCPU()
