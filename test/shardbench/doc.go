@@ -54,9 +54,12 @@
 //
 // Besides the rate, each configuration reports what bounds it: each replica's share
 // of the backlog (a drain ends with the most loaded replica, so total/max share is
-// the ratio that perfect workers would reach), the workers' busy fraction, the mean
-// length of a reconcile against the timer's (CPU starvation shows as a longer one),
-// and the CPU the test process and the whole machine used in the window.
+// the ratio that perfect workers would reach), the workers' busy fraction (the time
+// in Reconcile over workers × the time to the replica's last reconcile), the mean
+// length of a reconcile beside that of a bare timer of the same duration waited on
+// in the same process meanwhile (a loaded machine makes both late), and the CPU the
+// replicas (this process), kube-apiserver, etcd and the whole machine used in the
+// window.
 //
 // # Cache share
 //

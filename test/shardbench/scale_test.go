@@ -19,6 +19,7 @@ import (
 type scaleResult struct {
 	kind     kind
 	replicas int
+	work     time.Duration // the timer of each reconcile
 
 	reconciles int           // reconciles that ended in the window
 	window     time.Duration // from the gate's opening to the last needed reconcile
@@ -29,7 +30,8 @@ type scaleResult struct {
 	shares       []int     // backlog objects in each replica's shards
 	busy         []float64 // each replica's workers' busy fraction until its last reconcile
 	meanWork     time.Duration
-	writeRate    float64 // backlog writes per second
+	probe        time.Duration // the mean length of a bare timer of the same duration, in the window
+	writeRate    float64       // backlog writes per second
 	churnWrites  int
 	cpu          cpuUse
 	violations   []string
@@ -58,7 +60,7 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 
 	// The backlog: every object updated while the workers are held back.
 	g.pause()
-	res := scaleResult{kind: k, replicas: n, backlog: len(w.names)}
+	res := scaleResult{kind: k, replicas: n, work: p.work, backlog: len(w.names)}
 	res.writeRate = w.touchAll(tb)
 	backlog := w.versions()
 	owned := shardTerms(rs)
@@ -114,6 +116,8 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 	t0 := time.Now()
 	g.resume()
 	churnCtx, stopChurn := context.WithCancel(ctx)
+	probed := make(chan time.Duration, 1)
+	go func() { probed <- probeTimer(churnCtx, p.work) }()
 	churned := make(chan error, 1)
 	go func() {
 		var err error
@@ -125,6 +129,7 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 	if err := <-churned; err != nil {
 		tb.Fatalf("churn: %v", err)
 	}
+	res.probe = <-probed
 	final := w.versions()
 	batontest.WaitFor(tb, drainTimeout, "every object's latest version reconciled", func() bool { return led.caughtUp(final) })
 	cpu1 := readCPU()
@@ -145,6 +150,29 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 	res.cpu = cpuBetween(cpu0, cpu1)
 	res.measure(ivs, rs, t0, end, p.workers)
 	return res
+}
+
+// probeTimer waits on timers of d one after the other until ctx ends, and returns
+// their mean length: how late a timer fires in this process under the machine's
+// load, to compare with the reconciles' mean length.
+func probeTimer(ctx context.Context, d time.Duration) time.Duration {
+	var total time.Duration
+	n := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+			total += time.Since(start)
+			n++
+		case <-ctx.Done():
+			timer.Stop()
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return total / time.Duration(n)
 }
 
 // reconciledBy returns the moment by which every object of want had that version
@@ -231,9 +259,9 @@ func (res scaleResult) describe() string {
 	for i, b := range res.busy {
 		busy[i] = fmt.Sprintf("%.0f%%", 100*b)
 	}
-	return fmt.Sprintf("%s: %d reconciles in %v = %.0f/s; backlog of %d drained in %v; shares %v (bound %.2fx); busy %s; mean reconcile %v; backlog writes %.0f/s, churn %d writes; caches hold %v; %v",
+	return fmt.Sprintf("%s: %d reconciles in %v = %.0f/s; backlog of %d drained in %v; shares %v (bound %.2fx); busy %s; mean reconcile %v (a bare %v timer took %v); backlog writes %.0f/s, churn %d writes; caches hold %v; %v",
 		res.name(), res.reconciles, res.window.Round(time.Millisecond), res.rate, res.backlog, res.drain.Round(time.Millisecond),
-		res.shares, res.balanceBound(), strings.Join(busy, " "), res.meanWork.Round(10*time.Microsecond), res.writeRate, res.churnWrites,
+		res.shares, res.balanceBound(), strings.Join(busy, " "), res.meanWork.Round(10*time.Microsecond), res.work, res.probe.Round(10*time.Microsecond), res.writeRate, res.churnWrites,
 		res.cacheObjects, res.cpu)
 }
 
