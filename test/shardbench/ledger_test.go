@@ -26,6 +26,10 @@ type ledger struct {
 	intervals map[string][]interval // by object name
 	// reconciled is the highest version of each object whose reconcile finished.
 	reconciled map[string]uint64
+	// target is the versions awaited (await), and behind how many of them are not
+	// reconciled yet: kept up by record, so that waiting costs the reconciles nothing.
+	target map[string]uint64
+	behind int
 }
 
 func newLedger() *ledger {
@@ -36,35 +40,31 @@ func (l *ledger) record(name string, iv interval) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.intervals[name] = append(l.intervals[name], iv)
-	if iv.done && iv.version > l.reconciled[name] {
+	if old := l.reconciled[name]; iv.done && iv.version > old {
 		l.reconciled[name] = iv.version
+		if t, ok := l.target[name]; ok && old < t && iv.version >= t {
+			l.behind--
+		}
 	}
 }
 
-// caughtUp reports whether every object in want has had a version at least as new
-// as want's reconciled.
-func (l *ledger) caughtUp(want map[string]uint64) bool {
+// await sets the versions that caughtUp waits for.
+func (l *ledger) await(want map[string]uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.target, l.behind = want, 0
 	for name, v := range want {
 		if l.reconciled[name] < v {
-			return false
+			l.behind++
 		}
 	}
-	return true
 }
 
-// behind returns how many objects of want have not had that version reconciled.
-func (l *ledger) behind(want map[string]uint64) int {
+// caughtUp reports whether every object had at least its awaited version reconciled.
+func (l *ledger) caughtUp() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for name, v := range want {
-		if l.reconciled[name] < v {
-			n++
-		}
-	}
-	return n
+	return l.behind == 0
 }
 
 // snapshot returns a copy of the intervals.

@@ -56,7 +56,8 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 		shardOf[name] = ring.ShardOf(string(uid))
 	}
 	drainTimeout := time.Duration(float64(p.objects)/float64(p.workers)*float64(p.work+time.Millisecond)) + 2*p.lease + 60*time.Second
-	batontest.WaitFor(tb, drainTimeout, "every object's current version reconciled", func() bool { return led.caughtUp(w.versions()) })
+	led.await(w.versions())
+	batontest.WaitFor(tb, drainTimeout, "every object's current version reconciled", led.caughtUp)
 
 	// The backlog: every object updated while the workers are held back.
 	g.pause()
@@ -112,6 +113,7 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 	}
 
 	// The timed part.
+	led.await(backlog)
 	cpu0 := readCPU()
 	t0 := time.Now()
 	g.resume()
@@ -124,14 +126,15 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 		res.churnWrites, err = w.churn(churnCtx, p.churn, uint64(n)<<8|uint64(len(k)))
 		churned <- err
 	}()
-	batontest.WaitFor(tb, drainTimeout, "the backlog reconciled", func() bool { return led.caughtUp(backlog) })
+	batontest.WaitFor(tb, drainTimeout, "the backlog reconciled", led.caughtUp)
 	stopChurn()
 	if err := <-churned; err != nil {
 		tb.Fatalf("churn: %v", err)
 	}
 	res.probe = <-probed
 	final := w.versions()
-	batontest.WaitFor(tb, drainTimeout, "every object's latest version reconciled", func() bool { return led.caughtUp(final) })
+	led.await(final)
+	batontest.WaitFor(tb, drainTimeout, "every object's latest version reconciled", led.caughtUp)
 	cpu1 := readCPU()
 	if after := shardTerms(rs); !slices.EqualFunc(owned, after, slices.Equal) {
 		tb.Errorf("%s-%d: shards moved during the timed part: before %v, after %v", k, n, owned, after)
