@@ -147,11 +147,45 @@ func BenchmarkShardScaleOut(b *testing.B) {
 			results = append(results, res)
 		})
 	}
-	run(single, 1)
-	for _, n := range replicas {
-		run(sharded, n)
+	rounds := envInt(b, "BATON_SHARDBENCH_ROUNDS", 1)
+	for range rounds {
+		base = 0
+		run(single, 1)
+		for _, n := range replicas {
+			run(sharded, n)
+		}
 	}
 	printScaleTable(p, results)
+	if rounds > 1 {
+		printMedians(results)
+	}
+}
+
+// printMedians prints each configuration's median rate over the rounds, and its
+// ratio to the single leader's median.
+func printMedians(rs []scaleResult) {
+	var names []string
+	rates := map[string][]float64{}
+	for _, r := range rs {
+		if _, ok := rates[r.name()]; !ok {
+			names = append(names, r.name())
+		}
+		rates[r.name()] = append(rates[r.name()], r.rate)
+	}
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	base := median(rates[string(single)])
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "\nmedians over %d rounds (each round runs every configuration once, in order)\n", len(rates[names[0]]))
+	fmt.Fprintln(w, "config\treconciles/s\tx single leader\trounds")
+	for _, name := range names {
+		m := median(rates[name])
+		fmt.Fprintf(w, "%s\t%.0f\t%.2fx\t%.0f\n", name, m, m/base, rates[name])
+	}
+	w.Flush()
 }
 
 func reportViolations(b *testing.B, vs []string) {

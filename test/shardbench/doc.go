@@ -81,5 +81,8 @@
 // BATON_SHARDBENCH_WORKERS (4), BATON_SHARDBENCH_WORK (10ms), BATON_SHARDBENCH_CHURN
 // (100, updates per second; 0 for none), BATON_SHARDBENCH_SHARDS (64),
 // BATON_SHARDBENCH_TIMINGS (15s,10s,2s: lease duration, renew deadline, retry
-// period of every Lease). TestHarnessSmall runs the same harness at a tiny size.
+// period of every Lease), BATON_SHARDBENCH_ROUNDS (1: with more, every configuration
+// runs once per round, in turn, and a second table gives the median of each and its
+// ratio to the single leader's median; on a machine whose load changes, rounds
+// spread the change over every configuration). TestHarnessSmall runs the same harness at a tiny size.
 package shardbench
