@@ -203,15 +203,15 @@ func printScaleTable(p params, rs []scaleResult) {
 	if len(rs) == 0 {
 		return
 	}
-	base := 0.0
-	if rs[0].kind == single {
-		base = rs[0].rate
-	}
+	base := 0.0 // the single leader's rate in the same round
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "\nscale-out: %d ConfigMaps, %d workers x %v per replica (at most %.0f reconciles/s each), churn %.0f/s, %d shards\n",
 		p.objects, p.workers, p.work, float64(p.workers)/p.work.Seconds(), p.churn, p.shards)
 	fmt.Fprintln(w, "config\treconciles/s\tx single leader\tbacklog drained in\tlargest share\tbound by shares\tworkers busy\tmean reconcile\tbare timer\tcpu replicas\tapiserver\tetcd\tmachine\tviolations")
 	for _, r := range rs {
+		if r.kind == single {
+			base = r.rate
+		}
 		ratio := "-"
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2fx", r.rate/base)

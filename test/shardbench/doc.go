@@ -50,7 +50,8 @@
 // reconciled objects of one shard at once, if a reconcile's shard term is not that of
 // its object's shard, or if one shard term was seen by two replicas. It works on the
 // intervals recorded per object (replica, shard term from the context, start, end,
-// resourceVersion read). The run also fails if a shard moved during the timed part.
+// resourceVersion read). The run also fails if a shard moved (or the single leader's
+// term changed) during the timed part.
 //
 // Besides the rate, each configuration reports what bounds it: each replica's share
 // of the backlog (a drain ends with the most loaded replica, so total/max share is

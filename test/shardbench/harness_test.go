@@ -246,7 +246,7 @@ func startBalanced(tb testing.TB, p params, rs []*replica) {
 		r.kit.Run(tb, r.mgr.Start)
 	}
 	var state string
-	for {
+	for range 10 {
 		batontest.WaitFor(tb, timeout, "balanced shares", func() bool {
 			var ok bool
 			ok, state = balanced(rs, p.shards)
@@ -258,6 +258,7 @@ func startBalanced(tb testing.TB, p params, rs []*replica) {
 			return
 		}
 	}
+	tb.Fatalf("%d replicas balanced ten times, never for %v: %s", len(rs), sharding.DefaultSettleDelay+p.retry, state)
 }
 
 // balanced reports whether every shard is led, each replica leads floor(S/N) or

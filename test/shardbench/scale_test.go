@@ -64,7 +64,7 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 	res := scaleResult{kind: k, replicas: n, work: p.work, backlog: len(w.names)}
 	res.writeRate = w.touchAll(tb)
 	backlog := w.versions()
-	owned := shardTerms(rs)
+	owned, leaderTerm := shardTerms(rs), rs[0].rt.Term()
 	mine := func(i int) func(name string) bool {
 		if k == single {
 			return func(string) bool { return true }
@@ -138,6 +138,9 @@ func runScale(tb testing.TB, p params, w *world, k kind, n int) scaleResult {
 	cpu1 := readCPU()
 	if after := shardTerms(rs); !slices.EqualFunc(owned, after, slices.Equal) {
 		tb.Errorf("%s-%d: shards moved during the timed part: before %v, after %v", k, n, owned, after)
+	}
+	if k == single && rs[0].rt.Term() != leaderTerm {
+		tb.Errorf("%s: the leader's term changed during the timed part: %d, then %d", k, leaderTerm, rs[0].rt.Term())
 	}
 	stopAll(tb, rs)
 
