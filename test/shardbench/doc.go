@@ -38,12 +38,15 @@
 //     version has been reconciled.
 //  2. Pause the workers (a gate at the top of Reconcile), update every object once
 //     (the backlog) and wait until every replica's cache has the new versions of the
-//     objects of its shards, so each replica's queue holds its share.
+//     objects of its shards and its queue (controller-runtime's own, kept through
+//     controller.Options.NewQueue) holds them: each replica's share of the work is
+//     waiting when the clock starts.
 //  3. The timed part: open the gate; a churn writer updates random objects at
 //     BATON_SHARDBENCH_CHURN per second (100) until the backlog is drained, then
 //     stops; the run ends when every object's latest version has been reconciled.
 //     Reconciles per second is the number of reconciles that ended in that window
-//     over its length.
+//     over its length; the window ends at the end of the last reconcile it needed
+//     (taken from the recorded intervals, not from a poll).
 //
 // The checker fails the run if an object's latest version was not reconciled, if an
 // object was reconciled by two workers or replicas at once, if two replicas
