@@ -5,7 +5,14 @@
 # election with EnableWarmup, on Baton's integration, and Baton's bare elector)
 # need the real API server, which testenv.sh builds once per machine. Both take
 # BATON_BENCH_TIMINGS=15s,10s,2s BATON_BENCH_ROUNDS BATON_BENCH_IDLE to shorten
-# them. Extra arguments go to go test (e.g. -count 5).
+# them. The sharded-leadership figures (test/shardbench) run there too: the same
+# I/O-bound controller as the single leader and sharded at 1, 2, 3 and 5 replicas,
+# reconciles per second and the ratio to the single leader in a table, and how many
+# objects each replica's cache holds at N = 1, 3, 5 with and without the API
+# server's ShardedListAndWatch gate; BATON_SHARDBENCH_OBJECTS (2000) and the other
+# BATON_SHARDBENCH_* knobs of its package doc shrink it. The benchmark packages run
+# one at a time (-p 1), so that their timings do not share the machine. Extra
+# arguments go to go test (e.g. -count 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +20,7 @@ assets=$(hack/testenv.sh | tail -n 1)
 export KUBEBUILDER_ASSETS="$assets"
 
 go test -run '^$' -bench . -benchmem "$@" $(go list ./... | grep -v /test/)
-go test -run '^$' -bench . -benchtime 1x -timeout 60m "$@" ./test/...
+go test -p 1 -run '^$' -bench . -benchtime 1x -timeout 60m "$@" ./test/...
 
 # Crash failover with the death signal (test/deathsignal): the leader elector is
 # stopped without releasing, then the test plays the kubelet and writes its
