@@ -381,5 +381,8 @@ func (r *recordingTB) Errorf(format string, args ...any) {
 	r.failed = true
 	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
 }
-func (r *recordingTB) Error(args ...any) { r.failed = true; r.msgs = append(r.msgs, fmt.Sprint(args...)) }
+func (r *recordingTB) Error(args ...any) {
+	r.failed = true
+	r.msgs = append(r.msgs, fmt.Sprint(args...))
+}
 func (r *recordingTB) Logf(string, ...any) {}
