@@ -1,0 +1,313 @@
+package sharding
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// writeKind is what one write of a ring's Lease did.
+type writeKind int
+
+const (
+	shardRenew   writeKind = iota // the holder renewed its shard Lease
+	shardRelease                  // the holder let go (holderIdentity cleared; a hand-over names the next)
+	shardTake                     // a replica took the shard (created the Lease, or wrote itself as holder)
+	memberJoin                    // a member Lease was created
+	memberRenew                   // a member renewed its Lease
+	memberLeave                   // a member Lease was deleted
+)
+
+// leaseWrite is one write of a ring's Lease, as a watch in the test process saw it:
+// every new resourceVersion of a shard or member Lease is one write.
+type leaseWrite struct {
+	at     time.Time // when the watch delivered it
+	kind   writeKind
+	shard  int    // for shard Leases
+	holder string // the holder after the write ("" after a release), or the member
+}
+
+// leaseLog watches the Leases of one ring and records every write of them. Safe for
+// concurrent use.
+type leaseLog struct {
+	ring string
+
+	// mu guards the fields below.
+	mu     sync.Mutex
+	writes []leaseWrite
+	prev   map[string]coordinationv1.Lease // the last state of each Lease seen
+	// others counts the writes of the watched objects other than the ring's Leases
+	// (the ConfigMaps of a watchObjects), with when each was seen.
+	others []time.Time
+}
+
+// watchRing records the writes of ring's Leases in namespace until the returned
+// function is called (which waits for the watch to end). The first writes recorded
+// are those after the call.
+func watchRing(tb testing.TB, cs kubernetes.Interface, namespace, ring string) (*leaseLog, func()) {
+	tb.Helper()
+	l := &leaseLog{ring: ring, prev: map[string]coordinationv1.Lease{}}
+	leases := cs.CoordinationV1().Leases(namespace)
+	list, err := leases.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, lease := range list.Items {
+		l.prev[lease.Name] = lease
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var done sync.WaitGroup
+	done.Go(func() {
+		version := list.ResourceVersion
+		for ctx.Err() == nil {
+			w, err := leases.Watch(ctx, metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true})
+			if err != nil {
+				if ctx.Err() == nil {
+					tb.Errorf("watching the Leases of %s: %v", ring, err)
+				}
+				return
+			}
+			for ev := range w.ResultChan() {
+				lease, ok := ev.Object.(*coordinationv1.Lease)
+				if !ok {
+					continue // an error event: watch again from the last version seen
+				}
+				version = lease.ResourceVersion
+				if ev.Type != watch.Bookmark {
+					l.observe(time.Now(), ev.Type, lease)
+				}
+			}
+			w.Stop()
+		}
+	})
+	return l, func() { cancel(); done.Wait() }
+}
+
+// watchObjects records in l the time of every write of the ConfigMaps of namespace
+// from now on, until the returned function is called.
+func (l *leaseLog) watchObjects(tb testing.TB, cs kubernetes.Interface, namespace string) func() {
+	tb.Helper()
+	cms := cs.CoreV1().ConfigMaps(namespace)
+	list, err := cms.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		cancel()
+		tb.Fatal(err)
+	}
+	var done sync.WaitGroup
+	done.Go(func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Added || ev.Type == watch.Modified || ev.Type == watch.Deleted {
+				l.mu.Lock()
+				l.others = append(l.others, time.Now())
+				l.mu.Unlock()
+			}
+		}
+		if ctx.Err() == nil {
+			tb.Errorf("the watch of the ConfigMaps of %s ended early: object writes may be missed", namespace)
+		}
+	})
+	return func() { cancel(); done.Wait() }
+}
+
+// observe classifies one watch event of a Lease.
+func (l *leaseLog) observe(at time.Time, t watch.EventType, lease *coordinationv1.Lease) {
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev, seen := l.prev[lease.Name]
+	if t == watch.Deleted {
+		delete(l.prev, lease.Name)
+	} else {
+		l.prev[lease.Name] = *lease
+	}
+	if seen && prev.ResourceVersion == lease.ResourceVersion && t != watch.Deleted {
+		return // the same write again (a watch resumed)
+	}
+	if id, ok := strings.CutPrefix(lease.Name, l.ring+"-member-"); ok {
+		kind := memberRenew
+		switch {
+		case t == watch.Deleted:
+			kind = memberLeave
+		case !seen:
+			kind = memberJoin
+		}
+		l.writes = append(l.writes, leaseWrite{at: at, kind: kind, holder: id})
+		return
+	}
+	s, ok := strings.CutPrefix(lease.Name, l.ring+"-shard-")
+	shard, err := strconv.Atoi(s)
+	if !ok || err != nil || t == watch.Deleted {
+		return
+	}
+	prevHolder := ""
+	if seen && prev.Spec.HolderIdentity != nil {
+		prevHolder = *prev.Spec.HolderIdentity
+	}
+	kind := shardTake
+	switch {
+	case holder == "":
+		kind = shardRelease
+	case seen && holder == prevHolder && transitions(prev) == transitions(*lease):
+		kind = shardRenew
+	}
+	l.writes = append(l.writes, leaseWrite{at: at, kind: kind, shard: shard, holder: holder})
+}
+
+func transitions(l coordinationv1.Lease) int32 {
+	if l.Spec.LeaseTransitions == nil {
+		return 0
+	}
+	return *l.Spec.LeaseTransitions
+}
+
+// snapshot returns the writes recorded so far, and the times of the object writes.
+func (l *leaseLog) snapshot() ([]leaseWrite, []time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.writes), slices.Clone(l.others)
+}
+
+// holders returns the holder of each shard after the writes up to at ("" for a
+// released or never seen shard). The watch must have begun before the ring's first
+// write.
+func holders(writes []leaseWrite, at time.Time) map[int]string {
+	out := map[int]string{}
+	for _, w := range writes {
+		if w.at.After(at) {
+			break
+		}
+		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew {
+			out[w.shard] = w.holder
+		}
+	}
+	return out
+}
+
+// balancedAt returns the first moment from from on at which, by the writes (all of
+// them since the ring began), every one of shards shards is held by one of members
+// and none holds more than ceil(shards/len(members)).
+func balancedAt(writes []leaseWrite, from time.Time, shards int, members []string) (time.Time, bool) {
+	holder := map[int]string{}
+	limit := (shards + len(members) - 1) / len(members)
+	balanced := func() bool {
+		count := map[string]int{}
+		for shard := range shards {
+			h := holder[shard]
+			if !slices.Contains(members, h) {
+				return false
+			}
+			count[h]++
+			if count[h] > limit {
+				return false
+			}
+		}
+		return true
+	}
+	checked := false // whether the state as of from was checked
+	for _, w := range writes {
+		if !checked && !w.at.Before(from) {
+			checked = true
+			if balanced() {
+				return from, true
+			}
+		}
+		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew {
+			holder[w.shard] = w.holder
+		}
+		if checked && balanced() {
+			return w.at, true
+		}
+	}
+	if !checked && balanced() {
+		return from, true
+	}
+	return time.Time{}, false
+}
+
+// windowCounts are the writes of a window of time.
+type windowCounts struct {
+	shardMoves  int // releases and takes of shard Leases
+	taken       int // takes alone: the shards that changed owner
+	shardRenews int
+	memberMoves int // member Leases created or deleted
+	memberRenew int
+	objects     int // writes of the ConfigMaps
+	movedShards map[int]bool
+}
+
+// count returns the writes of [from, to).
+func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowCounts {
+	c := windowCounts{movedShards: map[int]bool{}}
+	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
+	for _, w := range writes {
+		if !in(w.at) {
+			continue
+		}
+		switch w.kind {
+		case shardRenew:
+			c.shardRenews++
+		case shardRelease:
+			c.shardMoves++
+		case shardTake:
+			c.shardMoves++
+			c.taken++
+			c.movedShards[w.shard] = true
+		case memberJoin, memberLeave:
+			c.memberMoves++
+		case memberRenew:
+			c.memberRenew++
+		}
+	}
+	for _, t := range objects {
+		if in(t) {
+			c.objects++
+		}
+	}
+	return c
+}
+
+// handovers returns, for every release of a shard in [from, to), the time from the
+// release to the next take of that shard (both as the watch saw them), and the number
+// of takes in the window that followed no release (a Lease taken from a holder that
+// stopped renewing).
+func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, unreleased int) {
+	released := map[int]time.Time{}
+	for _, w := range writes {
+		switch w.kind {
+		case shardRelease:
+			if !w.at.Before(from) && w.at.Before(to) {
+				released[w.shard] = w.at
+			}
+		case shardTake:
+			if at, ok := released[w.shard]; ok {
+				gaps = append(gaps, w.at.Sub(at))
+				delete(released, w.shard)
+			} else if !w.at.Before(from) && w.at.Before(to) {
+				unreleased++
+			}
+		}
+	}
+	for range released { // never taken: an ownerless shard, as long as the window
+		gaps = append(gaps, to.Sub(from))
+	}
+	slices.Sort(gaps)
+	return gaps, unreleased
+}
