@@ -57,7 +57,23 @@ type ctrlReplica struct {
 	done   chan error
 }
 
-// startReplica builds replica id and starts its manager; it records its reconciles
+// ringMember is one replica of a ring: a controller (ctrlReplica) or a bare
+// Sharder (sharderReplica).
+type ringMember interface {
+	name() string
+	sharder() *sharding.Sharder
+	// stop stops the replica gracefully and waits for it; later calls do nothing.
+	stop(tb testing.TB)
+	// crash cuts the replica's Lease client off from the API server: it stops
+	// renewing and releases nothing.
+	crash()
+}
+
+func (r *ctrlReplica) name() string                { return r.id }
+func (r *ctrlReplica) sharder() *sharding.Sharder { return r.h.Sharder() }
+func (r *ctrlReplica) crash()                      { r.sw.Cut() }
+
+// startCtrlReplica builds replica id and starts its manager; it records its reconciles
 // in log.
 func startCtrlReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id string, log *reconcileLog) *ctrlReplica {
 	tb.Helper()
@@ -131,21 +147,22 @@ func (r *ctrlReplica) stop(tb testing.TB) {
 // shares reports whether the shards are balanced over live: every shard led by
 // exactly one of them, each leading at most ceil(S/N); it returns the shares, and
 // what is wrong when not.
-func shares(live []*ctrlReplica, shards int) (map[string]int, error) {
+func shares[R ringMember](live []R, shards int) (map[string]int, error) {
 	count := map[string]int{}
 	owner := map[int]string{}
 	limit := (shards + len(live) - 1) / len(live)
 	var problems []string
 	for _, r := range live {
-		for _, st := range r.h.Sharder().Owned() {
+		id := r.name()
+		for _, st := range r.sharder().Owned() {
 			if o, ok := owner[st.Shard]; ok {
-				problems = append(problems, fmt.Sprintf("shard %d led by %s and %s", st.Shard, o, r.id))
+				problems = append(problems, fmt.Sprintf("shard %d led by %s and %s", st.Shard, o, id))
 			}
-			owner[st.Shard] = r.id
-			count[r.id]++
+			owner[st.Shard] = id
+			count[id]++
 		}
-		if count[r.id] > limit {
-			problems = append(problems, fmt.Sprintf("%s leads %d shards, above ceil(%d/%d) = %d", r.id, count[r.id], shards, len(live), limit))
+		if count[id] > limit {
+			problems = append(problems, fmt.Sprintf("%s leads %d shards, above ceil(%d/%d) = %d", id, count[id], shards, len(live), limit))
 		}
 	}
 	if len(owner) != shards {
@@ -159,7 +176,7 @@ func shares(live []*ctrlReplica, shards int) (map[string]int, error) {
 
 // waitBalancedReplicas waits until shares(live) holds, failing tb after timeout; it
 // returns how long it took.
-func waitBalancedReplicas(tb testing.TB, live []*ctrlReplica, shards int, after string, timeout time.Duration) time.Duration {
+func waitBalancedReplicas[R ringMember](tb testing.TB, live []R, shards int, after string, timeout time.Duration) time.Duration {
 	tb.Helper()
 	start := time.Now()
 	deadline := start.Add(timeout)
@@ -386,3 +403,142 @@ func (r *recordingTB) Error(args ...any) {
 	r.msgs = append(r.msgs, fmt.Sprint(args...))
 }
 func (r *recordingTB) Logf(string, ...any) {}
+
+// sharderReplica is one replica of a ring run by a bare Sharder on the real API
+// server, its shard terms recorded by their callbacks in a termLog.
+type sharderReplica struct {
+	id     string
+	sw     *batontest.Switch // between its Lease client and the API server
+	s      *sharding.Sharder
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (r *sharderReplica) name() string                { return r.id }
+func (r *sharderReplica) sharder() *sharding.Sharder { return r.s }
+func (r *sharderReplica) crash()                      { r.sw.Cut() }
+
+// startSharderReplica starts replica id of c's ring (its Leases in "default"),
+// recording its shard terms in terms.
+func startSharderReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id string, terms *termLog) *sharderReplica {
+	tb.Helper()
+	r := &sharderReplica{id: id, sw: &batontest.Switch{}, done: make(chan error, 1)}
+	cs, err := kubernetes.NewForConfig(r.sw.Wrap(env.Config()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var logger *slog.Logger
+	if os.Getenv("BATON_SHARDING_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", id)
+	}
+	r.s, err = sharding.New(sharding.Config{
+		Identity: id, Name: c.name, Namespace: "default", Shards: c.shards,
+		LeaseDuration: c.lease, RenewDeadline: c.renew, RetryPeriod: c.retry,
+	}, cs, sharding.Callbacks{OnAcquired: terms.onAcquired(id)}, logger)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- r.s.Run(ctx) }()
+	return r
+}
+
+func (r *sharderReplica) stop(tb testing.TB) {
+	tb.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.sw.Heal()
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			tb.Errorf("%s: Run returned %v", r.id, err)
+		}
+	case <-time.After(batontest.StopTimeout):
+		tb.Errorf("%s: Run did not return within %v", r.id, batontest.StopTimeout)
+	}
+}
+
+// termLog records the shard terms of a ring's replicas from their callbacks: from
+// the call of OnAcquired to the end of its context. Safe for concurrent use.
+type termLog struct {
+	// mu guards spans.
+	mu    sync.Mutex
+	spans []termSpan
+}
+
+type termSpan struct {
+	shard      int
+	owner      string
+	start, end time.Time // end zero while the term lasts
+}
+
+// onAcquired returns the OnAcquired of replica id.
+func (l *termLog) onAcquired(id string) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		st, _ := sharding.ShardTermFromContext(ctx)
+		l.mu.Lock()
+		i := len(l.spans)
+		l.spans = append(l.spans, termSpan{shard: st.Shard, owner: id, start: time.Now()})
+		l.mu.Unlock()
+		<-ctx.Done()
+		l.mu.Lock()
+		l.spans[i].end = time.Now()
+		l.mu.Unlock()
+	}
+}
+
+// gaps returns, for every term of owner ("" for any) that ended in [from, to), the
+// time from its end to the start of its shard's next term (to's distance when none
+// started by then), sorted, and when the last of those next terms started.
+func (l *termLog) gaps(from, to time.Time, owner string) ([]time.Duration, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	var last time.Time
+	for _, ended := range l.spans {
+		if ended.end.IsZero() || ended.end.Before(from) || !ended.end.Before(to) || (owner != "" && ended.owner != owner) {
+			continue
+		}
+		next := time.Time{}
+		for _, s := range l.spans {
+			if s.shard == ended.shard && !s.start.Before(ended.end) && (next.IsZero() || s.start.Before(next)) {
+				next = s.start
+			}
+		}
+		if next.IsZero() {
+			out = append(out, to.Sub(ended.end))
+			continue
+		}
+		out = append(out, next.Sub(ended.end))
+		if next.After(last) {
+			last = next
+		}
+	}
+	slices.Sort(out)
+	return out, last
+}
+
+// overlaps returns how many terms began before the previous term of their shard
+// ended.
+func (l *termLog) overlaps() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	byShard := map[int][]termSpan{}
+	for _, s := range l.spans {
+		byShard[s.shard] = append(byShard[s.shard], s)
+	}
+	n := 0
+	for _, spans := range byShard {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+		for i := 1; i < len(spans); i++ {
+			if spans[i-1].end.IsZero() || spans[i].start.Before(spans[i-1].end) {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -34,6 +34,7 @@ type leaseWrite struct {
 	kind   writeKind
 	shard  int    // for shard Leases
 	holder string // the holder after the write ("" after a release), or the member
+	from   string // the holder before it
 }
 
 // leaseLog watches the Leases of one ring and records every write of them. Safe for
@@ -168,7 +169,7 @@ func (l *leaseLog) observe(at time.Time, t watch.EventType, lease *coordinationv
 	case seen && holder == prevHolder && transitions(prev) == transitions(*lease):
 		kind = shardRenew
 	}
-	l.writes = append(l.writes, leaseWrite{at: at, kind: kind, shard: shard, holder: holder})
+	l.writes = append(l.writes, leaseWrite{at: at, kind: kind, shard: shard, holder: holder, from: prevHolder})
 }
 
 func transitions(l coordinationv1.Lease) int32 {
@@ -285,10 +286,10 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 }
 
 // handovers returns, for every release of a shard in [from, to), the time from the
-// release to the next take of that shard (both as the watch saw them), and the number
-// of takes in the window that followed no release (a Lease taken from a holder that
-// stopped renewing).
-func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, unreleased int) {
+// release to the next take of that shard (both as the watch saw them), and the takes
+// in the window that followed no release (a Lease taken from a holder that stopped
+// renewing).
+func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, unreleased []leaseWrite) {
 	released := map[int]time.Time{}
 	for _, w := range writes {
 		switch w.kind {
@@ -301,7 +302,7 @@ func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, u
 				gaps = append(gaps, w.at.Sub(at))
 				delete(released, w.shard)
 			} else if !w.at.Before(from) && w.at.Before(to) {
-				unreleased++
+				unreleased = append(unreleased, w)
 			}
 		}
 	}

@@ -1,38 +1,47 @@
 package sharding
 
-// BenchmarkShardMoves measures what moving shards costs a sharded controller on the
-// real API server:
+// BenchmarkShardMoves measures what moving shards costs on the real API server:
 //
 //	export KUBEBUILDER_ASSETS=$(hack/testenv.sh | tail -n 1)
-//	go test -run '^$' -bench BenchmarkShardMoves -benchtime 1x ./test/sharding/
+//	go test -v -run '^$' -bench BenchmarkShardMoves -benchtime 1x ./test/sharding/
 //
-// A controller of 64 shards over 640 ConfigMaps (AddShardedController, a reconcile
-// reading the object from the cache and standing for 1ms of I/O) runs on four
-// replicas; then a fifth joins, leaves gracefully, the four are replaced one by one
-// by new replicas (a rolling restart: graceful stop, then start), and one crashes
-// (cut off from the API server, releasing nothing). A watch in the benchmark's
-// process records every write of the ring's Leases (each new resourceVersion of a
-// shard or member Lease is one write) and of the ConfigMaps. It reports:
+// A ring of 64 shards, 640 ConfigMaps, runs on four replicas; then a fifth joins and
+// leaves gracefully, the four are replaced one by one by new replicas (a rolling
+// restart: graceful stop, then start), and one crashes (its Lease client cut off
+// from the API server: it stops renewing and releases nothing). Twice, each on an
+// API server of its own:
 //
-//   - join and leave: the Lease writes that rebalanced (shard Lease releases and
-//     takes, member Lease create or delete; renewals apart), per moved shard, the
-//     object writes (0 by design), and beside them the two patches per moved object
-//     that timebertt/kubernetes-controller-sharding needs at least (a label change
-//     through its sharder, and the drain label before it);
+//   - controller: each replica a manager running AddShardedController, whose
+//     reconcile reads the ConfigMap from the cache and stands for 1ms of I/O;
+//     handovers timed by a Lease watch (release seen to takeover seen: how long the
+//     shard's Lease had no holder; the old owner's term ended a little before its
+//     release was written, once its running reconciles returned);
+//   - sharder: each replica a bare Sharder; handovers timed by the callbacks of both
+//     sides (the old term's context ended to the new term's OnAcquired), which is
+//     how long the shard had no owner.
+//
+// A watch in the benchmark's process records every write of the ring's Leases (each
+// new resourceVersion of a shard or member Lease is one write) and of the
+// ConfigMaps. It reports, with b.ReportMetric and one log line ("shardmoves: ...")
+// per figure:
+//
+//   - join and leave: the Lease writes that rebalanced (releases and takes of shard
+//     Leases, the member Lease's create or delete; renewals counted apart), per
+//     moved shard, and the object writes (0: nothing is labelled), beside the
+//     two patches per moved object that the anchor,
+//     timebertt/kubernetes-controller-sharding, needs at least;
 //   - join: from the new replica's member Lease (written once its cache is synced
-//     and its electors watch their Leases) to every shard held by one of the five
-//     within ceil(64/5), by the Lease watch;
-//   - leave and rolling restart: per moved shard, the time from its release to its
-//     takeover as the Lease watch saw them (p50, p99, max): the time the shard's
-//     Lease had no holder. (The old owner's term ended a little before its release
-//     was written, once its running reconciles returned.)
-//   - crash: from the cut to the last of the crashed replica's shards taken by
-//     another, beside the lease duration.
+//     and its electors watch their Leases) to every shard held by one of the five,
+//     none more than ceil(64/5), by the Lease watch;
+//   - join, leave and rolling restart: handover times, p50, p99 and max (the
+//     longest a shard had no owner);
+//   - crash: from the cut, and from the last renew of each shard seen, to the last
+//     of the crashed replica's shards taken by another, beside the lease duration;
+//   - a reference: one Lease update's round trip on the machine at that moment.
 //
 // BATON_BENCH_TIMINGS=15s,10s,2s sets LeaseDuration, RenewDeadline and RetryPeriod
-// (the default, controller-runtime's). Moves do not wait on them (SettleDelay, 200ms,
-// and the watch do); a crash does.
-
+// (the default, controller-runtime's). Moves do not wait on them (the Sharder's
+// SettleDelay, 200ms, and the watches do); a crash does.
 import (
 	"context"
 	"fmt"
@@ -42,7 +51,11 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/baton-dev/baton/pkg/batontest"
@@ -51,12 +64,19 @@ import (
 
 func BenchmarkShardMoves(b *testing.B) {
 	lease, renew, retry := benchTimings(b)
-	for range b.N {
-		shardMoves(b, lease, renew, retry)
+	for _, kind := range []string{"controller", "sharder"} {
+		b.Run(kind, func(b *testing.B) {
+			for range b.N {
+				shardMoves(b, kind, lease, renew, retry)
+			}
+		})
 	}
 }
 
-func shardMoves(b *testing.B, lease, renew, retry time.Duration) {
+// shardMoves runs the benchmark's scenario once on replicas of kind: "controller"
+// (AddShardedController; handovers timed by the Lease watch) or "sharder" (bare
+// Sharders; handovers timed by their callbacks).
+func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	const (
 		shards  = 64
 		objects = 640
@@ -97,27 +117,43 @@ func shardMoves(b *testing.B, lease, renew, retry time.Duration) {
 	stopObjects := leases.watchObjects(b, env.Clientset(), c.namespace)
 	defer stopObjects()
 	log := &reconcileLog{ring: ring}
-	var live []*ctrlReplica
+	terms := &termLog{}
+	var live []ringMember
 	defer func() {
 		for _, r := range live {
 			r.stop(b)
 		}
 	}()
-	start := func(id string) *ctrlReplica {
-		r := startCtrlReplica(b, env, c, id, log)
+	start := func(id string) ringMember {
+		var r ringMember
+		if kind == "controller" {
+			r = startCtrlReplica(b, env, c, id, log)
+		} else {
+			r = startSharderReplica(b, env, c, id, terms)
+		}
 		live = append(live, r)
 		return r
 	}
 	ids := func() []string {
 		var out []string
 		for _, r := range live {
-			out = append(out, r.id)
+			out = append(out, r.name())
 		}
 		return out
 	}
 	report := func(value float64, unit, format string, args ...any) {
 		b.ReportMetric(value, unit)
-		b.Logf("shardmoves: "+format, args...)
+		b.Logf("shardmoves: "+kind+": "+format, args...)
+	}
+	// gaps returns the handover times of [from, to) and how they were measured.
+	gaps := func(writes []leaseWrite, from, to time.Time) ([]time.Duration, string) {
+		if kind == "sharder" {
+			g, _ := terms.gaps(from, to, "")
+			return g, "term end to next term start (callbacks)"
+		}
+		g, takes := handovers(writes, from, to)
+		unreleased(b, kind, from, takes)
+		return g, "release to takeover (Lease watch)"
 	}
 	b.StartTimer()
 
@@ -148,31 +184,32 @@ func shardMoves(b *testing.B, lease, renew, retry time.Duration) {
 		b.Fatal("the Lease watch never saw the shards balanced over five replicas")
 	}
 	join := count(writes, objectWrites, joinStart, joinEnd)
-	joinGaps, _ := handovers(writes, joinStart, joinEnd)
+	joinGaps, how := gaps(writes, joinStart, joinEnd)
 	report(ms(balanced.Sub(member)), "join-balanced-ms", "join: balanced %v after r4's member Lease was written (%v after its start, which synced its cache first)",
 		balanced.Sub(member).Round(time.Millisecond), balanced.Sub(joinStart).Round(time.Millisecond))
 	moves(b, report, "join", join, movedObjects(join.movedShards))
-	report(ms(pct(joinGaps, 99)), "join-handover-p99-ms", "join: %s", gapLine(joinGaps))
+	report(ms(pct(joinGaps, 99)), "join-handover-p99-ms", "join: %s", gapLine(joinGaps, how))
+
+	// A reference for the handover times: one Lease write's round trip now.
+	write := writeLatency(b, env.Clientset())
+	report(ms(write), "lease-write-p50-ms", "reference: a Lease update takes %v (median of 20, one at a time) on this machine now; a handover is two such writes and a watch delivery", write.Round(100*time.Microsecond))
 
 	// A graceful leave.
 	leaveStart := time.Now()
 	joiner.stop(b)
 	stopped := time.Since(leaveStart)
-	live = slices.DeleteFunc(live, func(r *ctrlReplica) bool { return r == joiner })
+	live = slices.DeleteFunc(live, func(r ringMember) bool { return r == joiner })
 	waitBalancedReplicas(b, live, shards, "graceful leave of r4", 30*time.Second)
 	time.Sleep(quiet)
 	leaveEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
 	leave := count(writes, objectWrites, leaveStart, leaveEnd)
-	leaveGaps, leaveUnreleased := handovers(writes, leaveStart, leaveEnd)
+	leaveGaps, how := gaps(writes, leaveStart, leaveEnd)
 	moves(b, report, "leave", leave, movedObjects(leave.movedShards))
-	b.Logf("shardmoves: leave: r4 stopped (handed over its shards and left) in %v", stopped.Round(time.Millisecond))
-	report(ms(pct(leaveGaps, 50)), "leave-handover-p50-ms", "leave: %s", gapLine(leaveGaps))
+	b.Logf("shardmoves: %s: leave: r4 stopped (handed over its shards and left) in %v", kind, stopped.Round(time.Millisecond))
+	report(ms(pct(leaveGaps, 50)), "leave-handover-p50-ms", "leave: %s", gapLine(leaveGaps, how))
 	b.ReportMetric(ms(pct(leaveGaps, 99)), "leave-handover-p99-ms")
 	b.ReportMetric(ms(pct(leaveGaps, 100)), "leave-ownerless-max-ms")
-	if leaveUnreleased > 0 {
-		b.Errorf("leave: %d shards taken without a release", leaveUnreleased)
-	}
 
 	// A rolling restart of all four.
 	rollStart := time.Now()
@@ -181,20 +218,17 @@ func shardMoves(b *testing.B, lease, renew, retry time.Duration) {
 		old.stop(b)
 		live = live[1:]
 		start(fmt.Sprint("s", i))
-		waitBalancedReplicas(b, live, shards, fmt.Sprintf("%s replaced by s%d", old.id, i), 30*time.Second)
+		waitBalancedReplicas(b, live, shards, fmt.Sprintf("%s replaced by s%d", old.name(), i), 30*time.Second)
 	}
 	time.Sleep(quiet)
 	rollEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
 	roll := count(writes, objectWrites, rollStart, rollEnd)
-	rollGaps, rollUnreleased := handovers(writes, rollStart, rollEnd)
-	report(ms(pct(rollGaps, 50)), "rolling-handover-p50-ms", "rolling restart of 4: %s; %d Lease writes for the moves, %d object writes, in %v",
-		gapLine(rollGaps), roll.shardMoves+roll.memberMoves, roll.objects, rollEnd.Sub(rollStart).Round(time.Millisecond))
+	rollGaps, how := gaps(writes, rollStart, rollEnd)
+	report(ms(pct(rollGaps, 50)), "rolling-handover-p50-ms", "rolling restart of 4: %s; %d Lease writes for the moves (%d shards moved), %d object writes, in %v",
+		gapLine(rollGaps, how), roll.shardMoves+roll.memberMoves, roll.taken, roll.objects, rollEnd.Sub(rollStart).Round(time.Millisecond))
 	b.ReportMetric(ms(pct(rollGaps, 99)), "rolling-handover-p99-ms")
 	b.ReportMetric(ms(pct(rollGaps, 100)), "rolling-ownerless-max-ms")
-	if rollUnreleased > 0 {
-		b.Errorf("rolling restart: %d shards taken without a release", rollUnreleased)
-	}
 	if roll.objects > 0 {
 		b.Errorf("rolling restart: %d object writes, want 0", roll.objects)
 	}
@@ -204,40 +238,69 @@ func shardMoves(b *testing.B, lease, renew, retry time.Duration) {
 	held := holders(writes, time.Now())
 	var shardsOf []int
 	for shard, h := range held {
-		if h == crashed.id {
+		if h == crashed.name() {
 			shardsOf = append(shardsOf, shard)
 		}
 	}
 	crashAt := time.Now()
-	crashed.sw.Cut()
+	crashed.crash()
 	live = live[1:]
-	waitBalancedReplicas(b, live, shards, "crash of "+crashed.id, 3*lease+30*time.Second)
+	waitBalancedReplicas(b, live, shards, "crash of "+crashed.name(), 3*lease+30*time.Second)
 	time.Sleep(quiet)
 	writes, _ = leases.snapshot()
-	var recovered time.Duration
+	// For each shard, from the cut and from the crashed holder's last write of it
+	// before the cut (its last renew the others saw) to its take by another.
+	var recovered, afterRenew time.Duration
 	for _, shard := range shardsOf {
-		taken := time.Time{}
+		var renewed, taken time.Time
 		for _, w := range writes {
-			if w.shard == shard && w.kind == shardTake && w.at.After(crashAt) && w.holder != crashed.id {
+			if w.shard != shard || (w.kind != shardTake && w.kind != shardRenew) {
+				continue
+			}
+			if w.at.Before(crashAt) && w.holder == crashed.name() {
+				renewed = w.at
+			}
+			if w.at.After(crashAt) && w.kind == shardTake && w.holder != crashed.name() {
 				taken = w.at
 				break
 			}
 		}
 		if taken.IsZero() {
-			b.Fatalf("crash: shard %d of %s never taken", shard, crashed.id)
+			b.Fatalf("crash: shard %d of %s never taken", shard, crashed.name())
 		}
 		recovered = max(recovered, taken.Sub(crashAt))
+		afterRenew = max(afterRenew, taken.Sub(renewed))
 	}
-	report(ms(recovered), "crash-owned-again-ms", "crash of %s (%d shards, no release): all owned again %v after the cut; lease duration %v",
-		crashed.id, len(shardsOf), recovered.Round(time.Millisecond), lease)
+	report(ms(recovered), "crash-owned-again-ms", "crash of %s (%d shards, no release): all taken again %v after the cut, at most %v after the last renew of each seen (Lease watch; lease duration %v, renew deadline %v)",
+		crashed.name(), len(shardsOf), recovered.Round(time.Millisecond), afterRenew.Round(time.Millisecond), lease, renew)
+	b.ReportMetric(ms(afterRenew), "crash-after-last-renew-ms")
+	if kind == "sharder" {
+		crashGaps, last := terms.gaps(crashAt, time.Now(), crashed.name())
+		b.Logf("shardmoves: %s: crash: by the callbacks, the crashed replica's terms ended by its renew deadline, then %s; the last began %v after the cut",
+			kind, gapLine(crashGaps, "term end to next term start"), last.Sub(crashAt).Round(time.Millisecond))
+	}
 	crashed.stop(b)
 
 	for _, r := range live {
 		r.stop(b)
 	}
-	n := log.check(b)
-	b.Logf("shardmoves: %d reconciles by %v, none of one shard by two replicas at once; machine load: %s", n, log.replicasOf(), loadavg())
+	if kind == "controller" {
+		n := log.check(b)
+		b.Logf("shardmoves: %s: %d reconciles by %v, none of one shard by two replicas at once", kind, n, log.replicasOf())
+	} else if n := terms.overlaps(); n > 0 {
+		b.Errorf("%d shard terms began before the previous one of their shard ended", n)
+	}
+	b.Logf("shardmoves: %s: machine load (1, 5, 15 min): %s", kind, loadavg())
 	b.ReportMetric(0, "ns/op")
+}
+
+// unreleased logs the takes of a planned move's window that followed no release:
+// a shard that waited for its Lease to expire instead of a hand-over.
+func unreleased(b *testing.B, kind string, from time.Time, takes []leaseWrite) {
+	for _, w := range takes {
+		b.Logf("shardmoves: %s: shard %d taken by %s from %q without a release, %v into the phase",
+			kind, w.shard, w.holder, w.from, w.at.Sub(from).Round(time.Millisecond))
+	}
 }
 
 // moves reports the writes of a rebalance.
@@ -257,13 +320,35 @@ func moves(b *testing.B, report func(float64, string, string, ...any), phase str
 	}
 }
 
-// gapLine describes handover times.
-func gapLine(gaps []time.Duration) string {
+// writeLatency returns the median round trip of 20 updates of a Lease of its own,
+// written one after another.
+func writeLatency(b *testing.B, cs kubernetes.Interface) time.Duration {
+	ctx := context.Background()
+	leases := cs.CoordinationV1().Leases("default")
+	l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "write-latency"}}, metav1.CreateOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	for i := range 20 {
+		l.Spec.LeaseTransitions = ptr.To(int32(i))
+		start := time.Now()
+		if l, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	return pct(took, 50)
+}
+
+// gapLine describes handover times, measured as how says.
+func gapLine(gaps []time.Duration, how string) string {
 	if len(gaps) == 0 {
 		return "no shard handed over"
 	}
-	return fmt.Sprintf("%d handovers, release to takeover p50 %v, p99 %v, max %v (no holder that long)",
-		len(gaps), pct(gaps, 50).Round(100*time.Microsecond), pct(gaps, 99).Round(100*time.Microsecond), pct(gaps, 100).Round(100*time.Microsecond))
+	return fmt.Sprintf("%d handovers, %s p50 %v, p99 %v, max %v (the longest a shard had no owner)",
+		len(gaps), how, pct(gaps, 50).Round(100*time.Microsecond), pct(gaps, 99).Round(100*time.Microsecond), pct(gaps, 100).Round(100*time.Microsecond))
 }
 
 // pct returns the p-th percentile of sorted (nearest rank), 0 for none.
