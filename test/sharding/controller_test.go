@@ -69,9 +69,9 @@ type ringMember interface {
 	crash()
 }
 
-func (r *ctrlReplica) name() string                { return r.id }
+func (r *ctrlReplica) name() string               { return r.id }
 func (r *ctrlReplica) sharder() *sharding.Sharder { return r.h.Sharder() }
-func (r *ctrlReplica) crash()                      { r.sw.Cut() }
+func (r *ctrlReplica) crash()                     { r.sw.Cut() }
 
 // startCtrlReplica builds replica id and starts its manager; it records its reconciles
 // in log.
@@ -414,9 +414,9 @@ type sharderReplica struct {
 	done   chan error
 }
 
-func (r *sharderReplica) name() string                { return r.id }
+func (r *sharderReplica) name() string               { return r.id }
 func (r *sharderReplica) sharder() *sharding.Sharder { return r.s }
-func (r *sharderReplica) crash()                      { r.sw.Cut() }
+func (r *sharderReplica) crash()                     { r.sw.Cut() }
 
 // startSharderReplica starts replica id of c's ring (its Leases in "default"),
 // recording its shard terms in terms.
