@@ -35,6 +35,10 @@ type leaseWrite struct {
 	shard  int    // for shard Leases
 	holder string // the holder after the write ("" after a release), or the member
 	from   string // the holder before it
+	// transitions is the Lease's leaseTransitions after the write, prevAt when the
+	// watch delivered the write before it (zero for the first).
+	transitions int32
+	prevAt      time.Time
 }
 
 // leaseLog watches the Leases of one ring and records every write of them. Safe for
@@ -46,6 +50,7 @@ type leaseLog struct {
 	mu     sync.Mutex
 	writes []leaseWrite
 	prev   map[string]coordinationv1.Lease // the last state of each Lease seen
+	seenAt map[string]time.Time            // when the watch delivered it
 	// others counts the writes of the watched objects other than the ring's Leases
 	// (the ConfigMaps of a watchObjects), with when each was seen.
 	others []time.Time
@@ -56,7 +61,7 @@ type leaseLog struct {
 // are those after the call.
 func watchRing(tb testing.TB, cs kubernetes.Interface, namespace, ring string) (*leaseLog, func()) {
 	tb.Helper()
-	l := &leaseLog{ring: ring, prev: map[string]coordinationv1.Lease{}}
+	l := &leaseLog{ring: ring, prev: map[string]coordinationv1.Lease{}, seenAt: map[string]time.Time{}}
 	leases := cs.CoordinationV1().Leases(namespace)
 	list, err := leases.List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -169,7 +174,9 @@ func (l *leaseLog) observe(at time.Time, t watch.EventType, lease *coordinationv
 	case seen && holder == prevHolder && transitions(prev) == transitions(*lease):
 		kind = shardRenew
 	}
-	l.writes = append(l.writes, leaseWrite{at: at, kind: kind, shard: shard, holder: holder, from: prevHolder})
+	l.writes = append(l.writes, leaseWrite{at: at, kind: kind, shard: shard, holder: holder, from: prevHolder,
+		transitions: transitions(*lease), prevAt: l.seenAt[lease.Name]})
+	l.seenAt[lease.Name] = at
 }
 
 func transitions(l coordinationv1.Lease) int32 {

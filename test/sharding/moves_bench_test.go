@@ -147,12 +147,12 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	}
 	// gaps returns the handover times of [from, to) and how they were measured.
 	gaps := func(writes []leaseWrite, from, to time.Time) ([]time.Duration, string) {
-		if kind == "sharder" {
-			g, _ := terms.gaps(from, to, "")
-			return g, "term end to next term start (callbacks)"
-		}
 		g, takes := handovers(writes, from, to)
 		unreleased(b, kind, from, takes)
+		if kind == "sharder" {
+			g, _ = terms.gaps(from, to, "")
+			return g, "term end to next term start (callbacks)"
+		}
 		return g, "release to takeover (Lease watch)"
 	}
 	b.StartTimer()
@@ -298,8 +298,8 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 // a shard that waited for its Lease to expire instead of a hand-over.
 func unreleased(b *testing.B, kind string, from time.Time, takes []leaseWrite) {
 	for _, w := range takes {
-		b.Logf("shardmoves: %s: shard %d taken by %s from %q without a release, %v into the phase",
-			kind, w.shard, w.holder, w.from, w.at.Sub(from).Round(time.Millisecond))
+		b.Logf("shardmoves: %s: shard %d taken by %s from %q without a release, %v into the phase (leaseTransitions %d, the write before %v earlier)",
+			kind, w.shard, w.holder, w.from, w.at.Sub(from).Round(time.Millisecond), w.transitions, w.at.Sub(w.prevAt).Round(time.Millisecond))
 	}
 }
 
