@@ -295,26 +295,28 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 // handovers returns, for every release of a shard in [from, to), the time from the
 // release to the next take of that shard (both as the watch saw them), and the takes
 // in the window that followed no release (a Lease taken from a holder that stopped
-// renewing).
+// renewing). A take of a shard released before from is in neither.
 func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, unreleased []leaseWrite) {
 	released := map[int]time.Time{}
 	for _, w := range writes {
 		switch w.kind {
 		case shardRelease:
-			if !w.at.Before(from) && w.at.Before(to) {
-				released[w.shard] = w.at
-			}
+			released[w.shard] = w.at
 		case shardTake:
-			if at, ok := released[w.shard]; ok {
+			at, ok := released[w.shard]
+			delete(released, w.shard)
+			switch {
+			case ok && !at.Before(from) && at.Before(to):
 				gaps = append(gaps, w.at.Sub(at))
-				delete(released, w.shard)
-			} else if !w.at.Before(from) && w.at.Before(to) {
+			case !ok && !w.at.Before(from) && w.at.Before(to):
 				unreleased = append(unreleased, w)
 			}
 		}
 	}
-	for range released { // never taken: an ownerless shard, as long as the window
-		gaps = append(gaps, to.Sub(from))
+	for _, at := range released { // never taken: an ownerless shard until the window's end
+		if !at.Before(from) && at.Before(to) {
+			gaps = append(gaps, to.Sub(at))
+		}
 	}
 	slices.Sort(gaps)
 	return gaps, unreleased
