@@ -261,11 +261,23 @@ type windowCounts struct {
 	movedShards map[int]bool
 }
 
-// count returns the writes of [from, to).
+// count returns the writes of [from, to), but for the takes of shards released
+// before from (the end of a move that began before).
 func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowCounts {
 	c := windowCounts{movedShards: map[int]bool{}}
 	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
+	releasedBefore := map[int]bool{} // released before from and not taken since
 	for _, w := range writes {
+		switch w.kind {
+		case shardRelease:
+			releasedBefore[w.shard] = w.at.Before(from)
+		case shardTake:
+			before := releasedBefore[w.shard]
+			delete(releasedBefore, w.shard)
+			if before {
+				continue
+			}
+		}
 		if !in(w.at) {
 			continue
 		}
@@ -320,4 +332,59 @@ func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, u
 	}
 	slices.Sort(gaps)
 	return gaps, unreleased
+}
+
+// TestLeaseWriteAccounting: the benchmark's sums over a window of Lease writes. A
+// move is a release and a take; a take of a shard released before the window is the
+// end of an earlier move and counts in neither; a take without a release is
+// reported apart; renewals and object writes are counted apart; the shards are
+// balanced from the write that made them so.
+func TestLeaseWriteAccounting(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	w := func(ms int, kind writeKind, shard int, holder string) leaseWrite {
+		return leaseWrite{at: at(ms), kind: kind, shard: shard, holder: holder}
+	}
+	writes := []leaseWrite{
+		w(0, shardTake, 0, "a"), w(0, shardTake, 1, "a"), w(0, shardTake, 2, "a"),
+		w(90, shardRelease, 2, ""), // a move begun before the window
+		w(100, memberJoin, 0, "b"),
+		w(101, shardTake, 2, "b"), // ... ending in it
+		w(110, shardRenew, 0, "a"),
+		w(120, shardRelease, 1, ""),
+		w(150, shardTake, 1, "b"), // a move of 30ms
+		w(160, shardTake, 0, "b"), // a take without a release
+		w(170, memberRenew, 0, "b"),
+		w(300, shardRelease, 0, ""), // after the window
+	}
+	objects := []time.Time{at(50), at(130)}
+	c := count(writes, objects, at(100), at(200))
+	if c.shardMoves != 3 || c.taken != 2 || c.shardRenews != 1 || c.memberMoves != 1 || c.memberRenew != 1 || c.objects != 1 {
+		t.Errorf("count: %+v, want 3 shard moves (2 taken), 1 shard renewal, 1 member move, 1 member renewal, 1 object write", c)
+	}
+	if !c.movedShards[0] || !c.movedShards[1] || c.movedShards[2] {
+		t.Errorf("moved shards %v, want 0 and 1", c.movedShards)
+	}
+	gaps, unreleased := handovers(writes, at(100), at(200))
+	if len(gaps) != 1 || gaps[0] != 30*time.Millisecond {
+		t.Errorf("handovers: %v, want one of 30ms", gaps)
+	}
+	if len(unreleased) != 1 || unreleased[0].shard != 0 {
+		t.Errorf("takes without release: %v, want shard 0's", unreleased)
+	}
+	gaps, _ = handovers(writes, at(250), at(400))
+	if len(gaps) != 1 || gaps[0] != 100*time.Millisecond {
+		t.Errorf("a release never taken: %v, want an ownerless time to the window's end (100ms)", gaps)
+	}
+	if got, ok := balancedAt(writes, at(100), 3, []string{"a", "b"}); !ok || !got.Equal(at(101)) {
+		t.Errorf("balanced from 100ms at %v %v, want at 101ms (a holds 0 and 1, b 2)", got.Sub(at(0)), ok)
+	}
+	if got, ok := balancedAt(writes, at(125), 3, []string{"a", "b"}); !ok || !got.Equal(at(150)) {
+		t.Errorf("balanced from 125ms at %v %v, want at 150ms (shard 1 released at 120ms, taken at 150ms)", got.Sub(at(0)), ok)
+	}
+	if _, ok := balancedAt(writes, at(100), 3, []string{"a", "b", "c"}); ok {
+		t.Error("balanced over a, b and c, which holds nothing")
+	}
+	if h := holders(writes, at(125)); h[0] != "a" || h[1] != "" || h[2] != "b" {
+		t.Errorf("holders at 125ms: %v, want a, none, b", h)
+	}
 }
