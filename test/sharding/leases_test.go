@@ -39,6 +39,9 @@ type leaseWrite struct {
 	// watch delivered the write before it (zero for the first).
 	transitions int32
 	prevAt      time.Time
+	// stamp is the Lease's renewTime after the write: when its writer sent it, by the
+	// writer's clock (the same as the watch's when the replicas run in its process).
+	stamp time.Time
 }
 
 // leaseLog watches the Leases of one ring and records every write of them. Safe for
@@ -175,8 +178,15 @@ func (l *leaseLog) observe(at time.Time, t watch.EventType, lease *coordinationv
 		kind = shardRenew
 	}
 	l.writes = append(l.writes, leaseWrite{at: at, kind: kind, shard: shard, holder: holder, from: prevHolder,
-		transitions: transitions(*lease), prevAt: l.seenAt[lease.Name]})
+		transitions: transitions(*lease), prevAt: l.seenAt[lease.Name], stamp: renewTime(lease)})
 	l.seenAt[lease.Name] = at
+}
+
+func renewTime(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
 }
 
 func transitions(l coordinationv1.Lease) int32 {
@@ -305,33 +315,38 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 }
 
 // handovers returns, for every release of a shard in [from, to), the time from the
-// release to the next take of that shard (both as the watch saw them), and the takes
-// in the window that followed no release (a Lease taken from a holder that stopped
-// renewing). A take of a shard released before from is in neither.
-func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, unreleased []leaseWrite) {
-	released := map[int]time.Time{}
+// release to the next take of that shard as the watch saw them (seen) and as their
+// writers stamped them when they sent them (stamped), and the takes in the window
+// that followed no release (a Lease taken from a holder that stopped renewing). A
+// take of a shard released before from is in none. A release never taken counts
+// as ownerless until to, both ways.
+func handovers(writes []leaseWrite, from, to time.Time) (seen, stamped []time.Duration, unreleased []leaseWrite) {
+	released := map[int]leaseWrite{}
 	for _, w := range writes {
 		switch w.kind {
 		case shardRelease:
-			released[w.shard] = w.at
+			released[w.shard] = w
 		case shardTake:
-			at, ok := released[w.shard]
+			r, ok := released[w.shard]
 			delete(released, w.shard)
 			switch {
-			case ok && !at.Before(from) && at.Before(to):
-				gaps = append(gaps, w.at.Sub(at))
+			case ok && !r.at.Before(from) && r.at.Before(to):
+				seen = append(seen, w.at.Sub(r.at))
+				stamped = append(stamped, w.stamp.Sub(r.stamp))
 			case !ok && !w.at.Before(from) && w.at.Before(to):
 				unreleased = append(unreleased, w)
 			}
 		}
 	}
-	for _, at := range released { // never taken: an ownerless shard until the window's end
-		if !at.Before(from) && at.Before(to) {
-			gaps = append(gaps, to.Sub(at))
+	for _, r := range released {
+		if !r.at.Before(from) && r.at.Before(to) {
+			seen = append(seen, to.Sub(r.at))
+			stamped = append(stamped, to.Sub(r.stamp))
 		}
 	}
-	slices.Sort(gaps)
-	return gaps, unreleased
+	slices.Sort(seen)
+	slices.Sort(stamped)
+	return seen, stamped, unreleased
 }
 
 // TestLeaseWriteAccounting: the benchmark's sums over a window of Lease writes. A
@@ -341,8 +356,9 @@ func handovers(writes []leaseWrite, from, to time.Time) (gaps []time.Duration, u
 // balanced from the write that made them so.
 func TestLeaseWriteAccounting(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	// Each write stamped 5ms before the watch delivered it.
 	w := func(ms int, kind writeKind, shard int, holder string) leaseWrite {
-		return leaseWrite{at: at(ms), kind: kind, shard: shard, holder: holder}
+		return leaseWrite{at: at(ms), kind: kind, shard: shard, holder: holder, stamp: at(ms - 5)}
 	}
 	writes := []leaseWrite{
 		w(0, shardTake, 0, "a"), w(0, shardTake, 1, "a"), w(0, shardTake, 2, "a"),
@@ -352,26 +368,28 @@ func TestLeaseWriteAccounting(t *testing.T) {
 		w(110, shardRenew, 0, "a"),
 		w(120, shardRelease, 1, ""),
 		w(150, shardTake, 1, "b"), // a move of 30ms
+		w(151, shardRenew, 1, "b"),
 		w(160, shardTake, 0, "b"), // a take without a release
 		w(170, memberRenew, 0, "b"),
 		w(300, shardRelease, 0, ""), // after the window
 	}
 	objects := []time.Time{at(50), at(130)}
 	c := count(writes, objects, at(100), at(200))
-	if c.shardMoves != 3 || c.taken != 2 || c.shardRenews != 1 || c.memberMoves != 1 || c.memberRenew != 1 || c.objects != 1 {
-		t.Errorf("count: %+v, want 3 shard moves (2 taken), 1 shard renewal, 1 member move, 1 member renewal, 1 object write", c)
+	if c.shardMoves != 3 || c.taken != 2 || c.shardRenews != 2 || c.memberMoves != 1 || c.memberRenew != 1 || c.objects != 1 {
+		t.Errorf("count: %+v, want 3 shard moves (2 taken), 2 shard renewals, 1 member move, 1 member renewal, 1 object write", c)
 	}
 	if !c.movedShards[0] || !c.movedShards[1] || c.movedShards[2] {
 		t.Errorf("moved shards %v, want 0 and 1", c.movedShards)
 	}
-	gaps, unreleased := handovers(writes, at(100), at(200))
-	if len(gaps) != 1 || gaps[0] != 30*time.Millisecond {
-		t.Errorf("handovers: %v, want one of 30ms", gaps)
+	writes[8].stamp = at(140) // the take sent 10ms earlier than the others' lag
+	gaps, stamped, unreleased := handovers(writes, at(100), at(200))
+	if len(gaps) != 1 || gaps[0] != 30*time.Millisecond || len(stamped) != 1 || stamped[0] != 25*time.Millisecond {
+		t.Errorf("handovers: seen %v, stamped %v, want one of 30ms seen, 25ms stamped", gaps, stamped)
 	}
 	if len(unreleased) != 1 || unreleased[0].shard != 0 {
 		t.Errorf("takes without release: %v, want shard 0's", unreleased)
 	}
-	gaps, _ = handovers(writes, at(250), at(400))
+	gaps, _, _ = handovers(writes, at(250), at(400))
 	if len(gaps) != 1 || gaps[0] != 100*time.Millisecond {
 		t.Errorf("a release never taken: %v, want an ownerless time to the window's end (100ms)", gaps)
 	}
