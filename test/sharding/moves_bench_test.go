@@ -146,14 +146,14 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 		b.Logf("shardmoves: "+kind+": "+format, args...)
 	}
 	// gaps returns the handover times of [from, to) and how they were measured.
-	gaps := func(writes []leaseWrite, from, to time.Time) ([]time.Duration, string) {
+	gaps := func(phase string, writes []leaseWrite, from, to time.Time) ([]time.Duration, string) {
 		seen, stamped, takes := handovers(writes, from, to)
 		unreleased(b, kind, from, takes)
 		if kind == "sharder" {
 			g, _ := terms.gaps(from, to, "")
 			return g, "term end to next term start (callbacks)"
 		}
-		b.Logf("shardmoves: %s: the same release to takeover as the Lease watch delivered them: %s", kind, gapLine(seen, "p50/p99/max"))
+		b.Logf("shardmoves: %s: %s: %s", kind, phase, gapLine(seen, "release to takeover as the Lease watch delivered them"))
 		return stamped, "release to takeover (sent, by the Leases' renewTime; one clock)"
 	}
 	b.StartTimer()
@@ -185,7 +185,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 		b.Fatal("the Lease watch never saw the shards balanced over five replicas")
 	}
 	join := count(writes, objectWrites, joinStart, joinEnd)
-	joinGaps, how := gaps(writes, joinStart, joinEnd)
+	joinGaps, how := gaps("join", writes, joinStart, joinEnd)
 	report(ms(balanced.Sub(member)), "join-balanced-ms", "join: balanced %v after r4's member Lease was written (%v after its start, which synced its cache first)",
 		balanced.Sub(member).Round(time.Millisecond), balanced.Sub(joinStart).Round(time.Millisecond))
 	moves(b, report, "join", join, movedObjects(join.movedShards))
@@ -207,7 +207,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	leaveEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
 	leave := count(writes, objectWrites, leaveStart, leaveEnd)
-	leaveGaps, how := gaps(writes, leaveStart, leaveEnd)
+	leaveGaps, how := gaps("leave", writes, leaveStart, leaveEnd)
 	moves(b, report, "leave", leave, movedObjects(leave.movedShards))
 	b.Logf("shardmoves: %s: leave: r4 stopped (handed over its shards and left) in %v", kind, stopped.Round(time.Millisecond))
 	report(ms(pct(leaveGaps, 50)), "leave-handover-p50-ms", "leave: %s", gapLine(leaveGaps, how))
@@ -227,7 +227,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	rollEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
 	roll := count(writes, objectWrites, rollStart, rollEnd)
-	rollGaps, how := gaps(writes, rollStart, rollEnd)
+	rollGaps, how := gaps("rolling restart", writes, rollStart, rollEnd)
 	report(ms(pct(rollGaps, 50)), "rolling-handover-p50-ms", "rolling restart of 4: %s; %d Lease writes for the moves (%d shards moved), %d object writes, in %v",
 		gapLine(rollGaps, how), roll.shardMoves+roll.memberMoves, roll.taken, roll.objects, rollEnd.Sub(rollStart).Round(time.Millisecond))
 	b.ReportMetric(ms(pct(rollGaps, 99)), "rolling-handover-p99-ms")
