@@ -39,7 +39,7 @@ func TestControllerThreeFiveRollingRestart(t *testing.T) {
 	c := fleetConfig{
 		name: "rolling", namespace: "rolling", shards: 32,
 		lease: leaseDuration, renew: renewDeadline, retry: retryPeriod,
-		work: 2 * time.Millisecond, workers: 4,
+		work: 10 * time.Millisecond, workers: 4,
 	}
 	env := batontest.StartEnv(t)
 	direct, err := client.New(env.Config(), client.Options{})
