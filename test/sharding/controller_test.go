@@ -41,7 +41,12 @@ type fleetConfig struct {
 	renew     time.Duration
 	retry     time.Duration
 	work      time.Duration // the I/O each reconcile stands for
-	workers   int
+	// slow is the I/O of the reconciles of the first slowObjects ConfigMaps
+	// (cm-0 ...), longer than a hand-over: a replica that went on reconciling after
+	// its shard's term ended would be seen beside the next owner's reconciles.
+	slow        time.Duration
+	slowObjects int
+	workers     int
 }
 
 // ctrlReplica is one replica of a sharded controller: a controller-runtime manager
@@ -106,7 +111,7 @@ func startCtrlReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id strin
 	}
 	r.h, err = rt.AddShardedController(batoncr.ShardedController{
 		Name:       c.name,
-		Reconciler: &recordingReconciler{replica: id, reader: mgr.GetCache(), log: log, work: c.work},
+		Reconciler: &recordingReconciler{replica: id, reader: mgr.GetCache(), log: log, work: c.workOf},
 		For:        &corev1.ConfigMap{},
 		Clientset:  leases,
 		Options:    controller.Options{MaxConcurrentReconciles: c.workers},
@@ -305,14 +310,23 @@ func (l *reconcileLog) replicasOf() []string {
 	return out
 }
 
-// recordingReconciler reads the ConfigMap from the replica's cache, stands for work
-// of log.work (cut short when the shard's term ends), and records the reconcile with
+// workOf returns the I/O a reconcile of ConfigMap name stands for.
+func (c fleetConfig) workOf(name string) time.Duration {
+	var i int
+	if _, err := fmt.Sscanf(name, "cm-%d", &i); err == nil && i < c.slowObjects {
+		return c.slow
+	}
+	return c.work
+}
+
+// recordingReconciler reads the ConfigMap from the replica's cache, stands for the
+// I/O work gives its name (cut short when the shard's term ends), and records the reconcile with
 // the shard term its context carries.
 type recordingReconciler struct {
 	replica string
 	reader  client.Reader
 	log     *reconcileLog
-	work    time.Duration
+	work    func(name string) time.Duration
 }
 
 func (r *recordingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -332,7 +346,7 @@ func (r *recordingReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if got := r.log.ring.ShardOf(string(cm.UID)); got != st.Shard {
 		r.log.violate("%s reconciled %s of shard %d under %v", r.replica, req.Name, got, st)
 	}
-	t := time.NewTimer(r.work)
+	t := time.NewTimer(r.work(req.Name))
 	select {
 	case <-t.C:
 	case <-ctx.Done():

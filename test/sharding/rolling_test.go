@@ -21,8 +21,12 @@ import (
 // (AddShardedController) over 200 ConfigMaps on a real API server with three
 // replicas, then five, then replaces each of the five in turn by a new one (a new
 // identity: graceful stop, then start, as a Deployment's rollout does), while the
-// ConfigMaps keep changing. It records every reconcile as a span of time with its
-// replica and the shard term of its context, and checks:
+// ConfigMaps keep changing. A reconcile stands for 10ms of work, 300ms for a tenth
+// of the ConfigMaps (longer than a hand-over, so that a replica reconciling on after
+// its shard's term ended would overlap the next owner: with the integration's wait
+// for running reconciles taken out and the reconcile ignoring its context, this test
+// fails). It records every reconcile as a span of time with its replica and the
+// shard term of its context, and checks:
 //
 //   - after each step, every shard is led by exactly one live replica, none leading
 //     more than ceil(S/N);
@@ -39,7 +43,7 @@ func TestControllerThreeFiveRollingRestart(t *testing.T) {
 	c := fleetConfig{
 		name: "rolling", namespace: "rolling", shards: 32,
 		lease: leaseDuration, renew: renewDeadline, retry: retryPeriod,
-		work: 10 * time.Millisecond, workers: 4,
+		work: 10 * time.Millisecond, slow: 300 * time.Millisecond, slowObjects: 20, workers: 4,
 	}
 	env := batontest.StartEnv(t)
 	direct, err := client.New(env.Config(), client.Options{})
