@@ -13,9 +13,12 @@ package sharding
 //
 //   - controller: each replica a manager running AddShardedController, whose
 //     reconcile reads the ConfigMap from the cache and stands for 1ms of I/O;
-//     handovers timed by a Lease watch (release seen to takeover seen: how long the
-//     shard's Lease had no holder; the old owner's term ended a little before its
-//     release was written, once its running reconciles returned);
+//     handovers timed from the release to the takeover by the renewTime each writer
+//     stamped on its write when it sent it (every replica runs in this process, on
+//     one clock), and, logged beside, as the benchmark's Lease watch delivered them
+//     (which a lagging watch distorts): how long the shard's Lease had no holder.
+//     The old owner's term ended a little before its release was sent, once its
+//     running reconciles returned;
 //   - sharder: each replica a bare Sharder; handovers timed by the callbacks of both
 //     sides (the old term's context ended to the new term's OnAcquired), which is
 //     how long the shard had no owner.
@@ -74,7 +77,7 @@ func BenchmarkShardMoves(b *testing.B) {
 }
 
 // shardMoves runs the benchmark's scenario once on replicas of kind: "controller"
-// (AddShardedController; handovers timed by the Lease watch) or "sharder" (bare
+// (AddShardedController; handovers timed by the Leases' stamps) or "sharder" (bare
 // Sharders; handovers timed by their callbacks).
 func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	const (
