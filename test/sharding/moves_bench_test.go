@@ -248,13 +248,6 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 			shardsOf = append(shardsOf, shard)
 		}
 	}
-	refused := func() (n uint64) {
-		for _, r := range live[1:] {
-			n += r.sharder().Stats().Refused
-		}
-		return n
-	}
-	refusedBefore := refused()
 	crashAt := time.Now()
 	crashed.crash()
 	live = live[1:]
@@ -287,8 +280,6 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	report(ms(recovered), "crash-owned-again-ms", "crash of %s (%d shards, no release): all taken again %v after the cut, at most %v after the last renew of each seen (Lease watch; lease duration %v, renew deadline %v)",
 		crashed.name(), len(shardsOf), recovered.Round(time.Millisecond), afterRenew.Round(time.Millisecond), lease, renew)
 	b.ReportMetric(ms(afterRenew), "crash-after-last-renew-ms")
-	b.Logf("shardmoves: %s: crash: meanwhile the survivors' gates refused %d acquiring writes (ErrNotPlaced: the shard still placed on the crashed member until its member Lease expired in their view)",
-		kind, refused()-refusedBefore)
 	if kind == "sharder" {
 		crashGaps, last := terms.gaps(crashAt, time.Now(), crashed.name())
 		b.Logf("shardmoves: %s: crash: by the callbacks, the crashed replica's terms ended by its renew deadline, then %s; the last began %v after the cut",
