@@ -20,7 +20,7 @@ assets=$(hack/testenv.sh | tail -n 1)
 export KUBEBUILDER_ASSETS="$assets"
 
 go test -run '^$' -bench . -benchmem "$@" $(go list ./... | grep -v /test/)
-go test -p 1 -run '^$' -bench . -benchtime 1x -timeout 60m "$@" ./test/...
+go test -p 1 -run '^$' -bench . -benchtime 1x -timeout 60m "$@" $(go list ./test/... | grep -v /test/sharding)
 
 # Crash failover with the death signal (test/deathsignal): the leader elector is
 # stopped without releasing, then the test plays the kubelet and writes its
@@ -33,3 +33,13 @@ for timings in 15s,10s,2s 60s,45s,5s; do
 	BATON_DEATH_TIMINGS=$timings go test -count=1 -v -run '^TestTerminatedLeaderReplacedAtOnce$' -timeout 30m "$@" ./test/deathsignal |
 		grep -E 'next term|^(ok|FAIL|--- FAIL)' | sed "s/^/[death signal $timings] /"
 done
+
+# Shard moves (test/sharding BenchmarkShardMoves): a sharded controller of 64 shards
+# over 640 ConfigMaps on four replicas; a fifth joins and leaves gracefully, the four
+# are replaced one by one (a rolling restart), one crashes. Printed per phase: the
+# Lease writes per moved shard and the object writes (0) beside the anchor's two
+# patches per moved object, the time from a join to balanced shares, release to
+# takeover of each handed-over shard (p50/p99/max, from a Lease watch), and how long
+# a crashed replica's shards went without owner, beside the lease duration.
+go test -count=1 -v -run '^$' -bench '^BenchmarkShardMoves$' -benchtime 1x -timeout 10m "$@" ./test/sharding |
+	grep -E 'shardmoves:|^(ok|FAIL|--- FAIL)' | sed 's/^ *moves_bench_test.go:[0-9]*: shardmoves: /[shard moves] /'
