@@ -32,6 +32,12 @@ func MemberLeaseName(ring, identity string) string { return ring + "-member-" + 
 // labelled RingLabel=<Name> (KubeMembers). It needs get, list, watch, create, update
 // and delete on coordination.k8s.io leases in that namespace. Errors as
 // NewWithStores's.
+//
+// A replica renews each shard it owns once per RetryPeriod: one owning all 64 shards
+// of a ring at RetryPeriod 2s writes 32 Leases a second. client-go's default client
+// rate limit (5 QPS, burst 10, on a rest.Config that sets none) would delay those
+// renewals past their deadline; give clientset a config with QPS and Burst above
+// Shards/RetryPeriod (controller-runtime's manager config has no client-side limit).
 func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
 	if clientset == nil {
 		return nil, fmt.Errorf("%w: clientset: nil", ErrInvalidConfig)
