@@ -37,7 +37,8 @@ func MemberLeaseName(ring, identity string) string { return ring + "-member-" + 
 // of a ring at RetryPeriod 2s writes 32 Leases a second. client-go's default client
 // rate limit (5 QPS, burst 10, on a rest.Config that sets none) would delay those
 // renewals past their deadline; give clientset a config with QPS and Burst above
-// Shards/RetryPeriod (controller-runtime's manager config has no client-side limit).
+// Shards/RetryPeriod (a config from controller-runtime's GetConfig has the client-side
+// limit off).
 func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
 	if clientset == nil {
 		return nil, fmt.Errorf("%w: clientset: nil", ErrInvalidConfig)
