@@ -44,11 +44,11 @@ const (
 
 // The replica's lines on stdout, and the one it reads on stdin.
 const (
-	lineStarted   = "started"           // its elector or manager is about to start
-	lineLeading   = "leading"           // "leading <unix ns>": a term started then
-	lineDeath     = "death-takeovers"   // "death-takeovers <n>": baton_death_takeovers_total
-	requestStats  = "stats"             // asks for a lineDeath answer
-	implClientGo  = "client-go"         // client-go's leaderelection alone
+	lineStarted    = "started"            // its elector or manager is about to start
+	lineLeading    = "leading"            // "leading <unix ns>": a term started then
+	lineDeath      = "death-takeovers"    // "death-takeovers <n>": baton_death_takeovers_total
+	requestStats   = "stats"              // asks for a lineDeath answer
+	implClientGo   = "client-go"          // client-go's leaderelection alone
 	implBatonDeath = implBaton + "-death" // Baton's integration with the death signal
 )
 
