@@ -160,6 +160,12 @@ func crashRounds(b *testing.B, kubeconfig, impl string, tm timings, rounds int, 
 		leader = follower
 	}
 	leader.kill(b)
+	switch {
+	case impl == implBatonDeath && res.byDeath != len(res.crash):
+		b.Errorf("%d of %d takeovers made on the death signal, want all", res.byDeath, len(res.crash))
+	case impl == implBaton && res.byDeath != 0:
+		b.Errorf("%d takeovers made on the death signal with it off", res.byDeath)
+	}
 }
 
 // replica is one replica process.
