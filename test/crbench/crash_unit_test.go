@@ -17,6 +17,12 @@ func TestCrashTimings(t *testing.T) {
 	if len(tms) != 2 || tms[0] != want[0] || tms[1] != want[1] {
 		t.Fatalf("crashTimings = %v, want %v", tms, want)
 	}
+	if got := tms[1].String(); got != "60s/45s/5s" {
+		t.Errorf("String() = %q, want 60s/45s/5s", got)
+	}
+	if got := (timings{3 * time.Second, 2 * time.Second, 400 * time.Millisecond}).String(); got != "3s/2s/400ms" {
+		t.Errorf("String() = %q, want 3s/2s/400ms", got)
+	}
 	for _, bad := range []string{"", "15s,10s", "15s,10s,2s,1s", "15s,x,2s", "10s,15s,2s", "15s,10s,0s", "15s,10s,-2s"} {
 		if _, err := crashTimings(bad); err == nil || (bad != "" && !strings.Contains(err.Error(), bad)) {
 			t.Errorf("crashTimings(%q) = %v, want an error naming the input", bad, err)

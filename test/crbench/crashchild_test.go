@@ -264,4 +264,14 @@ func parseTimings(s string) (timings, error) {
 	return timings{ds[0], ds[1], ds[2]}, nil
 }
 
-func (tm timings) String() string { return fmt.Sprintf("%v/%v/%v", tm.lease, tm.renew, tm.retry) }
+// String is "lease/renew/retry", whole seconds as such ("60s/45s/5s").
+func (tm timings) String() string {
+	return fmtTiming(tm.lease) + "/" + fmtTiming(tm.renew) + "/" + fmtTiming(tm.retry)
+}
+
+func fmtTiming(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
