@@ -403,11 +403,19 @@ func printCrashTable(out io.Writer, tms []timings, rounds int, delay time.Durati
 	}
 	for _, tm := range tms {
 		death := median(rs[tm.String()+" "+implBatonDeath].crash)
-		fmt.Fprintf(w, "%s: baton-cr-death's median SIGKILL→term is %s client-go's, %s cr-stock's, %s baton-cr's (no death signal); status write sent at +%s after the SIGKILL (median)\n",
-			tm, ratio(death, median(rs[tm.String()+" "+implClientGo].crash)), ratio(death, median(rs[tm.String()+" "+implStock].crash)),
-			ratio(death, median(rs[tm.String()+" "+implBaton].crash)), fmtD(median(rs[tm.String()+" "+implBatonDeath].report)))
+		fmt.Fprintf(w, "%s: median SIGKILL→term of client-go %s, cr-stock %s, baton-cr (no death signal) %s that of baton-cr-death; status write sent at +%s after the SIGKILL (median)\n",
+			tm, times(median(rs[tm.String()+" "+implClientGo].crash), death), times(median(rs[tm.String()+" "+implStock].crash), death),
+			times(median(rs[tm.String()+" "+implBaton].crash), death), fmtD(median(rs[tm.String()+" "+implBatonDeath].report)))
 	}
 	w.Flush()
+}
+
+// times is a / b as "36.6x"; "n/a" for b zero.
+func times(a, b time.Duration) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1fx", float64(a)/float64(b))
 }
 
 // ratio is a / b as "0.07x"; "n/a" for b zero.

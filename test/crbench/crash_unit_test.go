@@ -57,7 +57,7 @@ func TestCrashTable(t *testing.T) {
 		"1.00x",
 		"15s/10s/2s  baton-cr-death  560ms                800ms  60ms                      300ms  3 of 3",
 		"0 of 3",
-		"baton-cr-death's median SIGKILL→term is 0.04x client-go's, 0.03x cr-stock's, 0.04x baton-cr's",
+		"15s/10s/2s: median SIGKILL→term of client-go 28.6x, cr-stock 30.4x, baton-cr (no death signal) 25.0x that of baton-cr-death",
 		"status write sent at +500ms",
 	} {
 		if !strings.Contains(got, want) {
