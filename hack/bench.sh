@@ -2,7 +2,8 @@
 # bench.sh runs the project's benchmarks, each beside its baseline in the same
 # run. The election benchmark (test/election) and the controller-runtime side by
 # side (test/crbench: the same controller on controller-runtime's own leader
-# election with EnableWarmup, on Baton's integration, and Baton's bare elector)
+# election with EnableWarmup, on Baton's integration, and Baton's bare elector;
+# and crash failover beside client-go's elector, below)
 # need the real API server, which testenv.sh builds once per machine. Both take
 # BATON_BENCH_TIMINGS=15s,10s,2s BATON_BENCH_ROUNDS BATON_BENCH_IDLE to shorten
 # them. The sharded-leadership figures (test/shardbench) run there too: the same
@@ -20,19 +21,17 @@ assets=$(hack/testenv.sh | tail -n 1)
 export KUBEBUILDER_ASSETS="$assets"
 
 go test -run '^$' -bench . -benchmem "$@" $(go list ./... | grep -v /test/)
-go test -p 1 -run '^$' -bench . -benchtime 1x -timeout 60m "$@" $(go list ./test/... | grep -v /test/sharding)
+go test -p 1 -run '^$' -bench . -skip '^BenchmarkCrashFailover$' -benchtime 1x -timeout 60m "$@" $(go list ./test/... | grep -v /test/sharding)
 
-# Crash failover with the death signal (test/deathsignal): the leader elector is
-# stopped without releasing, then the test plays the kubelet and writes its
-# container's terminated status with the incarnation's nonce in the message; each
-# of 5 rounds logs the next leader's term start after that status write ("next
-# term ... after the status write was sent"). At the default 15s/10s/2s and at a
-# long renew deadline that rides out API server blips (60s/45s/5s): without the
-# signal a crash costs about a lease; with it, milliseconds.
-for timings in 15s,10s,2s 60s,45s,5s; do
-	BATON_DEATH_TIMINGS=$timings go test -count=1 -v -run '^TestTerminatedLeaderReplacedAtOnce$' -timeout 30m "$@" ./test/deathsignal |
-		grep -E 'next term|^(ok|FAIL|--- FAIL)' | sed "s/^/[death signal $timings] /"
-done
+# Crash failover side by side (test/crbench, BenchmarkCrashFailover): each replica
+# a process of its own, the leader SIGKILLed each round; client-go's elector,
+# controller-runtime's manager, Baton's integration without and with the death
+# signal, 5 rounds each, at 15s/10s/2s and at a long renew deadline that rides out
+# API server blips (60s/45s/5s). The benchmark plays the kubelet: 500ms after the
+# SIGKILL it writes the killed container's status, terminated, with its termination
+# message file (the incarnation's nonce line) as the message. BATON_CRASH_TIMINGS,
+# BATON_CRASH_ROUNDS and BATON_CRASH_REPORT_DELAY change that.
+go test -run '^$' -bench '^BenchmarkCrashFailover$' -benchtime 1x -timeout 90m "$@" ./test/crbench
 
 # Shard moves (test/sharding BenchmarkShardMoves): a sharded controller of 64 shards
 # over 640 ConfigMaps on four replicas; a fifth joins and leaves gracefully, the four

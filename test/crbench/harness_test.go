@@ -35,6 +35,9 @@ import (
 var shared *batontest.Env
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childImplEnv) != "" {
+		os.Exit(childMain()) // a re-executed test binary: one replica of BenchmarkCrashFailover
+	}
 	flag.Parse()
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run()) // no benchmark asked for: no API server needed

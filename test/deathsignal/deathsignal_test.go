@@ -247,7 +247,8 @@ func waitTerm(t *testing.T, c *candidate, max time.Duration) time.Time {
 // reports its container terminated: the follower's term starts on the report, before
 // the lease rules would let it (LeaseDuration − RetryPeriod after the last renew). How
 // soon after the status write is a figure, logged here and measured without the race
-// detector in hack/bench.sh (tens of milliseconds), not a timed assertion.
+// detector, SIGKILL included, by test/crbench's BenchmarkCrashFailover in
+// hack/bench.sh (tens of milliseconds), not a timed assertion.
 func TestTerminatedLeaderReplacedAtOnce(t *testing.T) {
 	for i := range 5 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

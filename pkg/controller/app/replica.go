@@ -276,7 +276,7 @@ func (r *Replica) buildMetrics(opts Options) (err error) {
 		Bus: r.bus, Runtime: r.manager, Election: r.elector.Elector(),
 		ElectionCounters: func() metrics.ElectionCounters {
 			s := r.elector.Elector().Stats()
-			return metrics.ElectionCounters{OutOfRange: s.OutOfRange, DuplicateIdentity: s.DuplicateIdentity}
+			return metrics.ElectionCounters{OutOfRange: s.OutOfRange, DuplicateIdentity: s.DuplicateIdentity, DeathTakeovers: s.DeathTakeovers}
 		},
 	}, metrics.Options{ProcessMetrics: opts.ProcessMetrics, Collectors: []prometheus.Collector{own}}); err != nil {
 		return fmt.Errorf("app: %w", err)

@@ -19,6 +19,7 @@ type collector struct {
 	subscribeTimeouts, hookFailures, leadershipDropped     *prometheus.Desc
 	compPanics, compMissing, missingTerms, stepDowns       *prometheus.Desc
 	campaignWaiting, outOfRange, duplicateIdentity         *prometheus.Desc
+	deathTakeovers                                         *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -54,6 +55,8 @@ func newCollector(src Sources) *collector {
 			"Values read from the Lease outside what Baton writes (each logged at WARN once per record)."),
 		duplicateIdentity: Desc("duplicate_identity_total",
 			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity."),
+		deathTakeovers: Desc("death_takeovers_total",
+			"Terms this replica started by taking the Lease from a holder whose container the kubelet reported terminated, without waiting the lease out."),
 	}
 }
 
@@ -64,7 +67,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.compUp, c.compFailed, c.compStarts, c.compFailures, c.compOver,
 		c.subscribeTimeouts, c.hookFailures, c.leadershipDropped,
 		c.compPanics, c.compMissing, c.missingTerms, c.stepDowns, c.campaignWaiting,
-		c.outOfRange, c.duplicateIdentity,
+		c.outOfRange, c.duplicateIdentity, c.deathTakeovers,
 	} {
 		ch <- d
 	}
@@ -80,6 +83,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ec := f()
 		e.Counter(c.outOfRange, ec.OutOfRange)
 		e.Counter(c.duplicateIdentity, ec.DuplicateIdentity)
+		e.Counter(c.deathTakeovers, ec.DeathTakeovers)
 	}
 	if r := c.src.Runtime; r != nil {
 		c.collectRuntime(e, r.Status())

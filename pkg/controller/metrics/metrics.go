@@ -39,14 +39,17 @@ type Election interface {
 	Term() uint64
 }
 
-// ElectionCounters are the elector's counters of bad input from the cluster,
-// as k8sle.Stats has them under the same names.
+// ElectionCounters are the elector's counters of bad input from the cluster and
+// of takeovers on the death signal, as k8sle.Stats has them under the same names.
 type ElectionCounters struct {
 	// OutOfRange counts values read from the Lease outside what Baton writes.
 	OutOfRange uint64
 	// DuplicateIdentity counts writes of the Lease in this replica's name that
 	// it did not make.
 	DuplicateIdentity uint64
+	// DeathTakeovers counts the terms this replica started by taking the Lease
+	// from a holder whose container the kubelet reported terminated.
+	DeathTakeovers uint64
 }
 
 // Sources are read each time the metrics are gathered. A nil source leaves
@@ -56,7 +59,7 @@ type Sources struct {
 	Runtime  RuntimeStatus
 	Election Election
 	// ElectionCounters returns the elector's counters, for example
-	// func() ElectionCounters { s := el.Stats(); return ElectionCounters{s.OutOfRange, s.DuplicateIdentity} }.
+	// func() ElectionCounters { s := el.Stats(); return ElectionCounters{s.OutOfRange, s.DuplicateIdentity, s.DeathTakeovers} }.
 	ElectionCounters func() ElectionCounters
 }
 

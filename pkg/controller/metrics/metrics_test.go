@@ -336,8 +336,9 @@ func TestOptionsCollectors(t *testing.T) {
 	}
 }
 
-// TestElectionCounters: the elector's counters of bad cluster input are
-// exported when the source is set, read at scrape time.
+// TestElectionCounters: the elector's counters of bad cluster input and of
+// takeovers on the death signal are exported when the source is set, read at
+// scrape time.
 func TestElectionCounters(t *testing.T) {
 	var ec metrics.ElectionCounters
 	m, err := metrics.New(metrics.Sources{ElectionCounters: func() metrics.ElectionCounters { return ec }}, metrics.Options{})
@@ -346,14 +347,14 @@ func TestElectionCounters(t *testing.T) {
 	}
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
-	ec = metrics.ElectionCounters{OutOfRange: 3, DuplicateIdentity: 1}
+	ec = metrics.ElectionCounters{OutOfRange: 3, DuplicateIdentity: 1, DeathTakeovers: 2}
 	resp, err := http.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"baton_lease_values_out_of_range_total 3\n", "baton_duplicate_identity_total 1\n"} {
+	for _, want := range []string{"baton_lease_values_out_of_range_total 3\n", "baton_duplicate_identity_total 1\n", "baton_death_takeovers_total 2\n"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("body lacks %q", want)
 		}

@@ -201,4 +201,5 @@ func TestDeathSignalTakesOverAtOnce(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("b led %v after the kubelet's report; the death signal should take over within a second or so (the lease lasts %v)", took, lease20)
 	}
+	assertMetric(t, nodes[1].registry, "baton_death_takeovers_total", 1)
 }

@@ -16,7 +16,7 @@ type collector struct {
 	termReady prometheus.Histogram
 
 	isLeader, term, terms, readyTerms, refusedDesc *prometheus.Desc
-	outOfRange, duplicateIdentity                  *prometheus.Desc
+	outOfRange, duplicateIdentity, deathTakeovers  *prometheus.Desc
 }
 
 func newCollector(r *Runtime) *collector {
@@ -37,13 +37,15 @@ func newCollector(r *Runtime) *collector {
 			"Values read from the Lease outside what Baton writes (each logged at WARN once per record).", nil, id),
 		duplicateIdentity: prometheus.NewDesc("baton_duplicate_identity_total",
 			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity.", nil, id),
+		deathTakeovers: prometheus.NewDesc("baton_death_takeovers_total",
+			"Terms this replica started by taking the Lease from a holder whose container the kubelet reported terminated, without waiting the lease out.", nil, id),
 		refusedDesc: prometheus.NewDesc("baton_fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence.", nil, id),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.terms, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity} {
+	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.terms, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity, c.deathTakeovers} {
 		ch <- d
 	}
 	c.termReady.Describe(ch)
@@ -67,5 +69,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.outOfRange, prometheus.CounterValue, float64(es.OutOfRange))
 	ch <- prometheus.MustNewConstMetric(c.duplicateIdentity, prometheus.CounterValue, float64(es.DuplicateIdentity))
+	ch <- prometheus.MustNewConstMetric(c.deathTakeovers, prometheus.CounterValue, float64(es.DeathTakeovers))
 	c.termReady.Collect(ch)
 }

@@ -205,6 +205,18 @@ func TestDeathSignal(t *testing.T) {
 				} else if d := started[0].Sub(lastRenew); d < DefaultLeaseDuration {
 					t.Fatalf("next term %v after the last renew without a report, want at least %v", d, DefaultLeaseDuration)
 				}
+				// Stats.DeathTakeovers counts the takeovers the report made early, and
+				// only those.
+				want := uint64(0)
+				if tc.fast {
+					want = 1
+				}
+				if got := nl.e.Stats().DeathTakeovers; got != want {
+					t.Errorf("next leader's Stats.DeathTakeovers = %d, want %d", got, want)
+				}
+				if got := a.cand.e.Stats().DeathTakeovers; got != 0 {
+					t.Errorf("killed leader's Stats.DeathTakeovers = %d, want 0", got)
+				}
 			})
 		})
 	}

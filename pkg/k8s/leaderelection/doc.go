@@ -159,7 +159,8 @@
 // the state it saw, instead of waiting the lease out; a state seen on a first look (see
 // # Releases, deletes and cold starts), a foreign holder, and a record whose
 // incarnation changed since are waited out as usual. Without a proof nothing changes.
-// pkg/k8s/incarnation says which kubelet reports are proof, and why.
+// Stats.DeathTakeovers counts the terms started this way. pkg/k8s/incarnation says
+// which kubelet reports are proof, and why.
 //
 // OnHolderDead (Callbacks) tells the application whose death was proven, e.g. so that
 // it stops counting that replica as a member (package sharding does).

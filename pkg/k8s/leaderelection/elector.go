@@ -43,7 +43,7 @@ type Elector struct {
 	done      chan struct{}
 
 	// Counters of Stats.
-	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange, duplicateIdentity atomic.Uint64
+	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange, duplicateIdentity, deathTakeovers atomic.Uint64
 
 	// leaderMu guards leader.
 	leaderMu sync.Mutex
@@ -274,6 +274,10 @@ type Stats struct {
 	// holder but were not its own: another candidate runs with the same identity.
 	// Each is logged at ERROR. Identities must be unique (Config.Identity).
 	DuplicateIdentity uint64
+	// DeathTakeovers counts the terms this elector started by taking the lease from a
+	// holder proven dead (Config.DeathWatch): crash failovers made on the kubelet's
+	// report rather than by waiting the lease out.
+	DeathTakeovers uint64
 }
 
 // Stats returns the elector's counters.
@@ -286,6 +290,7 @@ func (e *Elector) Stats() Stats {
 		SlowAcquires:      e.slowAcquires.Load(),
 		OutOfRange:        e.outOfRange.Load(),
 		DuplicateIdentity: e.duplicateIdentity.Load(),
+		DeathTakeovers:    e.deathTakeovers.Load(),
 	}
 }
 

@@ -73,6 +73,8 @@ func (c *campaign) acquire() {
 	var out LeaseRecord
 	var err error
 	create := !c.lease.exists
+	// A takeover on a proof that the holder is dead (Config.DeathWatch).
+	onDeath := !create && c.holderDead(c.lease.record)
 	if create {
 		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
 		if c.watch.events != nil {
@@ -97,6 +99,9 @@ func (c *campaign) acquire() {
 		c.written(out, sentAt)
 		// 4.
 		c.acquired(out, sentAt, answeredAt, create)
+		if onDeath && c.phase == leading {
+			c.e.deathTakeovers.Add(1)
+		}
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
