@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -620,4 +621,73 @@ func proofsOf(h *history, proofs []proofRec, watcher string, at time.Time) strin
 		return "; it had been given no proof"
 	}
 	return "; proofs it had been given: " + strings.Join(out, ", ")
+}
+
+// TestCheckerKubelet feeds checkKubelet hand-made histories: a takeover earlier than
+// the lease rules allow must be on a proof, given to the taker, of the holder's
+// recorded incarnation, whose process had stopped; a proof of a live process fails; the
+// final crash must be taken over within deathBound of its report.
+func TestCheckerKubelet(t *testing.T) {
+	incOf := func(nonce byte) string {
+		return incarnation.Incarnation{PodNamespace: "default", PodName: "c1", PodUID: "uid-c1-1", Container: container,
+			Nonce: strings.Repeat(string(rune('a'+nonce)), 32)}.String()
+	}
+	old, cur := incOf(0), incOf(1)
+	held := leaderelection.LeaseRecord{HolderIdentity: "c1", AcquireTime: sec(10), ResourceVersion: "7",
+		Incarnation: sec(10).UTC().Format(time.RFC3339Nano) + " " + cur}
+	type crash struct{ killed, reported, next float64 }
+	tests := []struct {
+		name     string
+		gap      float64 // the takeover at 50, this long after the holder's state
+		stop     float64 // the holder's process stopped at, 0 for never
+		proofs   []proofRec
+		final    *crash
+		want     []string
+		takeover int
+	}{
+		{"on a proof of the stopped holder", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49.5)}}, nil, nil, 1},
+		{"from a live holder", 1, 0, []proofRec{{watcher: "c0#0", inc: old, at: sec(49.5)}}, nil, []string{vDeathLive}, 1},
+		{"without a proof", 1, 48, nil, nil, []string{vDeathUnproven}, 1},
+		{"on a proof of an older incarnation", 1, 48, []proofRec{{watcher: "c0#0", inc: old, at: sec(49)}}, nil, []string{vDeathUnproven}, 1},
+		{"on a proof given to another candidate", 1, 48, []proofRec{{watcher: "c2#0", inc: cur, at: sec(49)}}, nil, []string{vDeathUnproven}, 1},
+		{"on a proof that came after the write", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(50.1)}}, nil, []string{vDeathUnproven}, 1},
+		{"after the lease rules allow", 16, 0, nil, nil, nil, 0},
+		{"a proof of a live process", 16, 0, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49), live: true}}, nil, []string{vProofLive}, 0},
+		{"final crash taken over in time", 16, 48, nil, &crash{140, 140.2, 140.25}, nil, 0},
+		{"final crash taken over late", 16, 48, nil, &crash{140, 140.2, 141}, []string{vDeathTooLate}, 0},
+		{"final crash never taken over", 16, 48, nil, &crash{140, 140.2, 0}, []string{vFinalNoLeader}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			settled := &termRec{who: "c0#0", term: 5, start: sec(90), end: sec(150)}
+			terms := []*termRec{settled}
+			h := synthetic(terms, nil)
+			h.srv = newMemServer("t")
+			h.srv.takeovers = []takeover{{writer: "c0#0", at: sec(50), prev: held, prevAt: sec(50 - tt.gap),
+				rec: leaderelection.LeaseRecord{HolderIdentity: "c0", ResourceVersion: "8"}}}
+			h.kube = newKubelet(h, 1)
+			p := &proc{who: "c1#1", cand: 1, s: cur, start: sec(20)}
+			if tt.stop > 0 {
+				p.stop = sec(tt.stop)
+			}
+			h.kube.procs[cur] = p
+			h.kube.procs[old] = &proc{who: "c1#0", cand: 1, s: old, start: sec(1), stop: sec(19)}
+			h.kube.proofs = tt.proofs
+			if c := tt.final; c != nil {
+				settled.end = sec(c.killed)
+				fp := &proc{who: "c0#0", s: "final", start: sec(0), stop: sec(c.killed), reported: sec(c.reported)}
+				h.kube.final = &finalCrash{who: "c0#0", inc: "final", killedAt: sec(c.killed), p: fp}
+				if c.next > 0 {
+					h.terms = append(h.terms, &termRec{who: "c1#2", term: 9, start: sec(c.next), end: sec(200)})
+				}
+			}
+			res := check(h)
+			if got := kinds(res); !slices.Equal(got, tt.want) {
+				t.Errorf("violations %v, want %v\n%s", got, tt.want, report(h, res))
+			}
+			if res.deathTakeovers != tt.takeover {
+				t.Errorf("%d takeovers judged as on a death proof, want %d", res.deathTakeovers, tt.takeover)
+			}
+		})
+	}
 }
