@@ -285,7 +285,7 @@ func TestChaosCreateRace(t *testing.T) {
 var createRaceSeeds = []int64{206, 663, 972, 1428, 1675, 1, 2, 3}
 
 // defaultKubeletHistories is how many kubelet histories TestChaosKubelet runs in CI.
-const defaultKubeletHistories = 40
+const defaultKubeletHistories = 60
 
 // TestChaosKubelet runs the kubelet model's histories (kubelet_test.go): the
 // in-memory server's faults, with each candidate a container whose incarnations the
@@ -296,7 +296,7 @@ const defaultKubeletHistories = 40
 // others: no takeover earlier than the lease rules allow but on a proof of the
 // holder's incarnation's death delivered to the taker, with that process stopped; no
 // proof of a live incarnation; the final crash taken over within deathBound of its
-// report. CI runs seeds 1 to 40; BATON_CHAOS_HISTORIES and BATON_CHAOS_FIRST soak,
+// report. CI runs seeds 1 to 60; BATON_CHAOS_HISTORIES and BATON_CHAOS_FIRST soak,
 // BATON_CHAOS_SEED replays one.
 func TestChaosKubelet(t *testing.T) {
 	skew, err := skewFromEnv()
