@@ -40,6 +40,11 @@ const (
 	reportNoLine = "without the line"
 )
 
+// reportCounters are the counter kinds of the report policies.
+var reportCounters = map[string]string{
+	reportPrompt: fReportPrompt, reportLate: fReportLate, reportNever: fReportNever, reportNoLine: fReportNoLine,
+}
+
 // podWatchRetry is the pause before a broken pod watch is opened again (the Watcher's
 // first retry).
 const podWatchRetry = time.Second
@@ -118,17 +123,20 @@ type kubelet struct {
 	h    *history
 	seed uint64
 	ld   time.Duration
+	// pods, one per candidate, is fixed at creation, and so are their names; mu guards
+	// the rest of each podState.
+	pods []*podState
 
 	// mu guards the fields below.
 	mu       sync.Mutex
-	pods     []*podState
 	procs    map[string]*proc // by incarnation string
 	proofs   []proofRec
 	changed  chan struct{} // closed and replaced on every pod event
 	epoch    []int         // per candidate: bumped when its pod watches break
 	downTill []time.Time   // per candidate: its pod watches fail until then
 	final    *finalCrash
-	// forced, when set, is the policy of the next stop (the final crash).
+	// forced holds, per candidate, the report delay of its next stop (the final
+	// crash: reported at once, with the line, after that delay).
 	forced map[int]time.Duration
 }
 
@@ -206,7 +214,7 @@ func (k *kubelet) stopped(cand, inc int) {
 		delete(k.forced, cand)
 		p.policy, p.noLine, delay = reportPrompt, false, d
 	}
-	k.h.count.add(map[string]string{reportPrompt: fReportPrompt, reportLate: fReportLate, reportNever: fReportNever, reportNoLine: fReportNoLine}[p.policy], 1)
+	k.h.count.add(reportCounters[p.policy], 1)
 	if p.policy == reportNever {
 		return
 	}
