@@ -7,8 +7,8 @@
 //
 // hack/test.sh runs it with everything else: TestChaos runs 500 histories on the
 // in-memory store, each in a testing/synctest bubble (seconds of wall time for hours
-// of fake time), with clock skew; TestChaosReplay runs 10 seeds twice each and compares
-// the histories; TestChaosSkewBeyondTolerance is the negative control of skew (200
+// of fake time), with clock skew; TestChaosReplay runs 10 seeds (and 5 kubelet
+// seeds) twice each and compares the histories; TestChaosSkewBeyondTolerance is the negative control of skew (200
 // histories at a rate beyond the tolerance must show two leaders);
 // TestChaosCreateRace runs 8 fixed seeds of the create-race class (three candidates,
 // the lease deleted by hand, often right after a Create lands, lagging watches, slow
@@ -42,7 +42,8 @@
 // An in-memory history replays exactly: the same faults at the same instants of fake
 // time, the same terms and fenced writes to the nanosecond (TestChaosReplay checks 10
 // seeds; seeds 1 to 400, run in 2400 pairs, gave equal histories and equal elector
-// logs, line for line).
+// logs, line for line; kubelet seeds 1 to 150, run in pairs, gave equal histories
+// with equal proofs).
 // The seed fixes the schedule, each candidate's per-call faults (drawn per operation
 // when the call starts, before a pause can hold it), and each incarnation's retry
 // jitter (leaderelection.Config.JitterSource). Every call and watch delivery takes a
