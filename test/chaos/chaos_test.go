@@ -80,7 +80,10 @@ const defaultHistories = 500
 
 // seeds returns the seeds to run: BATON_CHAOS_SEED, BATON_CHAOS_REPEAT times (default
 // 20), or BATON_CHAOS_HISTORIES seeds from BATON_CHAOS_FIRST (default 1).
-func seeds(t *testing.T) []int64 {
+func seeds(t *testing.T) []int64 { return seedsOr(t, defaultHistories) }
+
+// seedsOr is seeds with def histories by default.
+func seedsOr(t *testing.T, def int64) []int64 {
 	num := func(name string, def int64) int64 {
 		s := os.Getenv(name)
 		if s == "" {
@@ -99,7 +102,7 @@ func seeds(t *testing.T) []int64 {
 		}
 		return out
 	}
-	n, first := num(envHistories, defaultHistories), num(envFirst, 1)
+	n, first := num(envHistories, def), num(envFirst, 1)
 	out := make([]int64, n)
 	for i := range out {
 		out[i] = first + int64(i)
@@ -123,6 +126,12 @@ type summary struct {
 	minGap     time.Duration
 	windows    int
 	window     time.Duration
+	// The kubelet model's (kubelet_test.go).
+	kube           bool
+	proofs         int
+	deathTakeovers int
+	finalCrashes   int
+	finalDelay     time.Duration // the longest
 }
 
 func newSummary() *summary {
@@ -157,6 +166,11 @@ func (s *summary) add(h *history, r *result) {
 	s.maxRecover[class] = max(s.maxRecover[class], r.recovery)
 	s.windows += r.windows
 	s.window = max(s.window, r.window)
+	s.kube = s.kube || h.kube != nil
+	s.proofs += r.proofs
+	s.deathTakeovers += r.deathTakeovers
+	s.finalCrashes += r.finalCrashes
+	s.finalDelay = max(s.finalDelay, r.finalDelay)
 	if r.minGap >= 0 && (s.minGap < 0 || r.minGap < s.minGap) {
 		s.minGap = r.minGap
 	}
@@ -173,6 +187,10 @@ func (s *summary) String() string {
 		s.maxRecover[0], s.maxRecover[1], s.minGap, s.notes)
 	fmt.Fprintf(&b, "cold-start fenced windows (a deleted lease re-created by a candidate that never saw it): %d, longest %v\n",
 		s.windows, s.window)
+	if s.kube {
+		fmt.Fprintf(&b, "kubelet model: %d proofs of death delivered, %d takeovers earlier than the lease rules allow (on a death proof); final crashes %d, slowest takeover after the report %v (bound %v)\n",
+			s.proofs, s.deathTakeovers, s.finalCrashes, s.finalDelay, deathBound)
+	}
 	kinds := make([]string, 0, len(s.violations))
 	for k := range s.violations {
 		kinds = append(kinds, k)
@@ -265,6 +283,70 @@ func TestChaosCreateRace(t *testing.T) {
 // neither, and c0 led beside c2 for 74ms. Seeds 663, 972, 1428 and 1675 are the
 // other histories of seeds 1 to 3000 that gave two leaders on that elector.
 var createRaceSeeds = []int64{206, 663, 972, 1428, 1675, 1, 2, 3}
+
+// defaultKubeletHistories is how many kubelet histories TestChaosKubelet runs in CI.
+const defaultKubeletHistories = 60
+
+// TestChaosKubelet runs the kubelet model's histories (kubelet_test.go): the
+// in-memory server's faults, with each candidate a container whose incarnations the
+// kubelet reports terminated only after they stopped (at once, late, never, without
+// the incarnation's line), stale statuses of older incarnations, pods force-deleted
+// while their process runs, pod watches that lag and break; each history ends with a
+// crash of the settled leader, reported within a second. The checker adds to the
+// others: no takeover earlier than the lease rules allow but on a proof of the
+// holder's incarnation's death delivered to the taker, with that process stopped; no
+// proof of a live incarnation; the final crash taken over within deathBound of its
+// report. CI runs seeds 1 to 60; BATON_CHAOS_HISTORIES and BATON_CHAOS_FIRST soak,
+// BATON_CHAOS_SEED replays one.
+func TestChaosKubelet(t *testing.T) {
+	skew, err := skewFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sum := newSummary()
+	t.Run("history", func(t *testing.T) {
+		for i, seed := range seedsOr(t, defaultKubeletHistories) {
+			name := strconv.FormatInt(seed, 10)
+			if os.Getenv(envSeed) != "" {
+				name += "/" + strconv.Itoa(i)
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				h := runKubelet(t, seed, skew)
+				res := check(h)
+				sum.add(h, res)
+				if len(res.violations) > 0 {
+					t.Error(report(h, res))
+				} else if os.Getenv(envSeed) != "" && i == 0 {
+					t.Log(report(h, res))
+				}
+			})
+		}
+	})
+	t.Logf("kubelet summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
+	if os.Getenv(envSeed) == "" && (sum.deathTakeovers == 0 || sum.finalCrashes == 0) {
+		t.Errorf("%d takeovers on a death proof, %d final crashes: the death signal was not exercised", sum.deathTakeovers, sum.finalCrashes)
+	}
+}
+
+// runKubelet runs the kubelet history of seed, with clock skew as skew says, on a
+// fresh in-memory server in a synctest bubble.
+func runKubelet(t *testing.T, seed int64, skew skewMode) *history {
+	var h *history
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 0x6b75))
+		opts := kubeletOpts
+		opts.skew = skew
+		sched := newSchedule(rng, opts)
+		srv := newMemServer("chaos")
+		h = runHistory(seed, sched, world{
+			srv: srv, mem: srv, lease: "chaos", test: "TestChaosKubelet", kube: true,
+			view: func(who string) leaderelection.LeaseStore { return srv.as(who) },
+		})
+	})
+	return h
+}
 
 // runWith runs the history of seed drawn with opts (clock skew off) on a fresh
 // in-memory server in a synctest bubble.

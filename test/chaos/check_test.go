@@ -46,6 +46,11 @@ type result struct {
 	windows    int           // overlaps inside the documented cold-start window (notes)
 	window     time.Duration // the longest of them
 	minGap     time.Duration // smallest gap between terms of different incarnations, -1 if none
+	// The kubelet model's figures (kubelet_test.go).
+	proofs         int           // proofs of death delivered to death watches
+	deathTakeovers int           // takeovers earlier than the lease rules allow
+	finalCrashes   int           // final crashes played (0 or 1)
+	finalDelay     time.Duration // the final crash's report to the next term
 }
 
 func (r *result) fail(kind, format string, args ...any) {
@@ -77,6 +82,7 @@ func check(h *history) *result {
 	checkOwnLease(h, terms, faults, res)
 	checkRegister(h, terms, ops, faults, res)
 	checkSettled(h, terms, ops, probes, faults, res)
+	checkKubelet(h, terms, faults, res)
 	return res
 }
 

@@ -49,6 +49,8 @@ var allKinds = []string{
 	fRequestDropped, fRequestDelayed, fReplyLost, fReplyDelayed, fWatchClosed, fWatchLagged,
 	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fRealAPIRestart, fCandRestart,
 	fFencedStalled, fSkew,
+	fStaleReport, fForceDelete, fPodWatchBroken, fReportPrompt, fReportLate, fReportNever, fReportNoLine, fReportPodGone,
+	fFinalCrash,
 }
 
 // counters counts injected faults by kind. Safe for concurrent use.
@@ -574,4 +576,40 @@ func (f *faultStore) randN(n int64) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.rngs["misc"].Int64N(n)
+}
+
+// isPartitioned reports whether the candidate is partitioned now.
+func (f *faultStore) isPartitioned() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.partitioned
+}
+
+// lagNow is the lag of the candidate's watches now.
+func (f *faultStore) lagNow() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lag
+}
+
+// holdPaused waits while the candidate is paused, then a latency from net, so that
+// what a resume releases happens at distinct instants; it reports false when ctx
+// ended.
+func (f *faultStore) holdPaused(ctx context.Context, net *rand.Rand) bool {
+	for {
+		f.mu.Lock()
+		paused := f.paused
+		f.mu.Unlock()
+		if paused == nil {
+			return ctx.Err() == nil
+		}
+		select {
+		case <-paused:
+		case <-ctx.Done():
+			return false
+		}
+		if !sleep(ctx, time.Duration(net.Int64N(int64(netLatency)))) {
+			return false
+		}
+	}
 }

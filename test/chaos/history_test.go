@@ -79,6 +79,7 @@ type history struct {
 	exact   bool // terms recorded exactly (fake time) rather than sampled
 	sched   []string
 	skew    skewMode // the candidates' clocks are skewable (in-memory histories only)
+	kube    *kubelet // the kubelet model and the candidates' death watch; nil without
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -226,6 +227,9 @@ func (c *candidate) run(ctx context.Context) {
 		if err := <-done; err != nil && ctx.Err() == nil {
 			c.h.logFault("start", "%s: Start returned %v", c.who(inc), err)
 		}
+		if k := c.h.kube; k != nil {
+			k.stopped(c.idx, inc) // the process is over: from now on a status may say so
+		}
 		c.mu.Lock()
 		c.elector = nil
 		c.mu.Unlock()
@@ -251,6 +255,10 @@ func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 	}
 	// The retry jitter, seeded per candidate and incarnation, so that a seed replays.
 	cfg.JitterSource = rand.NewPCG(uint64(c.h.seed)*31+uint64(c.idx), 0x717+uint64(inc))
+	if k := c.h.kube; k != nil {
+		cfg.Incarnation = k.started(c.idx, inc, who)
+		cfg.DeathWatch = k.deathWatch(c, who, inc)
+	}
 	e, err := leaderelection.NewWithStore(cfg, c.store, cb, c.logger.With("inc", who))
 	if err != nil {
 		return nil, err

@@ -48,6 +48,12 @@ func (h *history) fingerprint() string {
 	for _, o := range ops {
 		fmt.Fprintf(&b, "\nwrite %s term %d [%s, %s] accepted %v", o.who, o.term, h.rel(o.call), h.rel(o.ret), o.accepted)
 	}
+	if h.kube != nil {
+		ks := h.kube.snapshot()
+		for _, p := range ks.proofs {
+			fmt.Fprintf(&b, "\nproof to %s of %s at %s", p.watcher, p.inc, h.rel(p.at))
+		}
+	}
 	fmt.Fprintf(&b, "\ncounts %s", strings.ReplaceAll(h.count.String(), "\n", ";"))
 	return b.String()
 }
@@ -71,7 +77,7 @@ func firstDiff(a, b string) string {
 }
 
 // TestChaosReplay: a seed replays bit for bit. Each of a few seeds (with clock skew,
-// faults of every kind) runs twice, and the recorded histories must be equal: the
+// faults of every kind; half as many of the kubelet histories) runs twice, and the recorded histories must be equal: the
 // schedule, the faults as injected, every term as believed and every fenced write, to
 // the nanosecond of fake time.
 func TestChaosReplay(t *testing.T) {
@@ -86,6 +92,18 @@ func TestChaosReplay(t *testing.T) {
 			ha, hb := runMemory(t, seed, skew), runMemory(t, seed, skew)
 			if a, b := ha.fingerprint(), hb.fingerprint(); a != b {
 				t.Errorf("seed %d: two runs differ at %s\nelector logs first differ at %s", seed, firstDiff(a, b),
+					firstDiff(ha.logs.String(), hb.logs.String()))
+			}
+		})
+	}
+	// The kubelet histories replay too: the proofs each death watch was given, with the
+	// rest.
+	for seed := int64(1); seed <= replaySeeds/2; seed++ {
+		t.Run(fmt.Sprint("kubelet/", seed), func(t *testing.T) {
+			t.Parallel()
+			ha, hb := runKubelet(t, seed, skew), runKubelet(t, seed, skew)
+			if a, b := ha.fingerprint(), hb.fingerprint(); a != b {
+				t.Errorf("kubelet seed %d: two runs differ at %s\nelector logs first differ at %s", seed, firstDiff(a, b),
 					firstDiff(ha.logs.String(), hb.logs.String()))
 			}
 		})

@@ -37,6 +37,7 @@ type world struct {
 	lease  string        // lease name
 	sample time.Duration // 0 in synctest (exact); the belief sampling period otherwise
 	slack  time.Duration // added to the recovery bound (scheduling on a real clock)
+	kube   bool          // the candidates run in modelled pods with a death watch (kubelet_test.go)
 }
 
 // timed is one step of the timeline.
@@ -69,6 +70,9 @@ func runHistory(seed int64, sched schedule, w world) *history {
 		srv: w.mem, reg: &register{}, logs: &syncBuffer{}, exact: w.sample == 0,
 		sched: sched.lines(), skew: sched.skew,
 	}
+	if w.kube {
+		h.kube = newKubelet(h, seed)
+	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelInfo, ReplaceAttr: h.relTime}))
 	r := &runner{h: h, w: w, depth: make(map[string]int)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -99,6 +103,11 @@ func runHistory(seed int64, sched schedule, w world) *history {
 	r.probe()
 	time.Sleep(cfg.LeaseDuration)
 	r.probe()
+	if h.kube != nil && r.crashLeader() {
+		// The report comes within a second of the stop; the next term within
+		// deathBound of it, or by the lease rules (which the checker then fails).
+		time.Sleep(time.Second + cfg.LeaseDuration + 2*cfg.RetryPeriod)
+	}
 	cancel()
 	wg.Wait()
 	return h
@@ -195,6 +204,9 @@ func (r *runner) begin(f fault, i int) func() {
 		r.window(f.kind, i, true)
 		h.count.add(fPartition, 1)
 		c.store.partition(true, f.hang)
+		if h.kube != nil {
+			h.kube.breakWatches(i, time.Time{})
+		}
 		h.logFault(f.kind, "%s partitioned for %v (hang %v)", c.id, f.dur, f.hang)
 		return func() {
 			if r.window(f.kind, i, false) {
@@ -285,10 +297,29 @@ func (r *runner) point(f fault, c *candidate) {
 		}
 	case fAPIRestart:
 		r.w.srv.restart(f.dur)
+		if h.kube != nil {
+			h.kube.breakWatches(-1, time.Now().Add(f.dur))
+		}
 		h.count.add(fAPIRestart, 1)
 		h.logFault(f.kind, "api server restarts, down %v", f.dur)
 	case fRealAPIRestart:
 		r.outages.Go(func() { r.restartReal(f.dur) })
+	case fStaleReport:
+		if h.kube != nil && h.kube.staleReport(c.idx, int(f.at/time.Millisecond)) {
+			h.count.add(fStaleReport, 1)
+			h.logFault(f.kind, "the status of %s's pod shows an older incarnation terminated", c.id)
+		}
+	case fForceDelete:
+		if h.kube != nil && h.kube.forceDelete(c.idx) {
+			h.count.add(fForceDelete, 1)
+			h.logFault(f.kind, "%s's pod force-deleted; its process runs on", c.id)
+		}
+	case fPodWatchBroken:
+		if h.kube != nil {
+			h.kube.breakWatches(c.idx, time.Now().Add(f.dur))
+			h.count.add(fPodWatchBroken, 1)
+			h.logFault(f.kind, "%s's pod watches broken for %v", c.id, f.dur)
+		}
 	}
 }
 

@@ -67,6 +67,12 @@ func (f fault) String() string {
 		return fmt.Sprintf("%v delete the lease %v after the next Create", f.at, f.after)
 	case fSkew:
 		return fmt.Sprintf("%v clock of %s at rate %.3f for %v", f.at, target, f.rate, f.dur)
+	case fStaleReport:
+		return fmt.Sprintf("%v stale status of %s's pod", f.at, target)
+	case fForceDelete:
+		return fmt.Sprintf("%v force-delete %s's pod", f.at, target)
+	case fPodWatchBroken:
+		return fmt.Sprintf("%v break %s's pod watches for %v", f.at, target, f.dur)
 	default:
 		return fmt.Sprintf("%v %s", f.at, f.kind)
 	}
@@ -83,6 +89,19 @@ var memoryWeights = []weight{
 	{flakyKind, 4}, {fPartition, 4}, {fPause, 2}, {fWatchClosed, 2}, {fWatchLagged, 1},
 	{fGone, 1}, {fLeaseDeleted, 3}, {fRestore, 1}, {fAPIRestart, 1}, {fCandRestart, 2},
 }
+
+// kubeletWeights are the frequencies of the fault kinds of the kubelet histories:
+// those of the in-memory server, restarts (which the kubelet model reports) more often,
+// stale statuses, force deletes and broken pod watches.
+var kubeletWeights = []weight{
+	{flakyKind, 4}, {fPartition, 4}, {fPause, 2}, {fWatchClosed, 2}, {fWatchLagged, 2},
+	{fGone, 1}, {fLeaseDeleted, 2}, {fRestore, 1}, {fAPIRestart, 1}, {fCandRestart, 8},
+	{fStaleReport, 3}, {fForceDelete, 2}, {fPodWatchBroken, 2},
+}
+
+// kubeletOpts are the schedules of the kubelet histories: candidates release the lease
+// on a stop in one in four (the others crash).
+var kubeletOpts = scheduleOpts{configs: configs, weights: kubeletWeights, phaseMin: 3, phaseMax: 8, faultMin: 6, faultMax: 18, kube: true}
 
 // schedule is the random fault plan of one history.
 type schedule struct {
@@ -116,6 +135,7 @@ type scheduleOpts struct {
 	faultMax int
 	cands    int      // 0: 3 to 5
 	skew     skewMode // on: add 0 to 2 clock skew windows (drawn after the other faults)
+	kube     bool     // the kubelet model's histories: release in one in four
 }
 
 // memoryOpts are the schedules of the in-memory histories.
@@ -130,7 +150,11 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 		s.n = o.cands
 	}
 	for range s.n {
-		s.release = append(s.release, rng.IntN(2) == 0)
+		if o.kube {
+			s.release = append(s.release, rng.IntN(4) == 0)
+		} else {
+			s.release = append(s.release, rng.IntN(2) == 0)
+		}
 	}
 	ld, rp := cfg.LeaseDuration, cfg.RetryPeriod
 	span := func(lo, hi float64) time.Duration {
@@ -173,6 +197,8 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 			f.dur = span(0.02, 0.5)
 		case fCandRestart:
 			f.dur = span(0, 1)
+		case fPodWatchBroken:
+			f.dur = span(0.1, 1.5)
 		case fRestore:
 			f.back = 1 + rng.IntN(6)
 		case fDeleteAfterCreate:

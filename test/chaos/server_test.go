@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +46,20 @@ type memServer struct {
 	// afterCreate, when set, is called once, by the next Create that lands
 	// (deleteAfterNextCreate).
 	afterCreate func()
+	// installed is when the current state was written, restored or deleted.
+	installed time.Time
+	// takeovers are the writes that took the lease from another holder.
+	takeovers []takeover
+}
+
+// takeover is a write by writer that replaced prev, a state held by another identity
+// written at prevAt, with rec, held by writer's identity.
+type takeover struct {
+	writer string
+	at     time.Time
+	prev   leaderelection.LeaseRecord
+	prevAt time.Time
+	rec    leaderelection.LeaseRecord
 }
 
 // epoch maps the underlying versions from `from` on to presented = underlying - offset.
@@ -129,8 +145,17 @@ func (s *memServer) write(ctx context.Context, r leaderelection.LeaseRecord, wri
 	if create {
 		out, err = s.inner.Create(ctx, r)
 	} else {
+		prev, perr := s.inner.Get(ctx)
+		prevAt := s.installed
 		r.ResourceVersion = s.underlyingLocked(r.ResourceVersion)
 		out, err = s.inner.Update(ctx, r)
+		id, _, _ := strings.Cut(writer, "#")
+		if err == nil && perr == nil && prev.HolderIdentity != "" && prev.HolderIdentity != id && out.HolderIdentity == id {
+			prev.ResourceVersion = s.presentLocked(prev.ResourceVersion)
+			rec := out
+			rec.ResourceVersion = s.presentLocked(rec.ResourceVersion)
+			s.takeovers = append(s.takeovers, takeover{writer: writer, at: time.Now(), prev: prev, prevAt: prevAt, rec: rec})
+		}
 	}
 	if err != nil {
 		return leaderelection.LeaseRecord{}, err
@@ -159,7 +184,7 @@ func (s *memServer) deleteAfterNextCreate(d time.Duration, deleted func()) {
 }
 
 func (s *memServer) recordLocked(r leaderelection.LeaseRecord, writer string) {
-	s.writer, s.exists = writer, true
+	s.writer, s.exists, s.installed = writer, true, time.Now()
 	s.snapshots = append(s.snapshots, snapshot{record: r, writer: writer})
 	if len(s.snapshots) > 64 {
 		s.snapshots = s.snapshots[len(s.snapshots)-64:]
@@ -210,6 +235,13 @@ func (s *memServer) watch(ctx context.Context) (<-chan leaderelection.LeaseEvent
 	return out, nil
 }
 
+// takeoverLog returns the writes that took the lease from another holder.
+func (s *memServer) takeoverLog() []takeover {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.takeovers)
+}
+
 // current returns the current state, whether the lease exists and who wrote it.
 func (s *memServer) current() (leaderelection.LeaseRecord, bool, string) {
 	s.mu.Lock()
@@ -243,7 +275,7 @@ func (s *memServer) deleteLease() bool {
 		return false
 	}
 	leaderelectiontest.Delete(s.inner)
-	s.writer, s.exists = writerDelete, false
+	s.writer, s.exists, s.installed = writerDelete, false, time.Now()
 	return true
 }
 
@@ -278,7 +310,7 @@ func (s *memServer) restore(back int) (from, to string, ok bool) {
 	}
 	s.epochs = append(s.epochs, epoch{from: u, offset: u - p})
 	s.snapshots = s.snapshots[:i+1]
-	s.writer, s.exists = writerRestore, true
+	s.writer, s.exists, s.installed = writerRestore, true, time.Now()
 	s.snapshots[i].writer = writerRestore
 	s.breakWatchesLocked()
 	return from, snap.record.ResourceVersion, true

@@ -81,6 +81,11 @@ type observedLease struct {
 	// the first after the watch was down for long) and has not changed since: nothing
 	// this elector saw vouches that it is not a restored copy of an old state.
 	unvouched bool
+	// evented is set while record, at its resourceVersion, is a state a watch event
+	// delivered: a state first seen on a list (or a read, or a write's answer) may be a
+	// restored copy that hides later acquisitions, and a proof of its holder's death
+	// does not shorten its wait (Config.DeathWatch).
+	evented bool
 	// holderDuration is the leaseDuration of the last held record seen, and
 	// holderForeign whether its holder was not Baton's: the basis of the wait for an
 	// unknown holder.

@@ -98,10 +98,13 @@ func (c *campaign) deathProven() {
 
 // holderDead reports whether the holder of r, the observed state, is proven over: its
 // incarnation (recorded with r's acquireTime) is the one proven, it is a Baton holder,
-// and r is not a first look that may be a
-// restored copy of an old state. The acquiring write is then a compare-and-swap on r.
+// and r is not a first look that may be a restored copy of an old state, nor a state
+// first seen on a list (after an etcd restore, a list can show the dead holder's state
+// back while the acquisitions after it, by a holder that may still lead, are gone; a
+// watch sees the restore only as a break). The acquiring write is then a
+// compare-and-swap on r.
 func (c *campaign) holderDead(r LeaseRecord) bool {
 	inc := holderIncarnation(r)
 	return c.death.dead && inc != "" && inc == c.death.incarnation &&
-		c.lease.exists && heldByBaton(r) && !c.lease.unvouched
+		c.lease.exists && heldByBaton(r) && !c.lease.unvouched && c.lease.evented
 }

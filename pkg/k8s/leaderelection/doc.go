@@ -157,10 +157,13 @@
 // with Config.DeathWatch watches the incarnation of a Baton holder other than its own,
 // and once the watch proves it over takes the lease at once, by a compare-and-swap on
 // the state it saw, instead of waiting the lease out; a state seen on a first look (see
-// # Releases, deletes and cold starts), a foreign holder, and a record whose
-// incarnation changed since are waited out as usual. Without a proof nothing changes.
-// Stats.DeathTakeovers counts the terms started this way. pkg/k8s/incarnation says
-// which kubelet reports are proof, and why.
+// # Releases, deletes and cold starts), a state first seen on a list, a read or a
+// write's answer rather than in a watch event (after an etcd restore a list can bring
+// the dead holder's state back while a later holder, whose acquisition the restore
+// erased, still leads), a foreign holder, and a record whose incarnation changed since
+// are waited out as usual. Without a proof nothing changes. Stats.DeathTakeovers
+// counts the terms started this way. pkg/k8s/incarnation says which kubelet reports
+// are proof, and why.
 //
 // OnHolderDead (Callbacks) tells the application whose death was proven, e.g. so that
 // it stops counting that replica as a member (package sharding does).

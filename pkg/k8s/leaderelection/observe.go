@@ -39,6 +39,11 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if ev.Deleted {
 		c.observeAbsent(ev.Record, now, listed)
 	} else {
+		if !listed {
+			c.lease.evented = true
+		} else if !c.lease.exists || ev.Record.ResourceVersion != c.lease.record.ResourceVersion || !sameSpec(ev.Record, c.lease.record) {
+			c.lease.evented = false
+		}
 		if !c.lease.known || !c.lease.exists || !sameSpec(ev.Record, c.lease.record) {
 			c.lease.since, c.lease.unvouched = now, !c.lease.known
 		}
