@@ -162,6 +162,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		a.stop(t)
 		l := leaderOf(t, b)
 		term := l.r.Manager().Status().Term
+		// The term-ready hook records its latency just after Status reports the term
+		// ready: let every goroutine of the bubble settle before reading.
+		synctest.Wait()
 		_, body := get(t, b.r.Handler(), "/metrics")
 		for _, want := range []string{
 			"baton_is_leader 1\n",
