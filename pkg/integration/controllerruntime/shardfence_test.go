@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -96,14 +99,23 @@ func shardFenceNode(t *testing.T, identity, ns, user string, serverSide bool) *n
 // fence reads the shard's Lease for a shard's term, never the single leader's (which
 // only one replica holds), before it overwrites a stamp of no term (half the objects
 // created once the shards are balanced, as after a restore from another cluster) and,
-// with ServerSideFence, for the Lease token.
+// with ServerSideFence, for the Lease token. With both API server fences installed
+// (the single leader's and the ring's), the shard writes pass them, stamped with the
+// name and token of their shard's Lease.
 func TestShardWritesBesideASingleLeader(t *testing.T) {
-	for _, serverSide := range []bool{false, true} {
-		t.Run(fmt.Sprint("ServerSideFence=", serverSide), func(t *testing.T) { testShardWritesBesideASingleLeader(t, serverSide) })
+	for _, tc := range []struct {
+		name               string
+		serverSide, fences bool
+	}{
+		{"ServerSideFence=false", false, false},
+		{"ServerSideFence=true", true, false},
+		{"ServerSideFence=true,both fences installed", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testShardWritesBesideASingleLeader(t, tc.serverSide, tc.fences) })
 	}
 }
 
-func testShardWritesBesideASingleLeader(t *testing.T, serverSide bool) {
+func testShardWritesBesideASingleLeader(t *testing.T, serverSide, fences bool) {
 	const (
 		objects  = 24
 		shards   = 4
@@ -117,12 +129,17 @@ func testShardWritesBesideASingleLeader(t *testing.T, serverSide bool) {
 			t.Fatal(err)
 		}
 	}
+	user := ""
+	if fences {
+		user = fenceWriter
+		installBothFences(t, raw, ns, shards)
+	}
 	nodes := make([]*node, replicas)
 	handles := make([]*Sharded, replicas)
 	writers := make([]*refusalRecorder, replicas)
 	for i := range nodes {
 		id := fmt.Sprint("r", i)
-		n := shardFenceNode(t, id, ns, "", serverSide)
+		n := shardFenceNode(t, id, ns, user, serverSide)
 		writers[i] = &refusalRecorder{replica: id, reader: n.mgr.GetCache(), writer: n.rt.FencedClient(nil)}
 		h, err := n.rt.AddShardedController(ShardedController{
 			Name: "writer", Reconciler: writers[i], For: &corev1.ConfigMap{},
@@ -154,7 +171,11 @@ func testShardWritesBesideASingleLeader(t *testing.T, serverSide bool) {
 			t.Fatal(err)
 		}
 		for _, cm := range list.Items {
-			if cm.Data["owner"] != owner[ring.ShardOf(string(cm.UID))] {
+			shard := ring.ShardOf(string(cm.UID))
+			if cm.Data["owner"] != owner[shard] {
+				return false
+			}
+			if fences && !shardTokenOf(t, ns, "writer", shard).carried(&cm) {
 				return false
 			}
 		}
@@ -217,4 +238,58 @@ func testShardWritesBesideASingleLeader(t *testing.T, serverSide bool) {
 	if leaders != 1 {
 		t.Errorf("%d replicas lead the single-leader Lease, want 1", leaders)
 	}
+}
+
+// installBothFences installs, for fenceWriter's ConfigMaps in ns, the single leader's
+// fence on the Lease "single" and the ring "writer"'s fence on its shard Leases, and
+// waits until both are in force: each refuses a write with a token of nobody.
+func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
+	t.Helper()
+	cfg := shared.Config()
+	cfg.Impersonate.UserName, cfg.Impersonate.Groups = fenceWriter, []string{"system:masters"}
+	writer, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// refusedBy reports whether policy refuses a write stamped with s. The API server
+	// names one refusing policy only (their Leases do not exist yet, each refuses every
+	// write), so each policy is waited for before the next is installed.
+	refusedBy := func(policy string, s stamps) bool {
+		cm := configMap(ns, "probe")
+		s.stamp(cm)
+		err := writer.Create(context.Background(), cm, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "'"+policy+"'")
+	}
+	onlyNS := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
+	configMaps := []schema.GroupResource{{Resource: "configmaps"}}
+	ringPolicy, ringBindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{Name: "baton-shard-fence-" + ns, Ring: "writer",
+		Namespace: ns, Shards: shards, Users: []string{fenceWriter}, Resources: configMaps, NamespaceSelector: onlyNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installFence(t, raw, ringPolicy, ringBindings)
+	waitForPolicy(t, func() bool {
+		return refusedBy(ringPolicy.Name, stamps{ShardLeaseAnnotation: sharding.ShardLeaseName("writer", 0), ShardHolderAnnotation: "nobody",
+			ShardAcquiredAnnotation: "2000-01-01T00:00:00.000000Z"})
+	})
+	single, singleBinding, err := NewAdmissionFence(AdmissionFence{Name: "baton-fence-" + ns, LeaseName: "single", LeaseNamespace: ns,
+		Users: []string{fenceWriter}, Resources: configMaps, NamespaceSelector: onlyNS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installFence(t, raw, single, []client.Object{singleBinding})
+	waitForPolicy(t, func() bool {
+		return refusedBy(single.Name, stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"})
+	})
+}
+
+// shardTokenOf returns the stamps of the current term of shard's Lease of ring in ns.
+func shardTokenOf(t *testing.T, ns, ring string, shard int) stamps {
+	t.Helper()
+	name := sharding.ShardLeaseName(ring, shard)
+	l, err := shared.Clientset().CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil || l.Spec.AcquireTime == nil {
+		return stamps{ShardLeaseAnnotation: name, ShardHolderAnnotation: "(no holder)"}
+	}
+	return stamps{ShardLeaseAnnotation: name, ShardHolderAnnotation: *l.Spec.HolderIdentity, ShardAcquiredAnnotation: formatMicro(*l.Spec.AcquireTime)}
 }
