@@ -227,7 +227,8 @@ func TestShardedAdmissionFenceRefusesStaleWrites(t *testing.T) {
 // not exist, every write of the controller's user is refused (422), whichever shard it
 // names (the binding of the missing Lease denies it), so a stale write naming a deleted shard
 // Lease never lands; once the Lease is created again, the new holder's writes pass and
-// the old token stays refused.
+// the old token stays refused. A released shard Lease refuses its last term's writes
+// and no other shard's.
 func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
 	e := newShardFenceEnv(t)
 	ctx := context.Background()
@@ -255,6 +256,16 @@ func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
 	}
 	if err := e.writeStamped(liveZero); err != nil {
 		t.Errorf("a write with shard 0's current token once every shard Lease exists: %v", err)
+	}
+	// Shard 0's Lease released (no holder, as a graceful hand-over leaves it for a
+	// moment): its last term's writes are refused, shard 1's pass.
+	e.setShardHolder(0, "")
+	e.waitRefused(liveZero, 20*time.Second)
+	if err := e.writeStamped(liveZero); !isFenceDenial(err) || !strings.Contains(err.Error(), "has no holder") {
+		t.Errorf("a write of shard 0's last term once its Lease was released: %v, want the fence to refuse it, saying the Lease has no holder", err)
+	}
+	if err := e.writeStamped(e.shardToken(1, "d")); err != nil {
+		t.Errorf("a write of shard 1's current term while shard 0's Lease is released: %v", err)
 	}
 }
 
