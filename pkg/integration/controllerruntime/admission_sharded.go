@@ -77,6 +77,7 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 	annotation := func(key string) string {
 		return "has(variables.meta.annotations) && '" + key + "' in variables.meta.annotations ? variables.meta.annotations['" + key + "'] : ''"
 	}
+	stamped := "has(" + target + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + target + ".metadata.annotations"
 	policy := &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
@@ -91,26 +92,27 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 				// Only writes of a shard's term: sharded reconciles stamp the shard
 				// Lease once Options.ServerSideFence is on, so the policy can be
 				// installed first.
-				{Name: "shard-stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + target + ".metadata.annotations"},
+				{Name: "shard-stamped-writes", Expression: stamped},
+				// Each binding's parameter is one shard Lease: it judges only the writes
+				// naming that Lease and skips the others (another binding judges them)
+				// before any validation is evaluated.
+				{Name: "names-this-shard-lease", Expression: stamped + " && " + target + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"},
 			},
 			Variables: []admissionv1.Variable{
 				{Name: "meta", Expression: target + ".metadata"},
 				{Name: "lease", Expression: annotation(ShardLeaseAnnotation)},
 				{Name: "holder", Expression: annotation(ShardHolderAnnotation)},
 				{Name: "acquired", Expression: annotation(ShardAcquiredAnnotation)},
-				// Each binding's parameter is one shard Lease: it judges only the writes
-				// naming that Lease and passes the others (another binding judges them).
-				{Name: "judged", Expression: "variables.lease == params.metadata.name"},
 				{Name: "held", Expression: "has(params.spec.holderIdentity) && params.spec.holderIdentity != '' && has(params.spec.acquireTime)"},
 			},
 			Validations: []admissionv1.Validation{
 				{
-					Expression:        "!variables.judged || variables.held",
+					Expression:        "variables.held",
 					Reason:            ptr.To(metav1.StatusReasonForbidden),
 					MessageExpression: "'" + fenceMessage + " the shard Lease \"' + variables.lease + '\" has no holder: no term of it may write'",
 				},
 				{
-					Expression: "!variables.judged || !variables.held || variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
+					Expression: "!variables.held || variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
 						"timestamp(variables.acquired) == timestamp(string(params.spec.acquireTime))",
 					Reason: ptr.To(metav1.StatusReasonForbidden),
 					MessageExpression: "'" + fenceMessage + " the write carries the term of holder \"' + variables.holder + '\" acquired at \"' + variables.acquired + " +

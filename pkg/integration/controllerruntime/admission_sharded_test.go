@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -308,4 +310,53 @@ func TestNewShardedAdmissionFenceRefusesBadInput(t *testing.T) {
 			t.Errorf("binding %d: %s with parameter %s, want n-%d with %s", i, b.Name, b.Spec.ParamRef.Name, i, want)
 		}
 	}
+}
+
+// TestShardedAdmissionFenceCost measures what the ring's fence adds to a write: the
+// median latency of a passing dry-run Create of fenceWriter, stamped with a shard's
+// current token, before and after a 64-shard ring's policy and bindings are in force;
+// every write passes. BATON_SHARD_FENCE_COST=1 runs it (a measurement, noisy on a
+// loaded machine).
+func TestShardedAdmissionFenceCost(t *testing.T) {
+	if os.Getenv("BATON_SHARD_FENCE_COST") == "" {
+		t.Skip("BATON_SHARD_FENCE_COST=1 measures the cost of the ring's fence")
+	}
+	const shards, writes = sharding.DefaultShards, 300
+	e := &shardFenceEnv{fenceEnv: fenceEnv{t: t, raw: newClient(t)}, acquired: map[int]time.Time{}}
+	e.ns = newNamespace(t, e.raw)
+	cfg := shared.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: fenceWriter, Groups: []string{"system:masters"}}
+	var err error
+	if e.writer, err = client.New(cfg, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range shards {
+		e.setShardHolder(i, fmt.Sprint("h", i%3))
+	}
+	live := e.shardToken(shards-1, fmt.Sprint("h", (shards-1)%3))
+	median := func() time.Duration {
+		lat := make([]time.Duration, writes)
+		for i := range lat {
+			start := time.Now()
+			if err := e.writeStamped(live); err != nil {
+				t.Fatalf("write %d with the current token: %v", i, err)
+			}
+			lat[i] = time.Since(start)
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2]
+	}
+	before := median()
+	policy, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
+		Name: "baton-shard-fence-" + e.ns, Ring: fenceRing, Namespace: e.ns, Shards: shards, Users: []string{fenceWriter},
+		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installFence(t, e.raw, policy, bindings)
+	e.waitRefused(e.shardToken(shards-1, "nobody"), 20*time.Second)
+	after := median()
+	t.Logf("a passing write's median latency: %v without the fence, %v with a %d-shard ring's fence (%d writes each)", before, after, shards, writes)
 }
