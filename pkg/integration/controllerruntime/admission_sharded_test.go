@@ -314,14 +314,20 @@ func TestNewShardedAdmissionFenceRefusesBadInput(t *testing.T) {
 
 // TestShardedAdmissionFenceCost measures what the ring's fence adds to a write: the
 // median latency of a passing dry-run Create of fenceWriter, stamped with a shard's
-// current token, before and after a 64-shard ring's policy and bindings are in force;
-// every write passes. BATON_SHARD_FENCE_COST=1 runs it (a measurement, noisy on a
-// loaded machine).
+// current token, before and after the policy and bindings of rings of 1, 16 and 64
+// shards are in force; every write passes. BATON_SHARD_FENCE_COST=1 runs it (a
+// measurement, noisy on a loaded machine).
 func TestShardedAdmissionFenceCost(t *testing.T) {
 	if os.Getenv("BATON_SHARD_FENCE_COST") == "" {
 		t.Skip("BATON_SHARD_FENCE_COST=1 measures the cost of the ring's fence")
 	}
-	const shards, writes = sharding.DefaultShards, 300
+	for _, shards := range []int{1, 16, sharding.DefaultShards} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) { measureShardFence(t, shards) })
+	}
+}
+
+func measureShardFence(t *testing.T, shards int) {
+	const writes = 300
 	e := &shardFenceEnv{fenceEnv: fenceEnv{t: t, raw: newClient(t)}, acquired: map[int]time.Time{}}
 	e.ns = newNamespace(t, e.raw)
 	cfg := shared.Config()
