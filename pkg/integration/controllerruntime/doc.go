@@ -192,8 +192,7 @@
 // policy created later judges by the Leases as that informer last held them, so the
 // old holder's token passes and the new holder's is refused, for either fence
 // (TestAdmissionFenceFollowsTheLeaseAfterThePolicyIsRecreated, BATON_PROBE_PARAM_CACHE=1,
-// reproduces it; a Lease the informer never held is read from the API, fresh). An API
-// server restarted after the deletion starts clean.
+// reproduces it; a Lease the informer never held is read from the API, fresh).
 //
 // # State for a new leader
 //
