@@ -50,7 +50,6 @@ func (w *refusalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	cm.Data["owner"] = w.replica
 	err := w.writer.Update(ctx, &cm)
-	fmt.Println("DEBUG", w.replica, req.Name, cm.Annotations, err)
 	switch {
 	case errors.Is(err, ErrTermEnded) && ctx.Err() == nil, errors.Is(err, ErrStaleTerm):
 		w.mu.Lock()
