@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,8 +241,9 @@ func testShardWritesBesideASingleLeader(t *testing.T, serverSide, fences bool) {
 }
 
 // installBothFences installs, for fenceWriter's ConfigMaps in ns, the single leader's
-// fence on the Lease "single" and the ring "writer"'s fence on its shard Leases, and
-// waits until both are in force: each refuses a write with a token of nobody.
+// fence on the Lease "single" and the ring "writer"'s fence on its shard Leases, with
+// those Leases created released, and waits until both are in force: each refuses a
+// write with a token of nobody.
 func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
 	t.Helper()
 	cfg := shared.Config()
@@ -250,9 +252,16 @@ func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// refusedBy reports whether policy refuses a write stamped with s. The API server
-	// names one refusing policy only (their Leases do not exist yet, each refuses every
-	// write), so each policy is waited for before the next is installed.
+	// Released Leases (no holder), for the policies' parameters before the elections:
+	// while a parameter is missing its binding refuses every write, and the API server
+	// names one refusing policy only.
+	leases := shared.Clientset().CoordinationV1().Leases(ns)
+	for _, name := range append([]string{"single"}, shardLeaseNames("writer", shards)...) {
+		if _, err := leases.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// refusedBy reports whether policy refuses a write stamped with s.
 	refusedBy := func(policy string, s stamps) bool {
 		cm := configMap(ns, "probe")
 		s.stamp(cm)
@@ -280,6 +289,15 @@ func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
 	waitForPolicy(t, func() bool {
 		return refusedBy(single.Name, stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"})
 	})
+}
+
+// shardLeaseNames returns the names of ring's shard Leases.
+func shardLeaseNames(ring string, shards int) []string {
+	names := make([]string, shards)
+	for i := range names {
+		names[i] = sharding.ShardLeaseName(ring, i)
+	}
+	return names
 }
 
 // shardTokenOf returns the stamps of the current term of shard's Lease of ring in ns.
