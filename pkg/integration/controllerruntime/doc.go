@@ -166,12 +166,15 @@
 // every write of those users to those resources is refused (HTTP 422, the missing
 // binding's parameterNotFoundAction), whichever shard it names, so a stale write naming
 // the deleted Lease never lands; once the Lease exists again only its new token passes
-// (TestShardedAdmissionFenceWithoutAShardLease). This is why each shard has a binding
-// of its own, rather than one binding selecting the ring's Leases by label: the API
-// server evaluates a selected set one Lease at a time, so a write naming a Lease
-// missing from the set (deleted, or not yet in the API server's cache) would pass,
-// while a Lease named by a binding is read from the API when the cache misses it and
-// refused when it does not exist. Not covered for shards, beyond what the single
+// (TestShardedAdmissionFenceWithoutAShardLease). These 422 refusals carry no "baton
+// fence:" message: the fenced client neither sends them again nor counts them in
+// baton_fenced_writes_refused_total, and a reconcile gets them as errors (it is
+// requeued). This is why each shard has a binding of its own, rather than one binding
+// selecting the ring's Leases by label (which would need the Leases labelled): the
+// v1.37.2 API server evaluates a policy once per selected Lease, from its cache, so a
+// write naming a Lease missing from the set (deleted, or not yet in the cache) would
+// pass, while a Lease named by a binding is read from the API when the cache misses it
+// and refuses the write when it does not exist. Not covered for shards, beyond what the single
 // leader's fence leaves (the window after a hand-over, which the shard's Lease has
 // too: 2–6 ms in that test on the loaded machine; writers that do not stamp; other
 // users; subresources): an object written under two shard Leases (two shards, two
@@ -181,7 +184,7 @@
 // without a binding is not judged: regenerate the bindings with the ring).
 //
 // The cost: each write of those users to those resources goes through every binding
-// of the ring (a cached Lease look-up and one match condition per shard; the
+// of the ring (a cached Lease look-up and the match conditions per shard; the
 // validations run for the named Lease only). Measured on one local API server on a
 // loaded 2-core machine (TestShardedAdmissionFenceCost, 300 dry-run creates per ring,
 // each ring in a process of its own), a passing write's median latency rose from
