@@ -64,7 +64,6 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 	if err != nil {
 		return nil, nil, err
 	}
-	users := "['" + strings.Join(f.Users, "', '") + "']"
 	policy := &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
@@ -75,7 +74,7 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 				ResourceRules: rules,
 			},
 			MatchConditions: []admissionv1.MatchCondition{
-				{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + users},
+				{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
 				// Only stamped writes: the controller's writes carry the token once
 				// Options.ServerSideFence is on, so the policy can be installed first.
 				{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
@@ -129,15 +128,24 @@ func (f AdmissionFence) rules() ([]admissionv1.NamedRuleWithOperations, error) {
 		return nil, fmt.Errorf("%w: AdmissionFence.LeaseName is empty; set it to Options.LeaderElectionID", ErrInvalidOptions)
 	case f.LeaseNamespace == "":
 		return nil, fmt.Errorf("%w: AdmissionFence.LeaseNamespace is empty; set it to Options.LeaderElectionNamespace", ErrInvalidOptions)
-	case len(f.Users) == 0:
-		return nil, fmt.Errorf("%w: AdmissionFence.Users is empty; set it to the controller's usernames (system:serviceaccount:NAMESPACE:NAME)", ErrInvalidOptions)
-	case len(f.Resources) == 0:
-		return nil, fmt.Errorf("%w: AdmissionFence.Resources is empty; name the resources the controller writes", ErrInvalidOptions)
+	}
+	return fenceRules("AdmissionFence", f.Users, f.Resources)
+}
+
+// fenceRules checks users and resources, the fields of the struct named what, and
+// returns a policy's rules: create, update and delete of each resource. Its errors
+// wrap ErrInvalidOptions and name the field.
+func fenceRules(what string, users []string, resources []schema.GroupResource) ([]admissionv1.NamedRuleWithOperations, error) {
+	switch {
+	case len(users) == 0:
+		return nil, fmt.Errorf("%w: %s.Users is empty; set it to the controller's usernames (system:serviceaccount:NAMESPACE:NAME)", ErrInvalidOptions, what)
+	case len(resources) == 0:
+		return nil, fmt.Errorf("%w: %s.Resources is empty; name the resources the controller writes", ErrInvalidOptions, what)
 	}
 	var rules []admissionv1.NamedRuleWithOperations
-	for i, r := range f.Resources {
+	for i, r := range resources {
 		if r.Resource == "" || strings.Contains(r.Resource, "/") {
-			return nil, fmt.Errorf("%w: AdmissionFence.Resources[%d].Resource %q: want a resource name without a subresource", ErrInvalidOptions, i, r.Resource)
+			return nil, fmt.Errorf("%w: %s.Resources[%d].Resource %q: want a resource name without a subresource", ErrInvalidOptions, what, i, r.Resource)
 		}
 		rules = append(rules, admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
 			Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete},
@@ -145,13 +153,16 @@ func (f AdmissionFence) rules() ([]admissionv1.NamedRuleWithOperations, error) {
 				Resources: []string{r.Resource}, Scope: ptr.To(admissionv1.AllScopes)},
 		}})
 	}
-	for i, u := range f.Users {
+	for i, u := range users {
 		if u == "" || strings.ContainsAny(u, `'\`) {
-			return nil, fmt.Errorf("%w: AdmissionFence.Users[%d] %q: want a username", ErrInvalidOptions, i, u)
+			return nil, fmt.Errorf("%w: %s.Users[%d] %q: want a username", ErrInvalidOptions, what, i, u)
 		}
 	}
 	return rules, nil
 }
+
+// celList is strs as a CEL list literal; strs hold no quote or backslash.
+func celList(strs []string) string { return "['" + strings.Join(strs, "', '") + "']" }
 
 // isFenceDenial reports whether err is a refusal of the fence's policy.
 func isFenceDenial(err error) bool {

@@ -223,6 +223,55 @@ func (e *fenceEnv) fenced(c client.Client, holder string, term uint64) (client.C
 	return f, ctx, end
 }
 
+// staleWrite is one kind of write a fenced writer cut off from the API server can have
+// in flight.
+type staleWrite struct {
+	name string
+	op   string // the write held in flight
+	// write is the stale write, by a's fenced client under a's term; the ConfigMap
+	// it writes exists, written by a in its term.
+	write func(f client.Client, ctx context.Context) error
+	gone  bool // the object does not exist before the write
+}
+
+// staleWrites returns each kind of write to the ConfigMap ns/name, reading it with raw.
+func staleWrites(raw client.Client, ns, name string) []staleWrite {
+	return []staleWrite{
+		{name: "update", op: "Update", write: func(f client.Client, ctx context.Context) error {
+			var cm corev1.ConfigMap
+			if err := raw.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+				return err
+			}
+			cm.Data["k"] = "stale"
+			return f.Update(ctx, &cm)
+		}},
+		{name: "create of a deleted object", op: "Create", gone: true, write: func(f client.Client, ctx context.Context) error {
+			cm := configMap(ns, name)
+			cm.Data["k"] = "stale"
+			return f.Create(ctx, cm)
+		}},
+		{name: "delete by name", op: "Delete", write: func(f client.Client, ctx context.Context) error {
+			return f.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		}},
+		{name: "raw merge patch", op: "Patch", write: func(f client.Client, ctx context.Context) error {
+			return f.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+				client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"stale"}}`)))
+		}},
+		{name: "JSON patch", op: "Patch", write: func(f client.Client, ctx context.Context) error {
+			return f.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+				client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/k","value":"stale"}]`)))
+		}},
+		{name: "strategic merge patch", op: "Patch", write: func(f client.Client, ctx context.Context) error {
+			return f.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+				client.RawPatch(types.StrategicMergePatchType, []byte(`{"data":{"k":"stale"}}`)))
+		}},
+		{name: "apply", op: "Apply", write: func(f client.Client, ctx context.Context) error {
+			return f.Apply(ctx, corev1ac.ConfigMap(name, ns).WithData(map[string]string{"k": "stale"}),
+				client.FieldOwner("fence-test"), client.ForceOwnership)
+		}},
+	}
+}
+
 // TestAdmissionFenceRefusesStaleWrites: each kind of stale write a leader cut off from
 // the API server can have in flight, sent after the Lease passed to another replica, is
 // refused by the API server itself (HTTP 403 from the policy), with none of the
@@ -230,47 +279,7 @@ func (e *fenceEnv) fenced(c client.Client, holder string, term uint64) (client.C
 func TestAdmissionFenceRefusesStaleWrites(t *testing.T) {
 	e := newFenceEnv(t)
 	ctx := context.Background()
-	cases := []struct {
-		name string
-		op   string // the write held in flight
-		// write is the stale write, by a's fenced client under a's term; the object
-		// "obj" exists, written by a in its term.
-		write func(f client.Client, ctx context.Context) error
-		gone  bool // the object does not exist before the write
-	}{
-		{name: "update", op: "Update", write: func(f client.Client, ctx context.Context) error {
-			var cm corev1.ConfigMap
-			if err := e.raw.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "obj"}, &cm); err != nil {
-				return err
-			}
-			cm.Data["k"] = "stale"
-			return f.Update(ctx, &cm)
-		}},
-		{name: "create of a deleted object", op: "Create", gone: true, write: func(f client.Client, ctx context.Context) error {
-			cm := configMap(e.ns, "obj")
-			cm.Data["k"] = "stale"
-			return f.Create(ctx, cm)
-		}},
-		{name: "delete by name", op: "Delete", write: func(f client.Client, ctx context.Context) error {
-			return f.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "obj"}})
-		}},
-		{name: "raw merge patch", op: "Patch", write: func(f client.Client, ctx context.Context) error {
-			return f.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "obj"}},
-				client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"stale"}}`)))
-		}},
-		{name: "JSON patch", op: "Patch", write: func(f client.Client, ctx context.Context) error {
-			return f.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "obj"}},
-				client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/data/k","value":"stale"}]`)))
-		}},
-		{name: "strategic merge patch", op: "Patch", write: func(f client.Client, ctx context.Context) error {
-			return f.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "obj"}},
-				client.RawPatch(types.StrategicMergePatchType, []byte(`{"data":{"k":"stale"}}`)))
-		}},
-		{name: "apply", op: "Apply", write: func(f client.Client, ctx context.Context) error {
-			return f.Apply(ctx, corev1ac.ConfigMap("obj", e.ns).WithData(map[string]string{"k": "stale"}),
-				client.FieldOwner("fence-test"), client.ForceOwnership)
-		}},
-	}
+	cases := staleWrites(e.raw, e.ns, "obj")
 	term := uint64(10)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

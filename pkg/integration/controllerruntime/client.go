@@ -80,7 +80,7 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 			}
 			return nil, nil, err
 		}
-		s[HolderAnnotation], s[AcquiredAnnotation] = tok.holder, tok.acquired
+		l.stamp(s, tok)
 	}
 	return ref, s, nil
 }
@@ -282,7 +282,7 @@ func (f *fencedClient) deleteChecked(ctx context.Context, ref *termRef, s stamps
 	if err := f.admit(ctx, ref, base); err != nil {
 		return err
 	}
-	if _, tokened := s[HolderAnnotation]; tokened && !s.carried(base) {
+	if s.tokened() && !s.carried(base) {
 		stamped := base.DeepCopyObject().(client.Object)
 		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s,
 			version: base.GetResourceVersion(), hadAnnotations: base.GetAnnotations() != nil}

@@ -53,3 +53,34 @@ func ExampleNewAdmissionFence() {
 	// ValidatingAdmissionPolicyBinding my-controller-fence param my-namespace/my-controller
 	// stamps judged: baton.dev/lease-holder baton.dev/lease-acquired
 }
+
+// The API server's fence of a sharded controller's ring of 4 shards, whose Leases are
+// in my-namespace: one policy, and one binding per shard Lease. Create them once the
+// ring's Leases exist (while one is missing every write of those users to those
+// resources is refused), then turn Options.ServerSideFence on.
+func ExampleNewShardedAdmissionFence() {
+	policy, bindings, err := batoncr.NewShardedAdmissionFence(batoncr.ShardedAdmissionFence{
+		Name:      "my-ring-fence",
+		Ring:      "my-ring",
+		Namespace: "my-namespace",
+		Shards:    4,
+		Users:     []string{"system:serviceaccount:my-namespace:my-controller"},
+		Resources: []schema.GroupResource{{Group: "", Resource: "configmaps"}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(policy.Kind, policy.Name, "on", policy.Spec.ParamKind.Kind)
+	for _, b := range bindings {
+		fmt.Println(b.Kind, b.Name, "param", b.Spec.ParamRef.Namespace+"/"+b.Spec.ParamRef.Name)
+	}
+	fmt.Println("stamps judged:", batoncr.ShardLeaseAnnotation, batoncr.ShardHolderAnnotation, batoncr.ShardAcquiredAnnotation)
+	// Output:
+	// ValidatingAdmissionPolicy my-ring-fence on Lease
+	// ValidatingAdmissionPolicyBinding my-ring-fence-0 param my-namespace/my-ring-shard-0
+	// ValidatingAdmissionPolicyBinding my-ring-fence-1 param my-namespace/my-ring-shard-1
+	// ValidatingAdmissionPolicyBinding my-ring-fence-2 param my-namespace/my-ring-shard-2
+	// ValidatingAdmissionPolicyBinding my-ring-fence-3 param my-namespace/my-ring-shard-3
+	// stamps judged: baton.dev/shard-lease baton.dev/shard-lease-holder baton.dev/shard-lease-acquired
+}

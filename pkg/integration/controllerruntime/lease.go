@@ -23,6 +23,22 @@ const (
 	AcquiredAnnotation = "baton.dev/lease-acquired"
 )
 
+// Annotations that name the shard term of a sharded controller's write on its shard's
+// Lease, for the API server's fence of a ring (NewShardedAdmissionFence): the same
+// token as HolderAnnotation and AcquiredAnnotation, of the shard's Lease, and the
+// name of that Lease. They are apart from the single leader's, so that neither fence
+// judges the other's writes.
+const (
+	// ShardLeaseAnnotation is the name of the shard Lease of the writer's term
+	// (sharding.ShardLeaseName).
+	ShardLeaseAnnotation = "baton.dev/shard-lease"
+	// ShardHolderAnnotation is the shard Lease's holderIdentity in the writer's term.
+	ShardHolderAnnotation = "baton.dev/shard-lease-holder"
+	// ShardAcquiredAnnotation is the shard Lease's acquireTime in the writer's term,
+	// as AcquiredAnnotation.
+	ShardAcquiredAnnotation = "baton.dev/shard-lease-acquired"
+)
+
 // leaseToken is what names a term on the Lease: its holder and acquireTime.
 type leaseToken struct {
 	holder, acquired string
@@ -34,10 +50,30 @@ type leaseReader struct {
 	cs              kubernetes.Interface
 	namespace, name string
 	identity        string
-	// admission: the API server's fence (NewAdmissionFence) is bound to this Lease,
-	// so writes of its terms carry its token. Only the single leader's Lease can be:
-	// a policy binding names one Lease.
+	// admission: the API server's fence is bound to this Lease (NewAdmissionFence for
+	// the single leader's, NewShardedAdmissionFence for a shard's), so writes of its
+	// terms carry its token (Options.ServerSideFence).
 	admission bool
+	// shard: a shard's Lease; its token goes in the Shard*Annotation stamps, with its
+	// name.
+	shard bool
+}
+
+// stamp adds the token of ref's term on this Lease to s, in the annotations of the
+// fence bound to it.
+func (l *leaseReader) stamp(s stamps, tok leaseToken) {
+	if l.shard {
+		s[ShardLeaseAnnotation], s[ShardHolderAnnotation], s[ShardAcquiredAnnotation] = l.name, tok.holder, tok.acquired
+		return
+	}
+	s[HolderAnnotation], s[AcquiredAnnotation] = tok.holder, tok.acquired
+}
+
+// tokened reports whether s carries a Lease token, for the API server's fence.
+func (s stamps) tokened() bool {
+	_, single := s[HolderAnnotation]
+	_, shard := s[ShardHolderAnnotation]
+	return single || shard
 }
 
 // holds reads the Lease (a quorum read) and reports whether this replica holds it in

@@ -40,8 +40,8 @@ type Options struct {
 	// only sharded controllers are registered (AddShardedController): the Runtime
 	// then runs no single-leader election and holds no Lease of its own, and the
 	// options below that only that election uses (LeaderElectionNamespace, the
-	// timings, LeaderElectionReleaseOnCancel) are not used; DeathSignal then applies
-	// to the shard Leases. ServerSideFence true is refused without it.
+	// timings, LeaderElectionReleaseOnCancel) are not used; DeathSignal and
+	// ServerSideFence then apply to the shard Leases.
 	LeaderElectionID string
 	// LeaderElectionNamespace is the namespace of the Lease. Required with
 	// LeaderElectionID: unlike the manager, New does not guess it from the service
@@ -67,10 +67,13 @@ type Options struct {
 	// Lease until it expires on a graceful stop too.
 	LeaderElectionReleaseOnCancel *bool
 	// ServerSideFence makes the fenced clients (FencedClient) stamp every write with the
-	// Lease token of its term (HolderAnnotation, AcquiredAnnotation), read from the
-	// Lease once per term, and stamp an object before deleting it, for the API server's
-	// fence that NewAdmissionFence builds. The policy judges only writes that carry
-	// the token, so install it first, then turn this on.
+	// Lease token of its term, read from the Lease once per term, and stamp an object
+	// before deleting it, for the API server's fence: in a leader-only term the single
+	// leader's token (HolderAnnotation, AcquiredAnnotation; the policy of
+	// NewAdmissionFence), in a sharded controller's reconcile the shard Lease's token
+	// and name (ShardHolderAnnotation, ShardAcquiredAnnotation, ShardLeaseAnnotation;
+	// the policy of NewShardedAdmissionFence). The policies judge only writes that
+	// carry their token, so install them first, then turn this on.
 	ServerSideFence bool
 	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
 	// return after the term ended before it is reported as overstaying. Default 30s.
@@ -132,9 +135,6 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 		metrics: o.MetricsRegisterer,
 	}
 	switch {
-	case !s.single && o.ServerSideFence:
-		return s, fmt.Errorf("%w: ServerSideFence is true but LeaderElectionID is empty; the API server's fence "+
-			"checks the single-leader Lease: set LeaderElectionID, or leave ServerSideFence false", ErrInvalidOptions)
 	case s.single && o.LeaderElectionNamespace == "":
 		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
 	}

@@ -331,7 +331,8 @@ func (s *Sharded) leads(shard int) bool {
 func (s *Sharded) acquired(ctx context.Context) {
 	st, _ := sharding.ShardTermFromContext(ctx)
 	lease := &leaseReader{cs: s.clientset, namespace: s.config.Namespace,
-		name: sharding.ShardLeaseName(s.config.Name, st.Shard), identity: s.config.Identity}
+		name: sharding.ShardLeaseName(s.config.Name, st.Shard), identity: s.config.Identity,
+		admission: s.r.serverSide, shard: true}
 	lead := &shardLead{ctx: withTermRef(ctx, lease)}
 	s.mu.Lock()
 	s.shards[st.Shard] = lead

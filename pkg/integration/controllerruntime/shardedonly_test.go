@@ -23,20 +23,19 @@ import (
 
 // TestRuntimeWithoutLeaderElectionIDRefusesLeaderOnlyWork: a Runtime built without
 // LeaderElectionID refuses every kind of leader-only work with an error naming the
-// field, and the options that only the single-leader election uses, set on.
+// field; it takes ServerSideFence and DeathSignal, which the sharded controllers use.
 func TestRuntimeWithoutLeaderElectionIDRefusesLeaderOnlyWork(t *testing.T) {
 	mgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for field, o := range map[string]Options{
-		"ServerSideFence": {ServerSideFence: true},
-	} {
-		o.MetricsRegisterer = prometheus.NewRegistry()
-		if _, err := New(mgr, o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), field) ||
-			!strings.Contains(err.Error(), "LeaderElectionID") {
-			t.Errorf("New with %s but no LeaderElectionID: %v, want ErrInvalidOptions naming both", field, err)
-		}
+	// ServerSideFence stamps the shard Leases' tokens of sharded controllers.
+	fencedMgr, err := manager.New(shared.Config(), manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(fencedMgr, Options{ServerSideFence: true, Identity: "no-id-fenced", MetricsRegisterer: prometheus.NewRegistry()}); err != nil {
+		t.Errorf("New with ServerSideFence but no LeaderElectionID: %v", err)
 	}
 	rt, err := New(mgr, Options{Identity: "no-id", MetricsRegisterer: prometheus.NewRegistry()})
 	if err != nil {

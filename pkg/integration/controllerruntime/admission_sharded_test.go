@@ -1,0 +1,368 @@
+package controllerruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+)
+
+// fenceRing is the ring of the sharded fence tests: two shards, whose Leases are in
+// the test's namespace.
+const fenceRing = "ring"
+
+// shardFenceEnv is a namespace whose ConfigMaps the API server's fence of the ring
+// fenceRing guards, for writes of fenceWriter. Its probes (probe, waitRefused,
+// waitPassed) are fenceEnv's.
+type shardFenceEnv struct {
+	fenceEnv
+	acquired map[int]time.Time // the last acquireTime written to each shard's Lease
+}
+
+func newShardFenceEnv(t *testing.T) *shardFenceEnv {
+	t.Helper()
+	e := &shardFenceEnv{fenceEnv: fenceEnv{t: t, raw: newClient(t)}, acquired: map[int]time.Time{}}
+	e.ns = newNamespace(t, e.raw)
+	cfg := shared.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: fenceWriter, Groups: []string{"system:masters"}}
+	var err error
+	if e.writer, err = client.New(cfg, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	e.setShardHolder(0, "a")
+	e.setShardHolder(1, "c")
+	policy, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
+		Name: "baton-shard-fence-" + e.ns, Ring: fenceRing, Namespace: e.ns, Shards: 2, Users: []string{fenceWriter},
+		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installFence(t, e.raw, policy, bindings)
+	took := e.waitRefused(e.shardToken(0, "nobody"), 20*time.Second)
+	t.Logf("the policy took effect %v after it was created", took)
+	// Writes naming no shard Lease are not judged: unstamped ones, and a single
+	// leader's (NewAdmissionFence judges those).
+	if e.probe(stamps{TermAnnotation: "1"}) {
+		t.Fatal("the fence refused a write without a shard Lease's token")
+	}
+	if e.probe(stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"}) {
+		t.Fatal("the fence refused a write with the single leader's token")
+	}
+	return e
+}
+
+// installFence creates the policy and its bindings, and deletes them when t ends.
+func installFence[B client.Object](t *testing.T, raw client.Client, policy client.Object, bindings []B) {
+	t.Helper()
+	ctx := context.Background()
+	objs := []client.Object{policy}
+	for _, b := range bindings {
+		objs = append(objs, b)
+	}
+	for _, o := range objs {
+		if err := raw.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = raw.Delete(context.Background(), o) })
+	}
+}
+
+// setShardHolder writes holder into shard's Lease with a new acquireTime, as an
+// acquisition does (creating the Lease if it does not exist), and returns when the
+// API server answered.
+func (e *shardFenceEnv) setShardHolder(shard int, holder string) {
+	e.t.Helper()
+	ctx := context.Background()
+	leases := shared.Clientset().CoordinationV1().Leases(e.ns)
+	name := sharding.ShardLeaseName(fenceRing, shard)
+	acq := time.Now().Truncate(time.Microsecond)
+	e.acquired[shard] = acq
+	spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To[int32](15),
+		AcquireTime: &metav1.MicroTime{Time: acq}, RenewTime: &metav1.MicroTime{Time: acq}}
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Spec: spec}, metav1.CreateOptions{})
+	case err == nil:
+		l.Spec = spec
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// shardToken returns the stamps of holder's term in shard's Lease as it is now.
+func (e *shardFenceEnv) shardToken(shard int, holder string) stamps {
+	return stamps{ShardLeaseAnnotation: sharding.ShardLeaseName(fenceRing, shard), ShardHolderAnnotation: holder,
+		ShardAcquiredAnnotation: formatMicro(metav1.MicroTime{Time: e.acquired[shard]})}
+}
+
+// shardFenced returns a fenced client of holder in a term of shard, writing through c,
+// with the API server's fence on: what a sharded reconcile writes with.
+func (e *shardFenceEnv) shardFenced(c client.Client, shard int, holder string, term uint64) (client.Client, context.Context, func()) {
+	ctx, end := leaseTerm(term, &leaseReader{cs: shared.Clientset(), namespace: e.ns,
+		name: sharding.ShardLeaseName(fenceRing, shard), identity: holder, admission: true, shard: true})
+	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, readsLease: true, logger: slog.Default()}
+	return f, ctx, end
+}
+
+// TestShardedAdmissionFenceRefusesStaleWrites: each kind of stale write a shard's
+// holder cut off from the API server can have in flight, sent after the shard's Lease
+// passed to another replica, is refused by the API server itself (HTTP 403 from the
+// policy), with none of the client's own checks or preconditions in the way; the same
+// write of the shard's new holder passes, and so does the same write of the other
+// shard's holder, whose Lease did not change.
+func TestShardedAdmissionFenceRefusesStaleWrites(t *testing.T) {
+	e := newShardFenceEnv(t)
+	ctx := context.Background()
+	term := uint64(10)
+	// c holds shard 1 throughout.
+	fc, cctx, endC := e.shardFenced(e.writer, 1, "c", 1)
+	defer endC()
+	for _, tc := range staleWrites(e.raw, e.ns, "obj") {
+		t.Run(tc.name, func(t *testing.T) {
+			e.t = t
+			other := staleWrites(e.raw, e.ns, "other")
+			var otherWrite staleWrite
+			for _, o := range other {
+				if o.name == tc.name {
+					otherWrite = o
+				}
+			}
+			for _, name := range []string{"obj", "other"} {
+				if err := e.raw.Delete(ctx, configMap(e.ns, name)); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
+			// a leads shard 0; its fence lets it write. c writes the object of shard 1.
+			e.setShardHolder(0, "a")
+			e.waitPassed(e.shardToken(0, "a"))
+			g := &gate{Client: e.writer}
+			term++
+			fa, actx, endA := e.shardFenced(g, 0, "a", term)
+			defer endA()
+			for _, w := range []struct {
+				f    client.Client
+				ctx  context.Context
+				name string
+			}{{fa, actx, "obj"}, {fc, cctx, "other"}} {
+				if err := w.f.Create(w.ctx, configMap(e.ns, w.name)); err != nil {
+					t.Fatalf("create of %s in its shard's term: %v", w.name, err)
+				}
+				if tc.gone {
+					if err := w.f.Delete(w.ctx, configMap(e.ns, w.name)); err != nil {
+						t.Fatalf("delete of %s in its shard's term: %v", w.name, err)
+					}
+				}
+			}
+			// a's write is held in flight; b takes shard 0's Lease.
+			arrived, release := g.holdNext(tc.op)
+			errc := make(chan error, 1)
+			go func() { errc <- tc.write(fa, actx) }()
+			select {
+			case <-arrived:
+			case err := <-errc:
+				t.Fatalf("the write was not held: %v", err)
+			}
+			old := e.shardToken(0, "a")
+			e.setShardHolder(0, "b")
+			lag := e.waitRefused(old, 20*time.Second)
+			t.Logf("the fence refused a's shard term %v after the shard's Lease changed hands", lag)
+			endA() // a's shard term ended by its clock; the write is already on its way
+			close(release)
+			err := <-errc
+			if !isFenceDenial(err) || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), sharding.ShardLeaseName(fenceRing, 0)) {
+				t.Fatalf("a's stale %s: %v, want the API server's fence to refuse it (403), naming shard 0's Lease", tc.name, err)
+			}
+			var cm corev1.ConfigMap
+			err = e.raw.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "obj"}, &cm)
+			switch {
+			case tc.gone && !apierrors.IsNotFound(err):
+				t.Fatalf("the object after a's refused create: %v %v, want none", cm.Data, err)
+			case !tc.gone && (err != nil || cm.Data["k"] != "v"):
+				t.Fatalf("the object after a's refused write: %v %v, want it as a wrote it", cm.Data, err)
+			}
+			// The same write by b, shard 0's new holder, goes through: the stamps of
+			// each kind of write are those the fence wants.
+			term++
+			fb, bctx, endB := e.shardFenced(e.writer, 0, "b", term)
+			defer endB()
+			if err := tc.write(fb, bctx); err != nil {
+				t.Fatalf("b's %s: %v", tc.name, err)
+			}
+			err = e.raw.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "obj"}, &cm)
+			switch {
+			case tc.op == "Delete" && !apierrors.IsNotFound(err):
+				t.Fatalf("the object after b's delete: %v %v, want none", cm.Data, err)
+			case tc.op != "Delete" && (err != nil || cm.Data["k"] != "stale" || !e.shardToken(0, "b").carried(&cm)):
+				t.Fatalf("the object after b's write: %v %v %v, want b's, stamped with b's shard term", cm.Data, cm.Annotations, err)
+			}
+			// Shard 1 did not change hands: its holder's write passes.
+			if err := otherWrite.write(fc, cctx); err != nil {
+				t.Fatalf("c's %s in shard 1, whose Lease did not change: %v", tc.name, err)
+			}
+		})
+	}
+}
+
+// TestShardedAdmissionFenceWithoutAShardLease: while one shard Lease of the ring does
+// not exist, every write of the controller's user is refused (422), whichever shard it
+// names (the binding of the missing Lease denies it), so a stale write naming a deleted shard
+// Lease never lands; once the Lease is created again, the new holder's writes pass and
+// the old token stays refused. A released shard Lease refuses its last term's writes
+// and no other shard's.
+func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
+	e := newShardFenceEnv(t)
+	ctx := context.Background()
+	e.waitPassed(e.shardToken(0, "a"))
+	staleOne, liveZero := e.shardToken(1, "c"), e.shardToken(0, "a")
+	if err := shared.Clientset().CoordinationV1().Leases(e.ns).Delete(ctx, sharding.ShardLeaseName(fenceRing, 1), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]stamps{
+		"the deleted shard's last token": staleOne,
+		"shard 0's current token":        liveZero,
+		"no token":                       {TermAnnotation: "1"},
+	} {
+		// The API server answers 422 Invalid: a binding without its parameter is a
+		// configuration error, denied by parameterNotFoundAction.
+		err := e.writeStamped(s)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "baton-shard-fence-"+e.ns+"-1'") {
+			t.Errorf("a write with %s while shard 1's Lease does not exist: %v, want 422 from the binding of shard 1", what, err)
+		}
+	}
+	e.setShardHolder(1, "d")
+	e.waitPassed(e.shardToken(1, "d"))
+	if err := e.writeStamped(staleOne); !isFenceDenial(err) {
+		t.Errorf("a write with shard 1's token from before its Lease was deleted: %v, want the fence to refuse it", err)
+	}
+	if err := e.writeStamped(liveZero); err != nil {
+		t.Errorf("a write with shard 0's current token once every shard Lease exists: %v", err)
+	}
+	// Shard 0's Lease released (no holder, as a graceful hand-over leaves it for a
+	// moment): its last term's writes are refused, shard 1's pass.
+	e.setShardHolder(0, "")
+	e.waitRefused(liveZero, 20*time.Second)
+	if err := e.writeStamped(liveZero); !isFenceDenial(err) || !strings.Contains(err.Error(), "has no holder") {
+		t.Errorf("a write of shard 0's last term once its Lease was released: %v, want the fence to refuse it, saying the Lease has no holder", err)
+	}
+	if err := e.writeStamped(e.shardToken(1, "d")); err != nil {
+		t.Errorf("a write of shard 1's current term while shard 0's Lease is released: %v", err)
+	}
+}
+
+// writeStamped sends a dry-run Create of a ConfigMap stamped with s as fenceWriter.
+func (e *shardFenceEnv) writeStamped(s stamps) error {
+	cm := configMap(e.ns, "probe")
+	s.stamp(cm)
+	return e.writer.Create(context.Background(), cm, client.DryRunAll)
+}
+
+// TestNewShardedAdmissionFenceRefusesBadInput: each missing or bad field is named.
+func TestNewShardedAdmissionFenceRefusesBadInput(t *testing.T) {
+	good := ShardedAdmissionFence{Name: "n", Ring: "r", Namespace: "ns", Users: []string{"u"},
+		Resources: []schema.GroupResource{{Resource: "configmaps"}}}
+	for field, mod := range map[string]func(*ShardedAdmissionFence){
+		"Name":         func(f *ShardedAdmissionFence) { f.Name = "" },
+		"Ring":         func(f *ShardedAdmissionFence) { f.Ring = "" },
+		"Namespace":    func(f *ShardedAdmissionFence) { f.Namespace = "" },
+		"Shards":       func(f *ShardedAdmissionFence) { f.Shards = sharding.MaxShards + 1 },
+		"Users":        func(f *ShardedAdmissionFence) { f.Users = nil },
+		"Users[0]":     func(f *ShardedAdmissionFence) { f.Users = []string{"o'brien"} },
+		"Resources":    func(f *ShardedAdmissionFence) { f.Resources = nil },
+		"Resources[0]": func(f *ShardedAdmissionFence) { f.Resources = []schema.GroupResource{{Resource: "pods/status"}} },
+	} {
+		f := good
+		mod(&f)
+		if _, _, err := NewShardedAdmissionFence(f); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "ShardedAdmissionFence."+field) {
+			t.Errorf("bad %s: %v, want ErrInvalidOptions naming it", field, err)
+		}
+	}
+	_, bindings, err := NewShardedAdmissionFence(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bindings) != sharding.DefaultShards {
+		t.Fatalf("%d bindings for Shards 0, want one per shard of the default %d", len(bindings), sharding.DefaultShards)
+	}
+	for i, b := range bindings {
+		if want := sharding.ShardLeaseName("r", i); b.Spec.ParamRef.Name != want || b.Name != fmt.Sprint("n-", i) {
+			t.Errorf("binding %d: %s with parameter %s, want n-%d with %s", i, b.Name, b.Spec.ParamRef.Name, i, want)
+		}
+	}
+}
+
+// TestShardedAdmissionFenceCost measures what the ring's fence adds to a write: the
+// median latency of a passing dry-run Create of fenceWriter, stamped with a shard's
+// current token, before and after the policy and bindings of rings of 1, 16 and 64
+// shards are in force; every write passes. BATON_SHARD_FENCE_COST=1 runs it (a
+// measurement, noisy on a loaded machine).
+func TestShardedAdmissionFenceCost(t *testing.T) {
+	if os.Getenv("BATON_SHARD_FENCE_COST") == "" {
+		t.Skip("BATON_SHARD_FENCE_COST=1 measures the cost of the ring's fence")
+	}
+	for _, shards := range []int{1, 16, sharding.DefaultShards} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) { measureShardFence(t, shards) })
+	}
+}
+
+func measureShardFence(t *testing.T, shards int) {
+	const writes = 300
+	e := &shardFenceEnv{fenceEnv: fenceEnv{t: t, raw: newClient(t)}, acquired: map[int]time.Time{}}
+	e.ns = newNamespace(t, e.raw)
+	cfg := shared.Config()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: fenceWriter, Groups: []string{"system:masters"}}
+	var err error
+	if e.writer, err = client.New(cfg, client.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range shards {
+		e.setShardHolder(i, fmt.Sprint("h", i%3))
+	}
+	live := e.shardToken(shards-1, fmt.Sprint("h", (shards-1)%3))
+	median := func() time.Duration {
+		lat := make([]time.Duration, writes)
+		for i := range lat {
+			start := time.Now()
+			if err := e.writeStamped(live); err != nil {
+				t.Fatalf("write %d with the current token: %v", i, err)
+			}
+			lat[i] = time.Since(start)
+		}
+		slices.Sort(lat)
+		return lat[len(lat)/2]
+	}
+	before := median()
+	policy, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
+		Name: "baton-shard-fence-" + e.ns, Ring: fenceRing, Namespace: e.ns, Shards: shards, Users: []string{fenceWriter},
+		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	installFence(t, e.raw, policy, bindings)
+	e.waitRefused(e.shardToken(shards-1, "nobody"), 20*time.Second)
+	after := median()
+	t.Logf("a passing write's median latency: %v without the fence, %v with a %d-shard ring's fence (%d writes each)", before, after, shards, writes)
+}
