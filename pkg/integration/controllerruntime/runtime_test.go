@@ -293,7 +293,6 @@ func TestNewAndRegistrationErrors(t *testing.T) {
 	}
 	neg := -time.Second
 	short := time.Second
-	bad(func(o *Options) { o.LeaderElectionID, o.DeathSignal = "", ptr.To(true) }, "LeaderElectionID")
 	bad(func(o *Options) { o.LeaderElectionNamespace = "" }, "LeaderElectionNamespace")
 	bad(func(o *Options) { o.GracefulShutdownTimeout = &neg }, "GracefulShutdownTimeout")
 	bad(func(o *Options) { o.LeaseDuration = &short }, "lease duration")
