@@ -65,7 +65,10 @@
 // over with the elector's planned hand-over, SettleDelay after the members or its
 // shards last changed: its term ends, the release names the new owner, and the new
 // owner's elector takes the Lease on the release's watch event, milliseconds later.
-// Rebalancing writes only Leases, two writes per moved shard.
+// Rebalancing writes only Leases, two writes per moved shard. A replica hands over
+// the shards of one rebalance in small waves (one at a time for up to 16 shards), each
+// as soon as the previous release was written: a shard is ownerless only from its own
+// release to its take, and writes sent in a burst are each as slow as the burst.
 //
 // Callbacks.OnAcquired runs for each term of a shard this replica leads, under the
 // shard's term context; ShardTermFromContext gives the shard and its term (the
