@@ -121,7 +121,7 @@ func BenchmarkShardScaleOut(b *testing.B) {
 	b.Logf("%d ConfigMaps, %d workers per replica, %v per reconcile, churn %.0f/s, %d shards, Leases %v/%v/%v; %d cores",
 		p.objects, p.workers, p.work, p.churn, p.shards, p.lease, p.renew, p.retry, numCPU())
 	var results []scaleResult
-	var base float64
+	var base, busyBase float64
 	run := func(k kind, n int) {
 		name := string(single)
 		if k == sharded {
@@ -135,21 +135,23 @@ func BenchmarkShardScaleOut(b *testing.B) {
 			b.Log(res.describe())
 			reportViolations(b, res.violations)
 			if k == single {
-				base = res.rate
+				base, busyBase = res.rate, res.busyRate
 			}
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(res.rate, "reconciles/s")
 			b.ReportMetric(float64(res.drain)/float64(time.Millisecond), "drain-ms")
 			b.ReportMetric(res.balanceBound(), "balance-bound-x")
+			b.ReportMetric(res.busyRate, "busy-reconciles/s")
 			if base > 0 {
 				b.ReportMetric(res.rate/base, "x-single-leader")
+				b.ReportMetric(res.busyRate/busyBase, "busy-x-single-leader")
 			}
 			results = append(results, res)
 		})
 	}
 	rounds := envInt(b, "BATON_SHARDBENCH_ROUNDS", 1)
 	for range rounds {
-		base = 0
+		base, busyBase = 0, 0
 		run(single, 1)
 		for _, n := range replicas {
 			run(sharded, n)
@@ -165,25 +167,26 @@ func BenchmarkShardScaleOut(b *testing.B) {
 // ratio to the single leader's median.
 func printMedians(rs []scaleResult) {
 	var names []string
-	rates := map[string][]float64{}
+	rates, busy := map[string][]float64{}, map[string][]float64{}
 	for _, r := range rs {
 		if _, ok := rates[r.name()]; !ok {
 			names = append(names, r.name())
 		}
 		rates[r.name()] = append(rates[r.name()], r.rate)
+		busy[r.name()] = append(busy[r.name()], r.busyRate)
 	}
 	median := func(v []float64) float64 {
 		v = slices.Clone(v)
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	base := median(rates[string(single)])
+	base, busyBase := median(rates[string(single)]), median(busy[string(single)])
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "\nmedians over %d rounds (each round runs every configuration once, in order)\n", len(rates[names[0]]))
-	fmt.Fprintln(w, "config\treconciles/s\tx single leader\trounds")
+	fmt.Fprintln(w, "config\treconciles/s\tx single leader\trounds\tall busy: reconciles/s\tx single leader\trounds")
 	for _, name := range names {
-		m := median(rates[name])
-		fmt.Fprintf(w, "%s\t%.0f\t%.2fx\t%.0f\n", name, m, m/base, rates[name])
+		m, mb := median(rates[name]), median(busy[name])
+		fmt.Fprintf(w, "%s\t%.0f\t%.2fx\t%.0f\t%.0f\t%.2fx\t%.0f\n", name, m, m/base, rates[name], mb, mb/busyBase, busy[name])
 	}
 	w.Flush()
 }
@@ -203,25 +206,25 @@ func printScaleTable(p params, rs []scaleResult) {
 	if len(rs) == 0 {
 		return
 	}
-	base := 0.0 // the single leader's rate in the same round
+	base, busyBase := 0.0, 0.0 // the single leader's rates in the same round
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "\nscale-out: %d ConfigMaps, %d workers x %v per replica (at most %.0f reconciles/s each), churn %.0f/s, %d shards\n",
 		p.objects, p.workers, p.work, float64(p.workers)/p.work.Seconds(), p.churn, p.shards)
-	fmt.Fprintln(w, "config\treconciles/s\tx single leader\tbacklog drained in\tlargest share\tbound by shares\tworkers busy\tmean reconcile\tbare timer\tcpu replicas\tapiserver\tetcd\tmachine\tviolations")
+	fmt.Fprintln(w, "config\treconciles/s\tx single leader\tall busy: reconciles/s\tx single leader\tbacklog drained in\tlargest share\tbound by shares\tworkers busy\tmean reconcile\tbare timer\tcpu replicas\tapiserver\tetcd\tmachine\tviolations")
 	for _, r := range rs {
 		if r.kind == single {
-			base = r.rate
+			base, busyBase = r.rate, r.busyRate
 		}
-		ratio := "-"
-		if base > 0 {
-			ratio = fmt.Sprintf("%.2fx", r.rate/base)
+		ratio, busyRatio := "-", "-"
+		if base > 0 && busyBase > 0 {
+			ratio, busyRatio = fmt.Sprintf("%.2fx", r.rate/base), fmt.Sprintf("%.2fx", r.busyRate/busyBase)
 		}
 		minBusy, maxBusy := slices.Min(r.busy), slices.Max(r.busy)
 		cpu := "unknown\t\t\t"
 		if r.cpu.ok {
 			cpu = fmt.Sprintf("%.2f\t%.2f\t%.2f\t%.2f/%d", r.cpu.self, r.cpu.apiserver, r.cpu.etcd, r.cpu.machine, r.cpu.cores)
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%s\t%v\t%d of %d\t%.2fx\t%.0f-%.0f%%\t%v\t%v\t%s\t%d\n", r.name(), r.rate, ratio, r.drain.Round(time.Millisecond),
+		fmt.Fprintf(w, "%s\t%.0f\t%s\t%.0f\t%s\t%v\t%d of %d\t%.2fx\t%.0f-%.0f%%\t%v\t%v\t%s\t%d\n", r.name(), r.rate, ratio, r.busyRate, busyRatio, r.drain.Round(time.Millisecond),
 			slices.Max(r.shares), r.backlog, r.balanceBound(), 100*minBusy, 100*maxBusy, r.meanWork.Round(10*time.Microsecond), r.probe.Round(10*time.Microsecond), cpu, len(r.violations))
 	}
 	w.Flush()

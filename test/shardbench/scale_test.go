@@ -24,8 +24,13 @@ type scaleResult struct {
 	reconciles int           // reconciles that ended in the window
 	window     time.Duration // from the gate's opening to the last needed reconcile
 	rate       float64       // reconciles per second in the window
-	drain      time.Duration // until every object's backlog version was reconciled
-	backlog    int           // objects in the backlog
+	// busyRate is the capacity: reconciles per second from the gate's opening until
+	// the first replica ran out of work, while every replica's workers were busy.
+	// Unlike rate, which waits for the replica with the largest share, it does not
+	// depend on how evenly the hash spread the backlog.
+	busyRate float64
+	drain    time.Duration // until every object's backlog version was reconciled
+	backlog  int           // objects in the backlog
 
 	shares       []int     // backlog objects in each replica's shards
 	busy         []float64 // each replica's workers' busy fraction until its last reconcile
@@ -229,6 +234,7 @@ func (res *scaleResult) measure(ivs map[string][]interval, rs []*replica, t0, en
 	if res.window > 0 {
 		res.rate = float64(res.reconciles) / res.window.Seconds()
 	}
+	res.busyRate = busyRate(ivs, rs, t0, last)
 	if done > 0 {
 		res.meanWork = work / time.Duration(done)
 	}
@@ -240,6 +246,30 @@ func (res *scaleResult) measure(ivs map[string][]interval, rs []*replica, t0, en
 		}
 		res.busy = append(res.busy, f)
 	}
+}
+
+// busyRate returns the reconciles per second that ended in (t0, first], where first
+// is the earliest of the replicas' last reconciles: the window in which every
+// replica still had work.
+func busyRate(ivs map[string][]interval, rs []*replica, t0 time.Time, last map[string]time.Time) float64 {
+	var first time.Time
+	for _, r := range rs {
+		if l := last[r.kit.Name]; first.IsZero() || l.Before(first) {
+			first = l
+		}
+	}
+	if !first.After(t0) {
+		return 0
+	}
+	n := 0
+	for _, list := range ivs {
+		for _, iv := range list {
+			if iv.end.After(t0) && !iv.end.After(first) {
+				n++
+			}
+		}
+	}
+	return float64(n) / first.Sub(t0).Seconds()
 }
 
 // name is the configuration's name in the table and the sub-benchmark.
