@@ -74,11 +74,37 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 	if err != nil {
 		return nil, nil, err
 	}
+	policy := f.policy(rules)
+	bindings := make([]*admissionv1.ValidatingAdmissionPolicyBinding, shards)
+	for i := range bindings {
+		b := &admissionv1.ValidatingAdmissionPolicyBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", f.Name, i)},
+			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: f.Name,
+				ParamRef: &admissionv1.ParamRef{
+					Name: sharding.ShardLeaseName(f.Ring, i), Namespace: f.Namespace,
+					ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
+				},
+				ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+			},
+		}
+		if f.NamespaceSelector != nil {
+			b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: f.NamespaceSelector}
+		}
+		bindings[i] = b
+	}
+	return policy, bindings, nil
+}
+
+// policy returns the fence's policy, judging writes to rules (see
+// NewShardedAdmissionFence).
+func (f ShardedAdmissionFence) policy(rules []admissionv1.NamedRuleWithOperations) *admissionv1.ValidatingAdmissionPolicy {
 	annotation := func(key string) string {
 		return "has(variables.meta.annotations) && '" + key + "' in variables.meta.annotations ? variables.meta.annotations['" + key + "'] : ''"
 	}
 	stamped := "has(" + target + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + target + ".metadata.annotations"
-	policy := &admissionv1.ValidatingAdmissionPolicy{
+	return &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
@@ -121,24 +147,4 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 			},
 		},
 	}
-	bindings := make([]*admissionv1.ValidatingAdmissionPolicyBinding, shards)
-	for i := range bindings {
-		b := &admissionv1.ValidatingAdmissionPolicyBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", f.Name, i)},
-			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-				PolicyName: f.Name,
-				ParamRef: &admissionv1.ParamRef{
-					Name: sharding.ShardLeaseName(f.Ring, i), Namespace: f.Namespace,
-					ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
-				},
-				ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-			},
-		}
-		if f.NamespaceSelector != nil {
-			b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: f.NamespaceSelector}
-		}
-		bindings[i] = b
-	}
-	return policy, bindings, nil
 }

@@ -100,16 +100,9 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("%w: sharded controller %q: Sharding.Namespace is empty; set it to the namespace of the ring's Leases", ErrInvalidRegistration, c.Name)
 	}
 	scheme := r.mgr.GetScheme()
-	gvk, err := apiutil.GVKForObject(c.For, scheme)
+	listObj, err := listOf(scheme, c)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sharded controller %q: For: %v", ErrInvalidRegistration, c.Name, err)
-	}
-	listObj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err != nil {
-		return nil, fmt.Errorf("%w: sharded controller %q: For: no list type of %s: %v", ErrInvalidRegistration, c.Name, gvk, err)
-	}
-	if _, ok := listObj.(client.ObjectList); !ok {
-		return nil, fmt.Errorf("%w: sharded controller %q: For: %T is not a client.ObjectList", ErrInvalidRegistration, c.Name, listObj)
+		return nil, err
 	}
 	cfg := c.Sharding
 	if cfg.Name == "" {
@@ -174,6 +167,23 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("controllerruntime: adding sharded controller %q to the manager: %w", c.Name, err)
 	}
 	return s, nil
+}
+
+// listOf returns an empty list of c.For's type.
+func listOf(scheme *runtime.Scheme, c ShardedController) (client.ObjectList, error) {
+	gvk, err := apiutil.GVKForObject(c.For, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: %v", ErrInvalidRegistration, c.Name, err)
+	}
+	obj, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: no list type of %s: %v", ErrInvalidRegistration, c.Name, gvk, err)
+	}
+	list, ok := obj.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: %T is not a client.ObjectList", ErrInvalidRegistration, c.Name, obj)
+	}
+	return list, nil
 }
 
 // watchCache makes the manager's cache of For the controller's source.
