@@ -171,7 +171,7 @@ func runHistory(t *testing.T, seed uint64) *history {
 	var mu sync.Mutex // guards replicas: the schedule starts them, leaves run in goroutines
 	replicas := map[string]*replica{}
 	start := func(id string) {
-		n := newNode(id, shards)
+		n := newNode(id, shards, seed)
 		var lg *slog.Logger
 		if logger != nil {
 			lg = logger.With("replica", id)
