@@ -56,10 +56,10 @@ var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 1071}
 //
 // BATON_SEED=N runs seed N alone; BATON_SHARDED_CHAOS_SEEDS=N runs seeds FIRST to
 // FIRST+N-1 (BATON_SHARDED_CHAOS_FIRST, default 1) instead of the fixed list (soak).
-// A seed fixes the schedule of faults, the electors' retry jitter
-// (sharding.Config.JitterSource) and the shard work's writes; the order of goroutines
-// at one instant of fake time is not seeded, so a replay may differ from the first
-// instant two replicas race (TestShardedChaosReplay tells how often).
+// A seed replays exactly (TestShardedChaosReplay): it fixes the schedule of faults,
+// the electors' retry jitter (sharding.Config.JitterSource), the shard work's writes
+// and the latency of every call of every replica (node), so that no two replicas act
+// at one instant of fake time.
 func TestShardedChaos(t *testing.T) {
 	seeds := testseed.Seeds(t, defaultSeeds...)
 	if n, err := strconv.Atoi(os.Getenv("BATON_SHARDED_CHAOS_SEEDS")); err == nil && n > 0 {
