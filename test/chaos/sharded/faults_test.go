@@ -221,12 +221,11 @@ func (n *node) enter(ctx context.Context, tr trip) error {
 	return nil
 }
 
-// leave is the end of every call: a reply is held while paused, then takes its
-// latency, and is lost when a cut or crash began while the call was under way (the
-// write may have been applied) or ctx ended meanwhile.
+// leave is the end of every call: a reply is held while paused (until ctx ends), then
+// takes its latency (lost if ctx ends meanwhile), and is lost when a cut or crash
+// began while the call was under way (the write may have been applied).
 func (n *node) leave(ctx context.Context, err error, tr trip) error {
-	n.holdWhilePaused(ctx)
-	if !wait(ctx, tr.reply) && err == nil {
+	if n.holdWhilePaused(ctx) && !wait(ctx, tr.reply) && err == nil {
 		return ctx.Err()
 	}
 	n.mu.Lock()

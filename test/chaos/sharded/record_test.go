@@ -145,6 +145,7 @@ func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint
 			}
 			o := regOp{obj: st.Shard*objectsPerShard + rng.IntN(objectsPerShard), who: n.id, term: st.Term, call: time.Now()}
 			tr := trip{req: time.Duration(rng.Int64N(int64(netLatency))), reply: time.Duration(rng.Int64N(int64(netLatency)))}
+			n.holdWhilePaused(context.Background()) // checked, then paused: sent after the pause
 			wctx, cancel := context.WithTimeout(context.Background(), period)
 			if err := n.enter(wctx, tr); err == nil {
 				o.accepted, o.answered = reg.write(o.obj, o.term), true
