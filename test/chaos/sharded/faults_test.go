@@ -23,8 +23,8 @@ var (
 // deliveries and register writes held until it resumes; the elector's timers keep
 // running, so its terms end on time by its clock, as a resumed process's lazy check
 // reports) and lagging watches (every event delivered lag late). Every call, reply
-// and watch delivery also takes a seeded latency below netLatency (calls), so that
-// what the replicas do never happens at one instant of fake time, where the order of
+// and watch delivery also takes a seeded latency below netLatency, so that what the
+// replicas do never happens at one instant of fake time, where the order of
 // goroutines would decide it, and a seed replays exactly.
 type node struct {
 	id   string
