@@ -3,6 +3,7 @@ package sharded
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -21,9 +22,13 @@ var (
 // context ends; watches close, new ones fail), paused (calls, replies, watch
 // deliveries and register writes held until it resumes; the elector's timers keep
 // running, so its terms end on time by its clock, as a resumed process's lazy check
-// reports) and lagging watches (every event delivered lag late).
+// reports) and lagging watches (every event delivered lag late). Every call, reply
+// and watch delivery also takes a seeded latency below netLatency, so that what the
+// replicas do never happens at one instant of fake time, where the order of
+// goroutines would decide it, and a seed replays exactly.
 type node struct {
-	id string
+	id   string
+	seed uint64
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -38,21 +43,78 @@ type node struct {
 	leases  []*nodeLease // by shard
 }
 
-func newNode(id string, shards int) *node {
-	return &node{id: id, cutting: make(chan struct{}), resumed: make(chan struct{}), leases: make([]*nodeLease, shards)}
+func newNode(id string, shards int, seed uint64) *node {
+	return &node{id: id, seed: seed, cutting: make(chan struct{}), resumed: make(chan struct{}), leases: make([]*nodeLease, shards)}
+}
+
+// netLatency bounds the seeded latency of every call of a node (each way), every
+// watch delivery and every fenced write: random per stream of calls, it orders what
+// would otherwise happen at one instant of fake time (two replicas' writes, the
+// deliveries a resume releases, an event and a timer), so that the order does not
+// depend on goroutine scheduling and a seed replays exactly.
+const netLatency = time.Millisecond
+
+// Kinds of latency stream of a node: one per operation of each store, so that the
+// latencies of one operation's calls do not depend on the order in which calls of
+// another operation (on another goroutine) drew theirs.
+const (
+	opGet uint64 = iota + 1
+	opCreate
+	opUpdate
+	opWatch
+	opRenew
+	opLeave
+	opEvents // the deliveries of one watch
+)
+
+// latency is one seeded stream of latencies. Safe for concurrent use; the calls that
+// draw from one stream are sequential (one elector's calls of one operation, one
+// watch's deliveries), so the order of its draws is the seed's.
+type latency struct {
+	// mu guards rng.
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// stream returns the latency stream of the node's operation op on store (0 the
+// members, 1+i shard i), the n-th of its kind (watches: one per Watch call).
+func (n *node) stream(store int, op, nth uint64) *latency {
+	return &latency{rng: rand.New(rand.NewPCG(n.seed^0x1a7e9c7, replicaNumber(n.id)<<48|uint64(store)<<32|op<<24|nth))}
+}
+
+// next draws the next latency, in [0, netLatency).
+func (l *latency) next() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Duration(l.rng.Int64N(int64(netLatency)))
+}
+
+// wait sleeps d, or until ctx ends; it reports whether d passed.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // stores wraps shared for this node.
 func (n *node) stores(shared sharding.Stores) sharding.Stores {
 	return sharding.Stores{
 		Shard: func(i int) leaderelection.LeaseStore {
-			l := &nodeLease{inner: shared.Shard(i), n: n, cold: map[string]bool{}}
+			l := newNodeLease(shared.Shard(i), n, i)
 			n.mu.Lock()
 			n.leases[i] = l
 			n.mu.Unlock()
 			return l
 		},
-		Members: &nodeMembers{inner: shared.Members, n: n},
+		Members: newNodeMembers(shared.Members, n),
 	}
 }
 
@@ -128,9 +190,20 @@ func (n *node) holdWhilePaused(ctx context.Context) bool {
 	}
 }
 
-// enter is the start of every call: held while paused, failed when crashed or cut.
-func (n *node) enter(ctx context.Context) error {
+// trip is the latencies of one call, drawn when it starts (before a pause can hold
+// it: calls a resume releases together would draw in the order the scheduler runs
+// them).
+type trip struct{ req, reply time.Duration }
+
+func (l *latency) trip() trip { return trip{req: l.next(), reply: l.next()} }
+
+// enter is the start of every call: held while paused, then the request's latency,
+// then failed when crashed or cut.
+func (n *node) enter(ctx context.Context, tr trip) error {
 	if !n.holdWhilePaused(ctx) {
+		return ctx.Err()
+	}
+	if !wait(ctx, tr.req) {
 		return ctx.Err()
 	}
 	n.mu.Lock()
@@ -148,10 +221,13 @@ func (n *node) enter(ctx context.Context) error {
 	return nil
 }
 
-// leave is the end of every call: a reply is held while paused, and lost when a cut or
-// crash began while the call was under way (the write may have been applied).
-func (n *node) leave(ctx context.Context, err error) error {
-	n.holdWhilePaused(ctx)
+// leave is the end of every call: a reply is held while paused (until ctx ends), then
+// takes its latency (lost if ctx ends meanwhile), and is lost when a cut or crash
+// began while the call was under way (the write may have been applied).
+func (n *node) leave(ctx context.Context, err error, tr trip) error {
+	if n.holdWhilePaused(ctx) && !wait(ctx, tr.reply) && err == nil {
+		return ctx.Err()
+	}
 	n.mu.Lock()
 	down := n.crashed || n.cut
 	n.mu.Unlock()
@@ -172,11 +248,12 @@ func (n *node) watching() <-chan struct{} {
 	return n.cutting
 }
 
-// relay hands the events of in on, each held while the node is paused and delayed by
-// the node's lag, until ctx ends or a cut or crash starts (then it closes out).
-func relay[E any](ctx context.Context, n *node, in <-chan E, stop func()) <-chan E {
+// relay hands the events of in on, each after a latency from net, delayed by the
+// node's lag, and held while the node is paused (with a new latency after the
+// resume, so that the deliveries a resume releases arrive at distinct instants),
+// until ctx ends or cutting closes (a cut or crash started: it closes out).
+func relay[E any](ctx context.Context, n *node, in <-chan E, stop func(), cutting <-chan struct{}, net *latency) <-chan E {
 	out := make(chan E)
-	cutting := n.watching()
 	go func() {
 		defer close(out)
 		defer func() {
@@ -196,19 +273,35 @@ func relay[E any](ctx context.Context, n *node, in <-chan E, stop func()) <-chan
 				return
 			}
 			n.mu.Lock()
-			lag := n.lag
+			d := n.lag + net.next()
 			n.mu.Unlock()
-			if lag > 0 {
+			for {
 				select {
-				case <-time.After(lag):
+				case <-time.After(d):
 				case <-cutting:
 					return
 				case <-ctx.Done():
 					return
 				}
+				n.mu.Lock()
+				paused, resumed := n.paused, n.resumed
+				n.mu.Unlock()
+				if !paused {
+					break
+				}
+				select {
+				case <-resumed:
+				case <-cutting:
+					return
+				case <-ctx.Done():
+					return
+				}
+				d = net.next()
 			}
-			if !n.holdWhilePaused(ctx) {
-				return
+			select {
+			case <-cutting:
+				return // cut at the instant of delivery: never delivered (a seed replays)
+			default:
 			}
 			select {
 			case out <- ev:
@@ -226,13 +319,24 @@ func relay[E any](ctx context.Context, n *node, in <-chan E, stop func()) <-chan
 // node's elector had seen the Lease (a state of it, not its absence) before each of
 // its creates, to tell the elector's documented cold-start window.
 type nodeLease struct {
-	inner leaderelection.LeaseStore
-	n     *node
+	inner                         leaderelection.LeaseStore
+	n                             *node
+	shard                         int
+	get, create, update, watchNet *latency
 
 	// mu guards the fields below.
-	mu   sync.Mutex
-	saw  bool
-	cold map[string]bool // resourceVersions of creates sent before the node saw the Lease
+	mu      sync.Mutex
+	saw     bool
+	cold    map[string]bool // resourceVersions of creates sent before the node saw the Lease
+	watches uint64          // Watch calls so far, to seed each watch's deliveries
+}
+
+func newNodeLease(inner leaderelection.LeaseStore, n *node, shard int) *nodeLease {
+	return &nodeLease{
+		inner: inner, n: n, shard: shard, cold: map[string]bool{},
+		get: n.stream(1+shard, opGet, 0), create: n.stream(1+shard, opCreate, 0),
+		update: n.stream(1+shard, opUpdate, 0), watchNet: n.stream(1+shard, opWatch, 0),
+	}
 }
 
 func (l *nodeLease) String() string { return l.inner.String() }
@@ -250,18 +354,20 @@ func (l *nodeLease) coldStart(term uint64) bool {
 }
 
 func (l *nodeLease) Get(ctx context.Context) (leaderelection.LeaseRecord, error) {
-	if err := l.n.enter(ctx); err != nil {
+	tr := l.get.trip()
+	if err := l.n.enter(ctx, tr); err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
 	r, err := l.inner.Get(ctx)
-	if err = l.n.leave(ctx, err); err == nil {
+	if err = l.n.leave(ctx, err, tr); err == nil {
 		l.seen()
 	}
 	return r, err
 }
 
 func (l *nodeLease) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
-	if err := l.n.enter(ctx); err != nil {
+	tr := l.create.trip()
+	if err := l.n.enter(ctx, tr); err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
 	l.mu.Lock()
@@ -273,37 +379,34 @@ func (l *nodeLease) Create(ctx context.Context, r leaderelection.LeaseRecord) (l
 		l.cold[out.ResourceVersion] = true
 		l.mu.Unlock()
 	}
-	if err = l.n.leave(ctx, err); err == nil {
+	if err = l.n.leave(ctx, err, tr); err == nil {
 		l.seen()
 	}
 	return out, err
 }
 
 func (l *nodeLease) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
-	if err := l.n.enter(ctx); err != nil {
+	tr := l.update.trip()
+	if err := l.n.enter(ctx, tr); err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
 	out, err := l.inner.Update(ctx, r)
-	if err = l.n.leave(ctx, err); err == nil {
+	if err = l.n.leave(ctx, err, tr); err == nil {
 		l.seen()
 	}
 	return out, err
 }
 
 func (l *nodeLease) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
-	if err := l.n.enter(ctx); err != nil {
-		return nil, err
-	}
-	if l.n.watching() == nil {
-		return nil, errCut
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	in, err := l.inner.Watch(wctx)
+	l.mu.Lock()
+	l.watches++
+	events := l.n.stream(1+l.shard, opEvents, l.watches)
+	l.mu.Unlock()
+	in, wctx, cancel, cutting, err := openWatch(l.n, ctx, l.watchNet.trip(), l.inner.Watch)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	out := relay(wctx, l.n, in, cancel)
+	out := relay(wctx, l.n, in, cancel, cutting, events)
 	seen := make(chan leaderelection.LeaseEvent)
 	go func() { // marks the Lease seen when a state of it is handed on
 		defer close(seen)
@@ -323,38 +426,74 @@ func (l *nodeLease) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent
 	return seen, nil
 }
 
+// openWatch opens a watch of the store with open under the node's faults: it returns
+// the store's channel, the watch's context and its cancel, and the channel that
+// closes when a cut or crash ends the watch.
+func openWatch[E any](n *node, ctx context.Context, tr trip, open func(context.Context) (<-chan E, error)) (<-chan E, context.Context, context.CancelFunc, <-chan struct{}, error) {
+	if err := n.enter(ctx, tr); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cutting := n.watching()
+	if cutting == nil {
+		return nil, nil, nil, nil, errCut
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	in, err := open(wctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, nil, err
+	}
+	drain := func() {
+		cancel()
+		for range in { // until the store closes it
+		}
+	}
+	if err := n.leave(ctx, nil, tr); err != nil {
+		drain()
+		return nil, nil, nil, nil, err
+	}
+	return in, wctx, cancel, cutting, nil
+}
+
 // nodeMembers is the ring's member Leases as one node reaches them.
 type nodeMembers struct {
-	inner sharding.MemberStore
-	n     *node
+	inner              sharding.MemberStore
+	n                  *node
+	renew, leave, open *latency
+
+	// mu guards watches.
+	mu      sync.Mutex
+	watches uint64 // Watch calls so far, to seed each watch's deliveries
+}
+
+func newNodeMembers(inner sharding.MemberStore, n *node) *nodeMembers {
+	return &nodeMembers{inner: inner, n: n, renew: n.stream(0, opRenew, 0), leave: n.stream(0, opLeave, 0), open: n.stream(0, opWatch, 0)}
 }
 
 func (m *nodeMembers) Renew(ctx context.Context, id string, d time.Duration) error {
-	if err := m.n.enter(ctx); err != nil {
+	tr := m.renew.trip()
+	if err := m.n.enter(ctx, tr); err != nil {
 		return err
 	}
-	return m.n.leave(ctx, m.inner.Renew(ctx, id, d))
+	return m.n.leave(ctx, m.inner.Renew(ctx, id, d), tr)
 }
 
 func (m *nodeMembers) Leave(ctx context.Context, id string) error {
-	if err := m.n.enter(ctx); err != nil {
+	tr := m.leave.trip()
+	if err := m.n.enter(ctx, tr); err != nil {
 		return err
 	}
-	return m.n.leave(ctx, m.inner.Leave(ctx, id))
+	return m.n.leave(ctx, m.inner.Leave(ctx, id), tr)
 }
 
 func (m *nodeMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, error) {
-	if err := m.n.enter(ctx); err != nil {
-		return nil, err
-	}
-	if m.n.watching() == nil {
-		return nil, errCut
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	in, err := m.inner.Watch(wctx)
+	m.mu.Lock()
+	m.watches++
+	events := m.n.stream(0, opEvents, m.watches)
+	m.mu.Unlock()
+	in, wctx, cancel, cutting, err := openWatch(m.n, ctx, m.open.trip(), m.inner.Watch)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	return relay(wctx, m.n, in, cancel), nil
+	return relay(wctx, m.n, in, cancel, cutting, events), nil
 }

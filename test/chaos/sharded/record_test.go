@@ -118,7 +118,7 @@ const objectsPerShard = 2
 // writes the shard's objects, each stamped with the shard term, every half to one
 // and a half period until the term ends. A write checks the term before it is sent,
 // as a fenced client does; a pause may hold it after the check, so that it reaches the
-// register late.
+// register late. Each write takes a seeded latency each way (netLatency).
 func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint64) func(ctx context.Context) {
 	return func(ctx context.Context) {
 		st, ok := sharding.ShardTermFromContext(ctx)
@@ -144,11 +144,13 @@ func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint
 				return
 			}
 			o := regOp{obj: st.Shard*objectsPerShard + rng.IntN(objectsPerShard), who: n.id, term: st.Term, call: time.Now()}
-			n.holdWhilePaused(context.Background())
+			tr := trip{req: time.Duration(rng.Int64N(int64(netLatency))), reply: time.Duration(rng.Int64N(int64(netLatency)))}
+			n.holdWhilePaused(context.Background()) // checked, then paused: sent after the pause
 			wctx, cancel := context.WithTimeout(context.Background(), period)
-			if err := n.enter(wctx); err == nil {
+			if err := n.enter(wctx, tr); err == nil {
 				o.accepted, o.answered = reg.write(o.obj, o.term), true
 				n.holdWhilePaused(context.Background())
+				time.Sleep(tr.reply)
 			}
 			cancel()
 			o.ret = time.Now()

@@ -3,6 +3,7 @@ package sharded
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -55,10 +56,10 @@ var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 1071}
 //
 // BATON_SEED=N runs seed N alone; BATON_SHARDED_CHAOS_SEEDS=N runs seeds FIRST to
 // FIRST+N-1 (BATON_SHARDED_CHAOS_FIRST, default 1) instead of the fixed list (soak).
-// A seed fixes the schedule of faults, the electors' retry jitter
-// (sharding.Config.JitterSource) and the shard work's writes; the order of goroutines
-// at one instant of fake time is not seeded, so a replay may differ from the first
-// instant two replicas race (TestShardedChaosReplay tells how often).
+// A seed replays exactly (TestShardedChaosReplay): it fixes the schedule of faults,
+// the electors' retry jitter (sharding.Config.JitterSource), the shard work's writes
+// and the latency of every call of every replica (node), so that no two replicas act
+// at one instant of fake time.
 func TestShardedChaos(t *testing.T) {
 	seeds := testseed.Seeds(t, defaultSeeds...)
 	if n, err := strconv.Atoi(os.Getenv("BATON_SHARDED_CHAOS_SEEDS")); err == nil && n > 0 {
@@ -77,7 +78,7 @@ func TestShardedChaos(t *testing.T) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				h := runHistory(t, seed)
+				h := runHistory(t, seed, nil)
 				res := check(h.outcome)
 				sum.add(seed, h, res)
 				if len(res.violations) > 0 {
@@ -98,9 +99,10 @@ func TestShardedChaos(t *testing.T) {
 // history is one run: what the checker needs and what the summary counts.
 type history struct {
 	outcome
-	log     []string       // the schedule as run
-	faults  map[string]int // faults injected, by kind
-	reports []deathReport  // the deaths the kubelet reported
+	log     []string                  // the schedule as run
+	faults  map[string]int            // faults injected, by kind
+	reports []deathReport             // the deaths the kubelet reported
+	stats   map[string]sharding.Stats // each replica's counters at stableUntil
 }
 
 // deathReport is a replica's death and the kubelet's report of it.
@@ -152,7 +154,9 @@ type event struct {
 	do   func()
 }
 
-func runHistory(t *testing.T, seed uint64) *history {
+// runHistory runs the history of seed. Every replica's log (Debug) goes to logs when
+// it is not nil, else to stderr with BATON_SHARDED_CHAOS_LOG set.
+func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 	rng := rand.New(rand.NewPCG(seed, 0x5ba4dc4a05))
 	begin := time.Now()
 	stores := sharding.NewMemoryStores(shards)
@@ -162,16 +166,19 @@ func runHistory(t *testing.T, seed uint64) *history {
 	// that the schedule of the other faults stays what it was for each seed.
 	deathRng := rand.New(rand.NewPCG(seed, 0xdead))
 	reg := &register{top: map[int]uint64{}}
-	h := &history{faults: map[string]int{}}
+	h := &history{faults: map[string]int{}, stats: map[string]sharding.Stats{}}
+	if logs == nil && os.Getenv("BATON_SHARDED_CHAOS_LOG") != "" {
+		logs = os.Stderr
+	}
 	var logger *slog.Logger
-	if os.Getenv("BATON_SHARDED_CHAOS_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if logs != nil {
+		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
 	var mu sync.Mutex // guards replicas: the schedule starts them, leaves run in goroutines
 	replicas := map[string]*replica{}
 	start := func(id string) {
-		n := newNode(id, shards)
+		n := newNode(id, shards, seed)
 		var lg *slog.Logger
 		if logger != nil {
 			lg = logger.With("replica", id)
@@ -205,8 +212,8 @@ func runHistory(t *testing.T, seed uint64) *history {
 	stopAll := func() {
 		mu.Lock()
 		all := make([]*replica, 0, len(replicas))
-		for _, r := range replicas {
-			all = append(all, r)
+		for _, id := range slices.Sorted(maps.Keys(replicas)) {
+			all = append(all, replicas[id])
 		}
 		mu.Unlock()
 		for _, r := range all {
@@ -328,6 +335,11 @@ func runHistory(t *testing.T, seed uint64) *history {
 	h.stableUntil = h.checkAt.Add(leaseDur)
 	time.Sleep(h.stableUntil.Sub(time.Now()))
 	h.spans, h.ops = rec.snapshot()
+	mu.Lock()
+	for id, r := range replicas {
+		h.stats[id] = r.sharder.Stats()
+	}
+	mu.Unlock()
 	stopAll()
 	return h
 }
