@@ -26,6 +26,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"members", func(_ *sharding.Config, s *sharding.Stores) { s.Members = nil }, "Stores.Members"},
 		{"shard stores", func(_ *sharding.Config, s *sharding.Stores) { s.Shard = nil }, "Stores.Shard"},
 		{"too few shard stores", func(c *sharding.Config, _ *sharding.Stores) { c.Shards = 9 }, "Stores.Shard(8) is nil"},
+		// Checked by the shard electors' config, and still ErrInvalidConfig.
+		{"incarnation", func(c *sharding.Config, _ *sharding.Stores) { c.Incarnation = strings.Repeat("x", 2000) }, "Incarnation"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

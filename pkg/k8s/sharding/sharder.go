@@ -193,7 +193,8 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			OnHolderDead:     s.holderDead,
 		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
-			return nil, fmt.Errorf("sharding: shard %d: %w", i, err)
+			// A field the elector checks (Incarnation): the same for every shard.
+			return nil, electorConfigError(err)
 		}
 		s.electors = append(s.electors, e)
 	}
@@ -225,14 +226,7 @@ func (config Config) check(stores Stores) (Config, Ring, error) {
 	config.RenewDeadline = orDefault(config.RenewDeadline, leaderelection.DefaultRenewDeadline)
 	config.RetryPeriod = orDefault(config.RetryPeriod, leaderelection.DefaultRetryPeriod)
 	if err := leaderelection.CheckDurations(config.LeaseDuration, config.RenewDeadline, config.RetryPeriod); err != nil {
-		for _, e := range unjoin(err) {
-			var ce *leaderelection.ConfigError
-			if errors.As(e, &ce) {
-				bad(ce.Field, "%s", ce.Reason)
-			} else {
-				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, e))
-			}
-		}
+		errs = append(errs, electorConfigError(err))
 	}
 	switch {
 	case config.SettleDelay == 0:
@@ -247,6 +241,22 @@ func (config Config) check(stores Stores) (Config, Ring, error) {
 		bad("Stores.Members", "nil")
 	}
 	return config, ring, errors.Join(errs...)
+}
+
+// electorConfigError returns err, an error of the elector's configuration, as this
+// package's: each leaderelection.ConfigError as an error wrapping ErrInvalidConfig
+// that names its field.
+func electorConfigError(err error) error {
+	var errs []error
+	for _, e := range unjoin(err) {
+		var ce *leaderelection.ConfigError
+		if errors.As(e, &ce) {
+			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, ce.Field, ce.Reason))
+		} else {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, e))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // unjoin returns the errors joined in err (errors.Join), or err alone.
