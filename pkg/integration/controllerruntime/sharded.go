@@ -200,7 +200,7 @@ func (s *Sharded) watchCache() error {
 type Sharded struct {
 	r         *Runtime
 	spec      ShardedController
-	config    sharding.Config // spec.Sharding with the defaults filled in
+	config    sharding.Config // spec.Sharding with Name and Identity filled in
 	list      runtime.Object  // an empty list of For's type
 	clientset kubernetes.Interface
 	logger    logr.Logger

@@ -80,8 +80,8 @@
 //
 // Workers runs leader-only work per shard: its RunShard, as Callbacks.OnAcquired,
 // starts every Work for each shard term on a goroutine of its own, with the term's
-// context, and returns once the term ended and every Work returned, so the shard is
-// handed over only after its work stopped. A Work that fails (an error or a panic)
+// context, and returns once every Work returned (after the term ended, unless they
+// all returned nil before), so the shard is handed over only after its work stopped. A Work that fails (an error or a panic)
 // is logged, counted and run again after a delay while its term lasts; it stops
 // nothing else. The state a shard's new owner needs at once comes from a
 // leadership.ShardedReplayer (pkg/controller/leadership) that every replica fills

@@ -10,8 +10,8 @@ var (
 	// ErrNoShards is returned by Ring.Selector for an empty set of shards: the empty
 	// selector would select every object, the opposite of what an empty set means.
 	ErrNoShards = errors.New("sharding: no shards to select")
-	// ErrInvalidConfig is wrapped by every configuration error of New; the message
-	// names the offending field.
+	// ErrInvalidConfig is wrapped by every configuration error of New, NewWithStores
+	// and NewWorkers; the message names the offending field.
 	ErrInvalidConfig = errors.New("sharding: invalid config")
 	// ErrAlreadyStarted is returned by a second call of Sharder.Run.
 	ErrAlreadyStarted = errors.New("sharding: sharder already started")

@@ -62,8 +62,9 @@ type WorkStats struct {
 }
 
 // Workers runs leader-only work per shard: RunShard, given a shard's term context,
-// runs every Work for that term on goroutines of its own and returns once the term
-// ended and every work returned. Plug it into a Sharder with
+// runs every Work for that term on goroutines of its own and returns once every work
+// returned: after the term ended, or earlier if every work returned nil (the term
+// goes on without work). Plug it into a Sharder with
 //
 //	sharding.Callbacks{OnAcquired: workers.RunShard}
 //
