@@ -275,8 +275,8 @@ type Stats struct {
 	// Each is logged at ERROR. Identities must be unique (Config.Identity).
 	DuplicateIdentity uint64
 	// DeathTakeovers counts the terms this elector started by taking the lease from a
-	// holder proven dead (Config.DeathWatch): crash failovers made on the kubelet's
-	// report rather than by waiting the lease out.
+	// holder proven dead (Config.DeathWatch) before the lease expired: crash failovers
+	// made on the kubelet's report rather than by waiting the lease out.
 	DeathTakeovers uint64
 }
 

@@ -3,10 +3,13 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 )
 
 func followOnly(c *Config) { c.FollowOnly = true }
@@ -170,4 +173,37 @@ func TestFollowOnlyRefusedWithSingleReplica(t *testing.T) {
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "followOnly") {
 		t.Fatalf("NewWithStore(SingleReplica, FollowOnly) = %v, want ErrInvalidConfig naming followOnly", err)
 	}
+}
+
+// TestFollowOnlyDeathTakeoverAfterExpiry: Stats.DeathTakeovers counts only the
+// takeovers the death signal made early. An elector following only sees the holder
+// proven dead, but is allowed to campaign only after the lease expired anyway: it
+// takes the lease at once, and the takeover is not counted.
+func TestFollowOnlyDeathTakeoverAfterExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(5, 6))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startIncarnation(k, "a", incarnationOf("a", r), incarnation.Incarnation{}, false)
+		time.Sleep(time.Second)
+		binc := incarnationOf("b", r)
+		k.started(binc, incarnation.Incarnation{}, false)
+		b := cl.start("b", func(c *Config) { c.Incarnation, c.DeathWatch, c.FollowOnly = binc.String(), k, true })
+		time.Sleep(3 * time.Second) // b sees a's renews in watch events
+		if cl.leader() != a.cand {
+			t.Fatal("a does not lead")
+		}
+		a.kill(k)
+		k.report(a.inc, true)
+		time.Sleep(DefaultLeaseDuration + time.Second)
+		requireNoWrites(t, b, "holder proven dead")
+		allowed := time.Now()
+		b.e.SetCampaigning(true)
+		cl.waitLeader(a.cand, time.Second)
+		tookWithin(t, b, allowed, promptly)
+		if got := b.e.Stats().DeathTakeovers; got != 0 {
+			t.Errorf("Stats.DeathTakeovers = %d after a takeover once the lease had expired, want 0", got)
+		}
+	})
 }

@@ -73,8 +73,10 @@ func (c *campaign) acquire() {
 	var out LeaseRecord
 	var err error
 	create := !c.lease.exists
-	// A takeover on a proof that the holder is dead (Config.DeathWatch).
-	onDeath := !create && c.holderDead(c.lease.record)
+	// A takeover on a proof that the holder is dead (Config.DeathWatch), before the
+	// lease rules alone would have let it (Stats.DeathTakeovers).
+	onDeath := !create && c.holderDead(c.lease.record) &&
+		sentAt.Before(c.lease.since.Add(c.expiryWait(c.lease.record)))
 	if create {
 		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
 		if c.watch.events != nil {
