@@ -11,7 +11,9 @@
 // Run several, each with its own --identity. Each logs the shards it owns whenever
 // they change ("shards owned") and every object it reconciles ("reconciled"). In a
 // cluster, its service account needs get, list, watch, create, update and delete on
-// leases in --lease-namespace, and get, list, watch and update on configmaps.
+// leases in --lease-namespace, get, list, watch and update on configmaps, and, for
+// the death signal (on when the pod's POD_ variables are set), get, list and watch on
+// pods in --lease-namespace.
 package main
 
 import (
