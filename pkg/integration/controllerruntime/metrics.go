@@ -1,6 +1,7 @@
 package controllerruntime
 
 import (
+	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +39,7 @@ func newCollector(r *Runtime) *collector {
 		duplicateIdentity: prometheus.NewDesc("baton_duplicate_identity_total",
 			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity.", nil, id),
 		deathTakeovers: prometheus.NewDesc("baton_death_takeovers_total",
-			"Terms this replica started by taking the Lease from a holder whose container the kubelet reported terminated, without waiting the lease out.", nil, id),
+			"Terms this replica started by taking the Lease, or a shard Lease of a sharded controller, from a holder whose container the kubelet reported terminated, without waiting the lease out.", nil, id),
 		refusedDesc: prometheus.NewDesc("baton_fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence.", nil, id),
 	}
 }
@@ -69,6 +70,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.outOfRange, prometheus.CounterValue, float64(es.OutOfRange))
 	ch <- prometheus.MustNewConstMetric(c.duplicateIdentity, prometheus.CounterValue, float64(es.DuplicateIdentity))
-	ch <- prometheus.MustNewConstMetric(c.deathTakeovers, prometheus.CounterValue, float64(es.DeathTakeovers))
+	deaths := es.DeathTakeovers
+	c.r.mu.Lock()
+	sharded := slices.Clone(c.r.sharded)
+	c.r.mu.Unlock()
+	for _, s := range sharded {
+		deaths += s.sharder.Stats().DeathTakeovers
+	}
+	ch <- prometheus.MustNewConstMetric(c.deathTakeovers, prometheus.CounterValue, float64(deaths))
 	c.termReady.Collect(ch)
 }

@@ -53,10 +53,11 @@ type Runtime struct {
 	// base is the context Start was given; set before the term runtime runs.
 	base atomic.Pointer[context.Context]
 
-	// mu guards names and controllers.
+	// mu guards names, controllers and sharded.
 	mu          sync.Mutex
 	names       map[string]bool
 	controllers []*controllerComponent
+	sharded     []*Sharded
 }
 
 // New builds a Runtime for mgr and adds it to mgr: as a runnable that runs on every

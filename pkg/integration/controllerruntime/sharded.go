@@ -166,6 +166,9 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if err := r.mgr.Add(s); err != nil {
 		return nil, fmt.Errorf("controllerruntime: adding sharded controller %q to the manager: %w", c.Name, err)
 	}
+	r.mu.Lock()
+	r.sharded = append(r.sharded, s)
+	r.mu.Unlock()
 	return s, nil
 }
 

@@ -137,4 +137,11 @@ func TestShardedDeathSignal(t *testing.T) {
 	if took > 5*time.Second {
 		t.Errorf("b led a's shards %v after the kubelet's report; the death signal should take over within a second or so (the leases last %v)", took, lease20)
 	}
+	// Each of a's shards was taken on the proof, and the metric counts them with the
+	// single-leader Lease's takeover, if b made one.
+	if got := b.Sharder().Stats().DeathTakeovers; got != uint64(ofA) {
+		t.Errorf("b's Sharder counts %d death takeovers, want %d (a's shards)", got, ofA)
+	}
+	single := nodes[1].rt.elector.Elector().Stats().DeathTakeovers
+	assertMetric(t, nodes[1].registry, "baton_death_takeovers_total", float64(uint64(ofA)+single))
 }

@@ -317,11 +317,19 @@ type Stats struct {
 	// Lease was taken, a write failed); each is tried again after a RetryPeriod if the
 	// shard is still led here.
 	HandOverFailures uint64
+	// DeathTakeovers counts the shard terms this replica started on a proof that the
+	// holder's container terminated (the sum of the shard electors'
+	// leaderelection.Stats.DeathTakeovers).
+	DeathTakeovers uint64
 }
 
 // Stats returns the sharder's counters.
 func (s *Sharder) Stats() Stats {
-	return Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load()}
+	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load()}
+	for _, e := range s.electors {
+		st.DeathTakeovers += e.Stats().DeathTakeovers
+	}
+	return st
 }
 
 // place lets the electors of the shards placement gives this replica campaign, and
