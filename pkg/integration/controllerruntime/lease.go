@@ -95,13 +95,17 @@ func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool
 	return leaseToken{holder: l.identity, acquired: formatMicro(*spec.AcquireTime)}, true, nil
 }
 
-// token returns the Lease token of ref's term, read once per term, or an error wrapping
-// ErrTermEnded when the Lease is no longer this replica's in that term.
+// token returns the Lease token of ref's term, or an error wrapping ErrTermEnded when
+// the Lease is no longer this replica's in that term. The first answer is kept for the
+// term; writers that ask before it came each read the Lease (under their own context,
+// not ref.mu): every read that finds the term running finds the same token, since a
+// term is one acquisition.
 func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, error) {
 	ref.mu.Lock()
-	defer ref.mu.Unlock()
-	if ref.token != nil {
-		return *ref.token, nil
+	kept := ref.token
+	ref.mu.Unlock()
+	if kept != nil {
+		return *kept, nil
 	}
 	tok, ok, err := l.holds(ctx, ref)
 	if err != nil {
@@ -110,7 +114,9 @@ func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, erro
 	if !ok {
 		return tok, &termEndedError{term: ref.term, cause: fmt.Errorf("the Lease %s/%s is not held by %s in this term", l.namespace, l.name, l.identity)}
 	}
+	ref.mu.Lock()
 	ref.token = &tok
+	ref.mu.Unlock()
 	return tok, nil
 }
 
