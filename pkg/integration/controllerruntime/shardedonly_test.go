@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -142,12 +143,18 @@ func TestShardedControllersWithoutLeaderElectionID(t *testing.T) {
 		}
 	}
 	// The only Leases the replicas hold are the ring's: its shards' and their members'.
-	leases, err := shared.Clientset().CoordinationV1().Leases("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// (Looked for in the ring's namespace and in LeaderElectionNamespace, where a
+	// single-leader Lease would be: other namespaces hold earlier runs' rings.)
+	var leases []coordinationv1.Lease
+	for _, in := range []string{ns, "default"} {
+		list, err := shared.Clientset().CoordinationV1().Leases(in).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, list.Items...)
 	}
 	held := 0
-	for _, l := range leases.Items {
+	for _, l := range leases {
 		holder := ptr.Deref(l.Spec.HolderIdentity, "")
 		if !strings.HasPrefix(holder, "solo-") {
 			continue
