@@ -160,16 +160,24 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if err := s.ctrl.Watch(source.Func(s.takeQueue)); err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
-	if err := r.claim(c.Name); err != nil {
+	if err := r.addSharded(s); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// addSharded takes s's name, adds s to the manager and counts it in the metrics.
+func (r *Runtime) addSharded(s *Sharded) error {
+	if err := r.claim(s.spec.Name); err != nil {
+		return err
+	}
 	if err := r.mgr.Add(s); err != nil {
-		return nil, fmt.Errorf("controllerruntime: adding sharded controller %q to the manager: %w", c.Name, err)
+		return fmt.Errorf("controllerruntime: adding sharded controller %q to the manager: %w", s.spec.Name, err)
 	}
 	r.mu.Lock()
 	r.sharded = append(r.sharded, s)
 	r.mu.Unlock()
-	return s, nil
+	return nil
 }
 
 // listOf returns an empty list of c.For's type.
