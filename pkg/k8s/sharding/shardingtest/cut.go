@@ -61,42 +61,7 @@ func (c *cutLease) Update(ctx context.Context, r leaderelection.LeaseRecord) (le
 
 // Watch relays the store's watch until the replica crashes.
 func (c *cutLease) Watch(ctx context.Context) (<-chan leaderelection.LeaseEvent, error) {
-	if isDown(c.down) {
-		return nil, ErrCut
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	in, err := c.LeaseStore.Watch(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	out := make(chan leaderelection.LeaseEvent)
-	go func() {
-		defer close(out)
-		defer func() {
-			cancel()
-			for range in {
-			}
-		}()
-		for {
-			select {
-			case ev, ok := <-in:
-				if !ok {
-					return
-				}
-				select {
-				case out <- ev:
-				case <-c.down:
-					return
-				case <-ctx.Done():
-					return
-				}
-			case <-c.down:
-				return
-			}
-		}
-	}()
-	return out, nil
+	return relay(ctx, c.down, 0, c.LeaseStore.Watch)
 }
 
 // cutMembers also delays every member event by lag.
@@ -121,16 +86,22 @@ func (c *cutMembers) Leave(ctx context.Context, id string) error {
 }
 
 func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, error) {
-	if isDown(c.down) {
+	return relay(ctx, c.down, c.lag, c.MemberStore.Watch)
+}
+
+// relay opens watch and relays its events, each lag late, until down is closed or
+// ctx ends; then it stops the watch and drains it before closing its own channel.
+func relay[E any](ctx context.Context, down <-chan struct{}, lag time.Duration, watch func(context.Context) (<-chan E, error)) (<-chan E, error) {
+	if isDown(down) {
 		return nil, ErrCut
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	in, err := c.MemberStore.Watch(ctx)
+	in, err := watch(ctx)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	out := make(chan sharding.MemberEvent)
+	out := make(chan E)
 	go func() {
 		defer close(out)
 		defer func() {
@@ -144,15 +115,17 @@ func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, er
 				if !ok {
 					return
 				}
-				time.Sleep(c.lag)
+				if lag > 0 {
+					time.Sleep(lag)
+				}
 				select {
 				case out <- ev:
-				case <-c.down:
+				case <-down:
 					return
 				case <-ctx.Done():
 					return
 				}
-			case <-c.down:
+			case <-down:
 				return
 			}
 		}
