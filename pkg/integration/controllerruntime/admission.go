@@ -64,58 +64,80 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 	if err != nil {
 		return nil, nil, err
 	}
-	policy := &admissionv1.ValidatingAdmissionPolicy{
+	policy := leasePolicy(f.Name, rules,
+		[]admissionv1.MatchCondition{
+			{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
+			// Only stamped writes: the controller's writes carry the token once
+			// Options.ServerSideFence is on, so the policy can be installed first.
+			{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
+		},
+		[]admissionv1.Variable{
+			{Name: "meta", Expression: target + ".metadata"},
+			{Name: "holder", Expression: annotationOrEmpty(HolderAnnotation)},
+			{Name: "acquired", Expression: annotationOrEmpty(AcquiredAnnotation)},
+		},
+		[]admissionv1.Validation{
+			{
+				Expression: "has(params.spec.holderIdentity) && params.spec.holderIdentity != '' && has(params.spec.acquireTime)",
+				Message:    fenceMessage + " the Lease has no holder: no term may write",
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			},
+			{
+				Expression: "variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
+					"timestamp(variables.acquired) == timestamp(string(params.spec.acquireTime))",
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+				MessageExpression: "'" + fenceMessage + " the write carries the term of holder \"' + variables.holder + '\" acquired at \"' + variables.acquired + " +
+					"'\", the Lease is held by \"' + params.spec.holderIdentity + '\" since \"' + string(params.spec.acquireTime) + '\"'",
+			},
+		})
+	binding := leaseBinding(f.Name, f.Name, f.LeaseName, f.LeaseNamespace, f.NamespaceSelector)
+	return policy, binding, nil
+}
+
+// leasePolicy returns the policy named name, failing closed, whose parameter is a
+// Lease, that judges the writes to rules meeting conditions.
+func leasePolicy(name string, rules []admissionv1.NamedRuleWithOperations, conditions []admissionv1.MatchCondition,
+	variables []admissionv1.Variable, validations []admissionv1.Validation) *admissionv1.ValidatingAdmissionPolicy {
+	return &admissionv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			ParamKind:     &admissionv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
-			MatchConstraints: &admissionv1.MatchResources{
-				ResourceRules: rules,
-			},
-			MatchConditions: []admissionv1.MatchCondition{
-				{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
-				// Only stamped writes: the controller's writes carry the token once
-				// Options.ServerSideFence is on, so the policy can be installed first.
-				{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
-			},
-			Variables: []admissionv1.Variable{
-				{Name: "meta", Expression: target + ".metadata"},
-				{Name: "holder", Expression: "has(variables.meta.annotations) && '" + HolderAnnotation + "' in variables.meta.annotations ? variables.meta.annotations['" + HolderAnnotation + "'] : ''"},
-				{Name: "acquired", Expression: "has(variables.meta.annotations) && '" + AcquiredAnnotation + "' in variables.meta.annotations ? variables.meta.annotations['" + AcquiredAnnotation + "'] : ''"},
-			},
-			Validations: []admissionv1.Validation{
-				{
-					Expression: "has(params.spec.holderIdentity) && params.spec.holderIdentity != '' && has(params.spec.acquireTime)",
-					Message:    fenceMessage + " the Lease has no holder: no term may write",
-					Reason:     ptr.To(metav1.StatusReasonForbidden),
-				},
-				{
-					Expression: "variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
-						"timestamp(variables.acquired) == timestamp(string(params.spec.acquireTime))",
-					Reason: ptr.To(metav1.StatusReasonForbidden),
-					MessageExpression: "'" + fenceMessage + " the write carries the term of holder \"' + variables.holder + '\" acquired at \"' + variables.acquired + " +
-						"'\", the Lease is held by \"' + params.spec.holderIdentity + '\" since \"' + string(params.spec.acquireTime) + '\"'",
-				},
-			},
+			FailurePolicy:    ptr.To(admissionv1.Fail),
+			ParamKind:        &admissionv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+			MatchConditions:  conditions,
+			Variables:        variables,
+			Validations:      validations,
 		},
 	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
+}
+
+// leaseBinding returns the binding named name of policy to the Lease namespace/lease,
+// denying when that Lease does not exist, in the namespaces selector selects (nil:
+// all).
+func leaseBinding(name, policy, lease, namespace string, selector *metav1.LabelSelector) *admissionv1.ValidatingAdmissionPolicyBinding {
+	b := &admissionv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: f.Name,
+			PolicyName: policy,
 			ParamRef: &admissionv1.ParamRef{
-				Name: f.LeaseName, Namespace: f.LeaseNamespace,
+				Name: lease, Namespace: namespace,
 				ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
 			},
 			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
 		},
 	}
-	if f.NamespaceSelector != nil {
-		binding.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: f.NamespaceSelector}
+	if selector != nil {
+		b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: selector}
 	}
-	return policy, binding, nil
+	return b
+}
+
+// annotationOrEmpty is the CEL expression of the written object's annotation key, or
+// ” when it has none (variables.meta is its metadata).
+func annotationOrEmpty(key string) string {
+	return "has(variables.meta.annotations) && '" + key + "' in variables.meta.annotations ? variables.meta.annotations['" + key + "'] : ''"
 }
 
 // rules checks f and returns the policy's rules: create, update and delete of

@@ -77,22 +77,7 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 	policy := f.policy(rules)
 	bindings := make([]*admissionv1.ValidatingAdmissionPolicyBinding, shards)
 	for i := range bindings {
-		b := &admissionv1.ValidatingAdmissionPolicyBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", f.Name, i)},
-			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-				PolicyName: f.Name,
-				ParamRef: &admissionv1.ParamRef{
-					Name: sharding.ShardLeaseName(f.Ring, i), Namespace: f.Namespace,
-					ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
-				},
-				ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-			},
-		}
-		if f.NamespaceSelector != nil {
-			b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: f.NamespaceSelector}
-		}
-		bindings[i] = b
+		bindings[i] = leaseBinding(fmt.Sprintf("%s-%d", f.Name, i), f.Name, sharding.ShardLeaseName(f.Ring, i), f.Namespace, f.NamespaceSelector)
 	}
 	return policy, bindings, nil
 }
@@ -100,51 +85,38 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 // policy returns the fence's policy, judging writes to rules (see
 // NewShardedAdmissionFence).
 func (f ShardedAdmissionFence) policy(rules []admissionv1.NamedRuleWithOperations) *admissionv1.ValidatingAdmissionPolicy {
-	annotation := func(key string) string {
-		return "has(variables.meta.annotations) && '" + key + "' in variables.meta.annotations ? variables.meta.annotations['" + key + "'] : ''"
-	}
 	stamped := "has(" + target + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + target + ".metadata.annotations"
-	return &admissionv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: f.Name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			ParamKind:     &admissionv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
-			MatchConstraints: &admissionv1.MatchResources{
-				ResourceRules: rules,
-			},
-			MatchConditions: []admissionv1.MatchCondition{
-				{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
-				// Only writes of a shard's term: sharded reconciles stamp the shard
-				// Lease once Options.ServerSideFence is on, so the policy can be
-				// installed first.
-				{Name: "shard-stamped-writes", Expression: stamped},
-				// Each binding's parameter is one shard Lease: it judges only the writes
-				// naming that Lease and skips the others (another binding judges them)
-				// before any validation is evaluated.
-				{Name: "names-this-shard-lease", Expression: stamped + " && " + target + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"},
-			},
-			Variables: []admissionv1.Variable{
-				{Name: "meta", Expression: target + ".metadata"},
-				{Name: "lease", Expression: annotation(ShardLeaseAnnotation)},
-				{Name: "holder", Expression: annotation(ShardHolderAnnotation)},
-				{Name: "acquired", Expression: annotation(ShardAcquiredAnnotation)},
-				{Name: "held", Expression: "has(params.spec.holderIdentity) && params.spec.holderIdentity != '' && has(params.spec.acquireTime)"},
-			},
-			Validations: []admissionv1.Validation{
-				{
-					Expression:        "variables.held",
-					Reason:            ptr.To(metav1.StatusReasonForbidden),
-					MessageExpression: "'" + fenceMessage + " the shard Lease \"' + variables.lease + '\" has no holder: no term of it may write'",
-				},
-				{
-					Expression: "!variables.held || variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
-						"timestamp(variables.acquired) == timestamp(string(params.spec.acquireTime))",
-					Reason: ptr.To(metav1.StatusReasonForbidden),
-					MessageExpression: "'" + fenceMessage + " the write carries the term of holder \"' + variables.holder + '\" acquired at \"' + variables.acquired + " +
-						"'\" of the shard Lease \"' + variables.lease + '\", which is held by \"' + params.spec.holderIdentity + '\" since \"' + string(params.spec.acquireTime) + '\"'",
-				},
-			},
+	return leasePolicy(f.Name, rules,
+		[]admissionv1.MatchCondition{
+			{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
+			// Only writes of a shard's term: sharded reconciles stamp the shard
+			// Lease once Options.ServerSideFence is on, so the policy can be
+			// installed first.
+			{Name: "shard-stamped-writes", Expression: stamped},
+			// Each binding's parameter is one shard Lease: it judges only the writes
+			// naming that Lease and skips the others (another binding judges them)
+			// before any validation is evaluated.
+			{Name: "names-this-shard-lease", Expression: stamped + " && " + target + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"},
 		},
-	}
+		[]admissionv1.Variable{
+			{Name: "meta", Expression: target + ".metadata"},
+			{Name: "lease", Expression: annotationOrEmpty(ShardLeaseAnnotation)},
+			{Name: "holder", Expression: annotationOrEmpty(ShardHolderAnnotation)},
+			{Name: "acquired", Expression: annotationOrEmpty(ShardAcquiredAnnotation)},
+			{Name: "held", Expression: "has(params.spec.holderIdentity) && params.spec.holderIdentity != '' && has(params.spec.acquireTime)"},
+		},
+		[]admissionv1.Validation{
+			{
+				Expression:        "variables.held",
+				Reason:            ptr.To(metav1.StatusReasonForbidden),
+				MessageExpression: "'" + fenceMessage + " the shard Lease \"' + variables.lease + '\" has no holder: no term of it may write'",
+			},
+			{
+				Expression: "!variables.held || variables.holder == params.spec.holderIdentity && variables.acquired != '' && " +
+					"timestamp(variables.acquired) == timestamp(string(params.spec.acquireTime))",
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+				MessageExpression: "'" + fenceMessage + " the write carries the term of holder \"' + variables.holder + '\" acquired at \"' + variables.acquired + " +
+					"'\" of the shard Lease \"' + variables.lease + '\", which is held by \"' + params.spec.holderIdentity + '\" since \"' + string(params.spec.acquireTime) + '\"'",
+			},
+		})
 }
