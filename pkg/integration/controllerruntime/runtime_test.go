@@ -190,22 +190,26 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 
 func assertMetric(t *testing.T, g prometheus.Gatherer, name string, want float64) {
 	t.Helper()
+	if got := metricValue(t, g, name); got != want {
+		t.Fatalf("%s = %v, want %v", name, got, want)
+	}
+}
+
+// metricValue returns the value of the gauge or counter name (its first series).
+func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			return m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
-		m := mf.GetMetric()[0]
-		got := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		if got != want {
-			t.Fatalf("%s = %v, want %v", name, got, want)
-		}
-		return
 	}
 	t.Fatalf("metric %s not registered", name)
+	return 0
 }
 
 // stateEvent is the state an all-replica runnable computes.
