@@ -159,12 +159,11 @@ func TestFencedClientRandomSchedules(t *testing.T) {
 
 // writer is one term's view in a schedule.
 type writer struct {
-	ctx    context.Context
-	end    context.CancelFunc
-	term   uint64
-	ended  bool
-	last   *corev1.ConfigMap // what it last read
-	reread bool
+	ctx   context.Context
+	end   context.CancelFunc
+	term  uint64
+	ended bool
+	last  *corev1.ConfigMap // what it last read
 }
 
 func fenceSchedule(t *testing.T, raw client.Client, seed uint64) error {

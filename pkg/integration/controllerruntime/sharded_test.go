@@ -162,6 +162,7 @@ func (w *shardWriter) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	cm.Data["owner"] = w.replica
 	err := w.writer.Update(ctx, &cm)
 	if apierrors.IsConflict(err) || errors.Is(err, ErrTermEnded) {
+		//lint:ignore SA1019 the rate-limited requeue is what a lagging cache wants
 		return reconcile.Result{Requeue: true}, nil // the cache lags, or the shard moved
 	}
 	return reconcile.Result{}, err
