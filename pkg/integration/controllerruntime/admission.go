@@ -203,7 +203,7 @@ var lagRetries = []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20
 func sendFenced(ctx context.Context, ref *termRef, send func() error) error {
 	err := send()
 	for _, wait := range lagRetries {
-		if !isFenceDenial(err) || ref.ctx.Err() != nil {
+		if !isFenceDenial(err) || ref.ended() != nil {
 			return err
 		}
 		t := time.NewTimer(wait)

@@ -236,9 +236,9 @@
 //   - Requests: events of objects of shards led elsewhere are not enqueued; a request
 //     whose shard is not led here when a worker takes it is dropped (ShardedStats.Dropped),
 //     since the shard's owner reconciles it.
-//   - Context: Reconcile runs under the shard's term context: ShardTermFromContext
-//     (pkg/k8s/sharding) gives the shard and its term, termctx.FromContext the same term,
-//     and the context ends when the shard's term does.
+//   - Context: Reconcile runs under the shard's term context: termctx.Get gives the
+//     shard, its Lease and its term, termctx.FromContext the same term's number, and
+//     the context ends when the shard's term does.
 //   - Fencing: the fenced client works unchanged, with the shard's term: it refuses
 //     writes once the shard's term ended and stamps TermAnnotation with the shard's
 //     term, and it reads the shard's Lease (never the single leader's) before it

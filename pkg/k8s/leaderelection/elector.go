@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Elector campaigns for one lease, leads while it holds it, and campaigns again when it
@@ -226,7 +228,7 @@ func (e *Elector) Start(ctx context.Context) error {
 
 // leadAlone is Start with SingleReplica: one term, numbered 1, until ctx ends.
 func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
-	t := newTermContext(ctx, 1, e.clock.Now(), 0, e.clock)
+	t := newTermContext(ctx, termctx.Term{Number: 1}, e.clock.Now(), 0, e.clock)
 	e.current.Store(t)
 	e.setLeader(e.config.Identity)
 	if n != nil {
