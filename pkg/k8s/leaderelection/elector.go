@@ -266,10 +266,10 @@ type Stats struct {
 	// the lease this elector never saw: answered more than a RetryPeriod after they
 	// were sent, or with the watch showing another state before their own. Each held the
 	// lease a LeaseDuration from its answer before its term began (or gave the term
-	// up). See the package doc, # Slow acquiring writes.
+	// up). See docs/design/leaderelection.md, # Slow acquiring writes.
 	SlowAcquires uint64
 	// OutOfRange counts the values read from the Lease outside the range Baton itself
-	// writes, each logged at WARN, once per record: see the package doc, # Values from
+	// writes, each logged at WARN, once per record: see docs/design/leaderelection.md, # Values from
 	// the cluster.
 	OutOfRange uint64
 	// DuplicateIdentity counts the writes of the lease that named this elector as
