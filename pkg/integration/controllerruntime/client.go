@@ -22,7 +22,7 @@ import (
 const TermAnnotation = "baton.dev/term"
 
 // NewFencedClient wraps c so that its writes are fenced by the term of their context
-// (see the package doc, # Fencing). Reads go to c unchanged; the fence's own reads
+// (see docs/design/controllerruntime.md, # Fencing). Reads go to c unchanged; the fence's own reads
 // (Delete by name, patches of an object without a resourceVersion, DeleteAllOf) go to
 // c too. Runtime.FencedClient is the same with the refusals counted in the Runtime's
 // metrics, fresh reads, the check of the Lease before refusing a stamp of no term, and
@@ -34,7 +34,7 @@ func NewFencedClient(c client.Client) client.Client {
 // FencedClient wraps c (nil: the manager's client) in a fenced client whose refusals are
 // counted in baton_fenced_writes_refused_total. Its fence reads the objects it checks
 // with the manager's API reader (not the cache), and reads the Lease before it refuses
-// a write over a newer stamp (see # Fencing).
+// a write over a newer stamp (see docs/design/controllerruntime.md, # Fencing).
 func (r *Runtime) FencedClient(c client.Client) client.Client {
 	if c == nil {
 		c = r.mgr.GetClient()

@@ -256,7 +256,7 @@ func (r *Runtime) needElection(what string) error {
 
 // AddReplayer registers the replayer of state an all-replica runnable computes
 // (typically a *leadership.StateReplayer[T] on Bus()); it is replayed at the start of
-// each term, after the leader-only work subscribed. See the package doc.
+// each term, after the leader-only work subscribed. See docs/design/controllerruntime.md, # State for a new leader.
 func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
 	if err := r.needElection(fmt.Sprintf("replayer %q", name)); err != nil {
 		return err

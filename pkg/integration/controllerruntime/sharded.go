@@ -34,7 +34,7 @@ import (
 
 // ShardedController describes a controller whose objects are spread over the
 // replicas: every replica runs it, and each reconciles only the objects of the
-// shards it leads (see the package doc, # Sharded controllers).
+// shards it leads (see docs/design/controllerruntime.md, # Sharded controllers).
 type ShardedController struct {
 	// Name names the controller in logs and metrics. Required, unique in the Runtime.
 	Name string
