@@ -58,7 +58,7 @@ func (l *shardLedger) violate(format string, args ...any) {
 
 // enter records the start of a reconcile of name by replica under ctx.
 func (l *shardLedger) enter(ctx context.Context, replica, name string, uid types.UID) (sharding.ShardTerm, bool) {
-	st, ok := sharding.ShardTermFromContext(ctx)
+	st, ok := sharding.ShardTermOf(termctx.Get(ctx))
 	term, tok := termctx.FromContext(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
