@@ -352,7 +352,8 @@ func (f *fencedClient) SubResource(name string) client.SubResourceClient {
 
 // fencedSubResource fences the writes of a subresource. A subresource ignores
 // metadata, so the stamp is compared but not written (and the API server's fence does
-// not cover subresources); Update is still a compare-and-swap.
+// not cover subresources); Update and Patch are still compare-and-swaps on the version
+// the object was checked at, as the main resource's are.
 type fencedSubResource struct {
 	f *fencedClient
 	w client.SubResourceWriter
@@ -383,15 +384,32 @@ func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts 
 	return s.w.Update(ctx, obj, opts...)
 }
 
+// Patch refuses obj stamped with a newer term and sends patch with the
+// resourceVersion obj was read at added to its body (obj without one is read first), so
+// that a patch of an ended term delivered late conflicts with any write since, as
+// fencedClient.Patch does. An apply patch carries no version (an apply may create).
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	ref, _, err := s.f.begin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := s.f.admit(ctx, ref, obj); err != nil {
+	if isApply(patch.Type()) {
+		if err := s.f.admit(ctx, ref, obj); err != nil {
+			return err
+		}
+		return s.w.Patch(ctx, obj, patch, opts...)
+	}
+	base := obj
+	if obj.GetResourceVersion() == "" {
+		if base, err = s.f.read(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if err := s.f.admit(ctx, ref, base); err != nil {
 		return err
 	}
-	return s.w.Patch(ctx, obj, patch, opts...)
+	sp := &stampedPatch{inner: patch, version: base.GetResourceVersion()}
+	return s.w.Patch(ctx, obj, sp, opts...)
 }
 
 func (s *fencedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {

@@ -74,9 +74,10 @@
 //     (ErrStaleTerm); and every write but Create and Apply is a compare-and-swap on the
 //     version it checked. Update must carry the resourceVersion the object was read at
 //     (ErrNoResourceVersion otherwise); Patch adds the resourceVersion of obj to the
-//     patch body (obj without one is read first); Delete reads an object given by name
-//     (no resourceVersion), checks its stamp, and deletes it under UID and
-//     resourceVersion preconditions; DeleteAllOf lists the objects and deletes each as
+//     patch body (obj without one is read first), of the main resource and of a
+//     subresource (Status().Patch, SubResource(name).Patch) alike; Delete reads an
+//     object given by name (no resourceVersion), checks its stamp, and deletes it
+//     under UID and resourceVersion preconditions; DeleteAllOf lists the objects and deletes each as
 //     Delete does (so it is several requests, no longer one);
 //   - by the API server, with Options.ServerSideFence and the policy of
 //     NewAdmissionFence, and for sharded controllers NewShardedAdmissionFence's
@@ -92,12 +93,14 @@
 // never replaces a newer term's. What the client alone cannot cover: a stale write in
 // flight to an object no newer term has written yet (a Create of an object the newer
 // term deleted, or any write to one it did not touch: it lands, and the new leader's
-// next reconcile overwrites it), Apply (no version: an apply may create), and
-// subresources (their writes ignore metadata: the stamp is compared, not written). The
-// API server's fence closes the first two. The stamp check trusts the object as read:
-// do not set, change or drop the stamps yourself (replace Annotations by adding to them,
-// not by a new map; a JSON patch that replaces metadata.annotations as a whole drops
-// them).
+// next reconcile overwrites it), Apply (no version: an apply may create), and a
+// subresource's Create and Apply. A subresource's Update and Patch are
+// compare-and-swaps like the main resource's (Patch adds the version obj was read at),
+// but their writes ignore metadata: the stamp is compared, not written, and the API
+// server's fence does not judge them. The API server's fence closes the first two.
+// The stamp check trusts the object as read: do not set, change or drop the stamps
+// yourself (replace Annotations by adding to them, not by a new map; a JSON patch that
+// replaces metadata.annotations as a whole drops them).
 //
 // A stamp of no term: an object can carry a term above every term this Lease ever had
 // (restored from another cluster, whose Lease counted further, or written by another

@@ -18,8 +18,8 @@ func isApply(t types.PatchType) bool {
 	return t == types.ApplyYAMLPatchType || t == types.ApplyCBORPatchType
 }
 
-// stampedPatch is a patch with the writer's stamps and, when version is set, the
-// resourceVersion precondition added to its body.
+// stampedPatch is a patch with the writer's stamps (none: a subresource's patch) and,
+// when version is set, the resourceVersion precondition added to its body.
 type stampedPatch struct {
 	inner          client.Patch
 	stamps         stamps
@@ -59,13 +59,15 @@ func (p *stampedPatch) objectPatch(data []byte) ([]byte, error) {
 		meta = map[string]any{}
 		body["metadata"] = meta
 	}
-	annotations, _ := meta["annotations"].(map[string]any)
-	if annotations == nil {
-		annotations = map[string]any{}
-		meta["annotations"] = annotations
-	}
-	for k, v := range p.stamps {
-		annotations[k] = v
+	if len(p.stamps) > 0 {
+		annotations, _ := meta["annotations"].(map[string]any)
+		if annotations == nil {
+			annotations = map[string]any{}
+			meta["annotations"] = annotations
+		}
+		for k, v := range p.stamps {
+			annotations[k] = v
+		}
 	}
 	if p.version != "" {
 		meta["resourceVersion"] = p.version
@@ -90,11 +92,13 @@ func (p *stampedPatch) jsonPatch(data []byte) ([]byte, error) {
 	if p.version != "" {
 		front = append(front, op{"add", "/metadata/resourceVersion", p.version})
 	}
-	if p.hadAnnotations {
+	switch {
+	case len(p.stamps) == 0:
+	case p.hadAnnotations:
 		for k, v := range p.stamps {
 			front = append(front, op{"add", "/metadata/annotations/" + escapePointer(k), v})
 		}
-	} else {
+	default:
 		front = append(front, op{"add", "/metadata/annotations", map[string]string(p.stamps)})
 	}
 	all := make([]any, 0, len(front)+len(ops))
