@@ -38,6 +38,17 @@ type AdmissionFence struct {
 // DELETE (which has none) the object deleted, which the fenced client stamped first.
 const target = "(request.operation == 'DELETE' ? oldObject : object)"
 
+// stampedIn is the CEL condition that the request's object, or for an UPDATE or a
+// DELETE its old object, carries the annotation key: a write is judged when it is
+// stamped, and also when it drops the stamp of an object that had it (its result then
+// carries no token of the current term, and is refused).
+func stampedIn(key string) string {
+	has := func(obj string) string {
+		return "has(" + obj + ".metadata.annotations) && '" + key + "' in " + obj + ".metadata.annotations"
+	}
+	return "(request.operation != 'DELETE' && " + has("object") + ") || (request.operation != 'CREATE' && " + has("oldObject") + ")"
+}
+
 // fenceMessage starts every refusal of the fence's policy; the fenced client tells
 // them by it.
 const fenceMessage = "baton fence:"
@@ -46,8 +57,10 @@ const fenceMessage = "baton fence:"
 // API server refuse a stamped write of f.Users to f.Resources unless it carries the
 // Lease token of the current term: HolderAnnotation and AcquiredAnnotation equal to the
 // Lease's holderIdentity and acquireTime (for a DELETE, on the object deleted, which
-// the fenced client stamps first). Runtime.FencedClient stamps every write when
-// Options.ServerSideFence is set; writes without HolderAnnotation are not judged, so
+// the fenced client stamps first), and an UPDATE that drops the token from an object
+// that carried it. Runtime.FencedClient stamps every write when
+// Options.ServerSideFence is set; writes without HolderAnnotation, of objects without
+// it, are not judged, so
 // the policy can be installed before the controller turns the option on, and other
 // programs' writes of objects the controller never stamped pass. Errors wrap
 // ErrInvalidOptions and name the field.
@@ -67,9 +80,10 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 	policy := leasePolicy(f.Name, rules,
 		[]admissionv1.MatchCondition{
 			{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
-			// Only stamped writes: the controller's writes carry the token once
-			// Options.ServerSideFence is on, so the policy can be installed first.
-			{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
+			// Only stamped writes, and writes over a stamped object: the controller's
+			// writes carry the token once Options.ServerSideFence is on, so the policy
+			// can be installed first.
+			{Name: "stamped-writes", Expression: stampedIn(HolderAnnotation)},
 		},
 		[]admissionv1.Variable{
 			{Name: "meta", Expression: target + ".metadata"},

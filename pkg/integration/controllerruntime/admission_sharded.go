@@ -85,18 +85,24 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 // policy returns the fence's policy, judging writes to rules (see
 // NewShardedAdmissionFence).
 func (f ShardedAdmissionFence) policy(rules []admissionv1.NamedRuleWithOperations) *admissionv1.ValidatingAdmissionPolicy {
-	stamped := "has(" + target + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + target + ".metadata.annotations"
+	stamped := stampedIn(ShardLeaseAnnotation)
+	names := func(obj string) string {
+		return "has(" + obj + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + obj + ".metadata.annotations && " +
+			obj + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"
+	}
 	return leasePolicy(f.Name, rules,
 		[]admissionv1.MatchCondition{
 			{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
-			// Only writes of a shard's term: sharded reconciles stamp the shard
-			// Lease once Options.ServerSideFence is on, so the policy can be
-			// installed first.
+			// Only writes of a shard's term, and writes over an object a shard's term
+			// wrote: sharded reconciles stamp the shard Lease once
+			// Options.ServerSideFence is on, so the policy can be installed first.
 			{Name: "shard-stamped-writes", Expression: stamped},
 			// Each binding's parameter is one shard Lease: it judges only the writes
-			// naming that Lease and skips the others (another binding judges them)
-			// before any validation is evaluated.
-			{Name: "names-this-shard-lease", Expression: stamped + " && " + target + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"},
+			// naming that Lease, or over an object that named it, and skips the
+			// others (another binding judges them) before any validation is
+			// evaluated.
+			{Name: "names-this-shard-lease", Expression: "(request.operation != 'DELETE' && " + names("object") + ") || " +
+				"(request.operation != 'CREATE' && " + names("oldObject") + ")"},
 		},
 		[]admissionv1.Variable{
 			{Name: "meta", Expression: target + ".metadata"},

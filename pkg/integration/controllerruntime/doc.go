@@ -99,8 +99,11 @@
 // but their writes ignore metadata: the stamp is compared, not written, and the API
 // server's fence does not judge them. The API server's fence closes the first two.
 // The stamp check trusts the object as read: do not set, change or drop the stamps
-// yourself (replace Annotations by adding to them, not by a new map; a JSON patch that
-// replaces metadata.annotations as a whole drops them).
+// yourself. A write through the fenced client always carries them, whatever the caller
+// did to the annotations (Update and the object patches set them on the body sent; a
+// JSON patch gets operations after the caller's that set them, so one replacing or
+// removing metadata.annotations as a whole keeps them; a move or copy onto
+// metadata.annotations is refused with ErrUnstampablePatch).
 //
 // A stamp of no term: an object can carry a term above every term this Lease ever had
 // (restored from another cluster, whose Lease counted further, or written by another
@@ -121,7 +124,9 @@
 // write (one carrying HolderAnnotation) of the controller's users to the resources
 // named unless the object (for a DELETE the object deleted) carries the Lease token of
 // the current term: HolderAnnotation and
-// AcquiredAnnotation equal to the Lease's holderIdentity and acquireTime. A term of
+// AcquiredAnnotation equal to the Lease's holderIdentity and acquireTime. An UPDATE of
+// an object that carried HolderAnnotation is judged too, so a write of those users that
+// drops the token (an unfenced client's, say) is refused rather than passed unjudged. A term of
 // Baton's elector is one acquisition: its acquiring write sets both and every renew
 // keeps them, so the pair names the term on the Lease. (The term number cannot be
 // compared: it is the resourceVersion of the acquiring write, which the renews move on.)

@@ -29,7 +29,8 @@ var (
 	// newer term than the writer's: a newer leader wrote it.
 	ErrStaleTerm = errors.New("controllerruntime: object written by a newer term")
 	// ErrUnstampablePatch is returned by a fenced client's Patch of a body it cannot
-	// add its stamps to (a CBOR apply patch, or a body that is not JSON).
+	// add its stamps to (a CBOR apply patch, a body that is not JSON, or a JSON patch
+	// that moves or copies onto metadata.annotations, whose result it cannot tell).
 	ErrUnstampablePatch = errors.New("controllerruntime: the fenced client cannot stamp this patch")
 	// ErrNoResourceVersion is returned by a fenced client's Update of an object without a
 	// resourceVersion: a fenced update is a compare-and-swap, so update the object as it
