@@ -61,8 +61,56 @@ func (f *fencedClient) refuse(err error) error {
 	return err
 }
 
-// stamps are the annotations a write of one term carries.
+// stamps are the annotations a write of one term carries, and with the API server's
+// fence the label that marks the object for it (the keys isLabel names).
 type stamps map[string]string
+
+// split returns the annotations and the labels of s.
+func (s stamps) split() (annotations, labels map[string]string) {
+	annotations = make(map[string]string, len(s))
+	for k, v := range s {
+		if isLabel(k) {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k] = v
+			continue
+		}
+		annotations[k] = v
+	}
+	return annotations, labels
+}
+
+// stamp sets the stamps on obj's annotations and labels.
+func (s stamps) stamp(obj client.Object) {
+	annotations, labels := s.split()
+	obj.SetAnnotations(merged(obj.GetAnnotations(), annotations))
+	if labels != nil {
+		obj.SetLabels(merged(obj.GetLabels(), labels))
+	}
+}
+
+// merged returns m (a new map if nil) with every entry of add set.
+func merged(m, add map[string]string) map[string]string {
+	if m == nil {
+		m = make(map[string]string, len(add))
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	return m
+}
+
+// carried reports whether obj already carries every stamp.
+func (s stamps) carried(obj client.Object) bool {
+	a, l := obj.GetAnnotations(), obj.GetLabels()
+	for k, v := range s {
+		if isLabel(k) && l[k] != v || !isLabel(k) && a[k] != v {
+			return false
+		}
+	}
+	return true
+}
 
 // begin refuses a write under ctx outside a running term and returns the stamps of the
 // write: the term, and with the API server's fence the Lease token of the term.
@@ -132,29 +180,6 @@ func describe(obj client.Object) string {
 		return kind + " " + obj.GetName()
 	}
 	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
-}
-
-// stamp sets the stamps on obj's annotations.
-func (s stamps) stamp(obj client.Object) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = make(map[string]string, len(s))
-	}
-	for k, v := range s {
-		a[k] = v
-	}
-	obj.SetAnnotations(a)
-}
-
-// carried reports whether obj already carries every stamp.
-func (s stamps) carried(obj client.Object) bool {
-	a := obj.GetAnnotations()
-	for k, v := range s {
-		if a[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // needVersion refuses a write of obj without a resourceVersion.
@@ -236,9 +261,9 @@ func (f *fencedClient) Patch(ctx context.Context, obj client.Object, patch clien
 		}
 		version = base.GetResourceVersion()
 	}
-	hadAnnotations := base.GetAnnotations() != nil // before obj, maybe base, is stamped
+	sp := &stampedPatch{inner: patch, stamps: s, version: version}
+	sp.had(base) // before obj, maybe base, is stamped
 	s.stamp(obj)
-	sp := &stampedPatch{inner: patch, stamps: s, version: version, hadAnnotations: hadAnnotations}
 	return f.send(ctx, ref, func() error { return f.Client.Patch(ctx, obj, sp, opts...) })
 }
 
@@ -284,8 +309,8 @@ func (f *fencedClient) deleteChecked(ctx context.Context, ref *termRef, s stamps
 	}
 	if s.tokened() && !s.carried(base) {
 		stamped := base.DeepCopyObject().(client.Object)
-		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s,
-			version: base.GetResourceVersion(), hadAnnotations: base.GetAnnotations() != nil}
+		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s, version: base.GetResourceVersion()}
+		sp.had(base)
 		if err := f.send(ctx, ref, func() error { return f.Client.Patch(ctx, stamped, sp) }); err != nil {
 			return err
 		}

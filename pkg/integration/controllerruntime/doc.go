@@ -123,11 +123,10 @@
 // parameter is the Lease, and its binding; deploy/ has an example. It refuses a stamped
 // write (one carrying HolderAnnotation) of the controller's users to the resources
 // named unless the object (for a DELETE the object deleted) carries the Lease token of
-// the current term: HolderAnnotation and
-// AcquiredAnnotation equal to the Lease's holderIdentity and acquireTime. An UPDATE of
-// an object that carried HolderAnnotation is judged too, so a write of those users that
-// drops the token (an unfenced client's, say) is refused rather than passed unjudged. A term of
-// Baton's elector is one acquisition: its acquiring write sets both and every renew
+// the current term: HolderAnnotation and AcquiredAnnotation equal to the Lease's
+// holderIdentity and acquireTime. An UPDATE of an object that carried HolderAnnotation
+// is judged too, so a write of those users that drops the token (an unfenced client's,
+// say) is refused rather than passed unjudged. A term of Baton's elector is one acquisition: its acquiring write sets both and every renew
 // keeps them, so the pair names the term on the Lease. (The term number cannot be
 // compared: it is the resourceVersion of the acquiring write, which the renews move on.)
 // With Options.ServerSideFence the fenced clients read the Lease once per term for the
@@ -135,6 +134,32 @@
 // write per Delete, unless the object already carries the token), so that the policy
 // can check the delete. Install the policy first, then turn the option on: writes
 // without the token are not judged.
+//
+// Which objects it judges: with Options.ServerSideFence every fenced write also sets
+// the label FenceLabel (ShardFenceLabel in a shard's term) to the Lease's name, and
+// the binding selects only the objects so labelled (for an UPDATE, when the old or the
+// new object is). A write to an object no fenced write marked, anyone's, passes no
+// binding and is never refused, whatever the state of the Lease: the
+// kube-controller-manager's kube-root-ca.crt, people's ConfigMaps, other controllers'
+// objects (TestAdmissionFenceLeavesUnmarkedObjectsAlone). This is what the selector is
+// for: the API server matches a binding's resources and selectors first, then looks
+// its parameter up, and evaluates the policy's match conditions (the controller's
+// users, stamped writes) only after that, so without it a missing Lease refused
+// everyone's writes. Objects written before the option was on are judged from their
+// first fenced write on.
+//
+// While the Lease does not exist, every write to a marked object is refused, by anyone
+// (HTTP 422, the binding's parameterNotFoundAction Deny); writes to unmarked objects
+// pass (TestAdmissionFenceWithoutTheLease). Deny, not Allow, because without the Lease
+// the API server cannot tell a stale stamped write from any other: with Allow a write
+// of the last term held in flight would land once the Lease was deleted. The Lease
+// exists from the first election on (Baton never deletes it; a release empties its
+// holder), so this only holds objects an earlier installation marked until the first
+// election, and objects whose Lease someone deleted: NewLeaseGuard's policy (deploy/
+// installs it) refuses deleting a fence's Lease, by anyone, unless its namespace is
+// being deleted. An administrator frees the objects by creating the Lease (with no
+// holder the controller's stamped writes are refused and everyone else's pass) or by
+// deleting the binding.
 //
 // Then every stale write the client cannot see, held in flight and delivered after
 // the Lease passed to another replica, is refused by the API server itself (HTTP 403,
@@ -150,10 +175,8 @@
 // 10, 20, 40 and 80 ms while its term runs. What the fence does not cover: writers that
 // do not stamp the token (it is cooperative: it stops a stale writer, it does not
 // authenticate one; anyone with write access can forge or drop a stamp), users other
-// than AdmissionFence.Users, subresources
-// (status, scale), and a policy that is not yet in force (it took effect 0.2 to 0.8 s
-// after it was created). While the Lease does not exist, every write of those users to
-// those resources is refused, stamped or not.
+// than AdmissionFence.Users, subresources (status, scale), and a policy that is not yet
+// in force (it took effect 0.2 to 0.8 s after it was created).
 //
 // Shards: NewShardedAdmissionFence builds the fence of a sharded controller's ring, a
 // policy whose parameters are the ring's shard Leases, with one binding per shard that
@@ -170,10 +193,11 @@
 // annotations, so the single leader's judges no shard write and the ring's no
 // leader-only write; both can be installed for the same users and resources.
 //
-// A shard Lease deleted is covered: while any shard Lease of the ring does not exist,
-// every write of those users to those resources is refused (HTTP 422, the missing
-// binding's parameterNotFoundAction), whichever shard it names, so a stale write naming
-// the deleted Lease never lands; once the Lease exists again only its new token passes
+// A shard Lease deleted is covered: while a shard Lease of the ring does not exist,
+// every write to the objects marked with its name (ShardFenceLabel) is refused, by
+// anyone (HTTP 422, the binding's parameterNotFoundAction), so a stale write of that
+// shard never lands, while writes to the other shards' objects and to unmarked ones
+// pass; once the Lease exists again only its new token passes
 // (TestShardedAdmissionFenceWithoutAShardLease). These 422 refusals carry no "baton
 // fence:" message: the fenced client neither sends them again nor counts them in
 // baton_fenced_writes_refused_total, and a reconcile gets them as errors (it is
@@ -182,8 +206,8 @@
 // v1.37.2 API server evaluates a policy once per selected Lease, from its cache, so a
 // write naming a Lease missing from the set (deleted, or not yet in the cache) would
 // pass, while a Lease named by a binding is read from the API when the cache misses it
-// and refuses the write when it does not exist. Not covered for shards, beyond what the single
-// leader's fence leaves (the window after a hand-over, which the shard's Lease has
+// and refuses the write when it does not exist. Not covered for shards, beyond what the
+// single leader's fence leaves (the window after a hand-over, which the shard's Lease has
 // too: 2–6 ms in that test on the loaded machine; writers that do not stamp; other
 // users; subresources): an object written under two shard Leases (two shards, two
 // rings, or a ring and the single leader), whose stamps one fence judges against the

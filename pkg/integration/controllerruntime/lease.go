@@ -39,6 +39,26 @@ const (
 	ShardAcquiredAnnotation = "baton.dev/shard-lease-acquired"
 )
 
+// Labels that mark the objects the API server's fences judge. With
+// Options.ServerSideFence a fenced write sets the label of the fence of its term's
+// Lease, whose value is that Lease's name; the fence's binding selects objects by it
+// (matchResources.objectSelector, which for an UPDATE matches the old or the new
+// object), so a write to an object no fenced write ever marked passes no binding: it is
+// never refused, whatever the state of the Lease (see the package doc, # The API
+// server's fence).
+const (
+	// FenceLabel marks an object written in a term of the single leader's Lease (the
+	// fence of NewAdmissionFence); its value is that Lease's name.
+	FenceLabel = "baton.dev/fence-lease"
+	// ShardFenceLabel marks an object written in a shard's term (the fence of
+	// NewShardedAdmissionFence); its value is the shard Lease's name, so each write
+	// passes the binding of that shard only.
+	ShardFenceLabel = "baton.dev/shard-fence-lease"
+)
+
+// isLabel reports whether the stamp key is a label (the others are annotations).
+func isLabel(key string) bool { return key == FenceLabel || key == ShardFenceLabel }
+
 // leaseToken is what names a term on the Lease: its holder and acquireTime.
 type leaseToken struct {
 	holder, acquired string
@@ -60,13 +80,15 @@ type leaseReader struct {
 }
 
 // stamp adds the token of ref's term on this Lease to s, in the annotations of the
-// fence bound to it.
+// fence bound to it, and that fence's label.
 func (l *leaseReader) stamp(s stamps, tok leaseToken) {
 	if l.shard {
 		s[ShardLeaseAnnotation], s[ShardHolderAnnotation], s[ShardAcquiredAnnotation] = l.name, tok.holder, tok.acquired
+		s[ShardFenceLabel] = l.name
 		return
 	}
 	s[HolderAnnotation], s[AcquiredAnnotation] = tok.holder, tok.acquired
+	s[FenceLabel] = l.name
 }
 
 // tokened reports whether s carries a Lease token, for the API server's fence.

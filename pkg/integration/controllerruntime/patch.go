@@ -21,10 +21,17 @@ func isApply(t types.PatchType) bool {
 // stampedPatch is a patch with the writer's stamps (none: a subresource's patch) and,
 // when version is set, the resourceVersion precondition added to its body.
 type stampedPatch struct {
-	inner          client.Patch
-	stamps         stamps
-	version        string // "": no precondition
-	hadAnnotations bool   // the version patched has metadata.annotations (JSON patches)
+	inner   client.Patch
+	stamps  stamps
+	version string // "": no precondition
+	// hadAnnotations, hadLabels: the version patched has metadata.annotations,
+	// metadata.labels (for JSON patches).
+	hadAnnotations, hadLabels bool
+}
+
+// had records which of the maps the stamps go in base, the version patched, has.
+func (p *stampedPatch) had(base client.Object) {
+	p.hadAnnotations, p.hadLabels = base.GetAnnotations() != nil, base.GetLabels() != nil
 }
 
 func (p *stampedPatch) Type() types.PatchType { return p.inner.Type() }
@@ -59,20 +66,29 @@ func (p *stampedPatch) objectPatch(data []byte) ([]byte, error) {
 		meta = map[string]any{}
 		body["metadata"] = meta
 	}
-	if len(p.stamps) > 0 {
-		annotations, _ := meta["annotations"].(map[string]any)
-		if annotations == nil {
-			annotations = map[string]any{}
-			meta["annotations"] = annotations
-		}
-		for k, v := range p.stamps {
-			annotations[k] = v
-		}
-	}
+	annotations, labels := p.stamps.split()
+	setMembers(meta, "annotations", annotations)
+	setMembers(meta, "labels", labels)
 	if p.version != "" {
 		meta["resourceVersion"] = p.version
 	}
 	return json.Marshal(body)
+}
+
+// setMembers sets each of kv in the map meta[key], which it creates if kv is not
+// empty.
+func setMembers(meta map[string]any, key string, kv map[string]string) {
+	if len(kv) == 0 {
+		return
+	}
+	m, _ := meta[key].(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+		meta[key] = m
+	}
+	for k, v := range kv {
+		m[k] = v
+	}
 }
 
 // jsonOp is an operation of a JSON patch (RFC 6902), as far as stamping reads it.
@@ -92,12 +108,12 @@ type addOp struct {
 
 // jsonPatch appends operations that set the stamps and the version after a JSON
 // patch's own, so that they hold in the result whatever the caller's operations do:
-// one that replaces or removes metadata.annotations as a whole no longer drops the
-// stamps, and none can change the version the patch is checked against. The stamps go
-// in member by member where metadata.annotations exists after the caller's operations
-// (told from the version patched and the operations), and as a new map where it does
-// not. A caller's move or copy onto metadata.annotations (or metadata) is refused: what
-// it leaves there cannot be told from the patch.
+// one that replaces or removes metadata.annotations (or metadata.labels) as a whole no
+// longer drops the stamps, and none can change the version the patch is checked
+// against. The stamps go in member by member where the map exists after the caller's
+// operations (told from the version patched and the operations), and as a new map
+// where it does not. A caller's move or copy onto the map (or metadata) is refused:
+// what it leaves there cannot be told from the patch.
 func (p *stampedPatch) jsonPatch(data []byte) ([]byte, error) {
 	var ops []json.RawMessage
 	if err := json.Unmarshal(data, &ops); err != nil {
@@ -113,8 +129,16 @@ func (p *stampedPatch) jsonPatch(data []byte) ([]byte, error) {
 	for _, o := range ops {
 		all = append(all, o)
 	}
-	if len(p.stamps) > 0 {
-		stampOps, err := mapOps(parsed, "/metadata/annotations", p.hadAnnotations, p.stamps)
+	annotations, labels := p.stamps.split()
+	for _, m := range []struct {
+		path string
+		had  bool
+		kv   map[string]string
+	}{{"/metadata/annotations", p.hadAnnotations, annotations}, {"/metadata/labels", p.hadLabels, labels}} {
+		if len(m.kv) == 0 {
+			continue
+		}
+		stampOps, err := mapOps(parsed, m.path, m.had, m.kv)
 		if err != nil {
 			return nil, err
 		}
