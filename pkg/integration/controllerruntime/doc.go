@@ -250,6 +250,13 @@
 // (or set Options.TerminationMessagePath to it) and let nothing overwrite that file.
 // Outside a pod it is off; Options.DeathSignal false turns it off in one.
 //
+// The takeover no longer waits LeaseDuration, which left the dead process's requests
+// already sent time to land before the next term began: such a request can arrive in
+// the next term. Update, Patch and Delete are compare-and-swaps (refused once the next
+// term wrote the object); Create and Apply are then guarded by the API server's fence
+// alone, so run the death signal with Options.ServerSideFence and NewAdmissionFence's
+// policy (# The API server's fence).
+//
 // # Health and metrics
 //
 // New adds the /healthz check HealthzCheckName (fails while the replica believes it
