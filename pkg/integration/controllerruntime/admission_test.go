@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/pkg/batontest"
+	"github.com/baton-dev/baton/pkg/fence"
 )
 
 // fenceWriter is the user the fenced writers of these tests write as (impersonated),
@@ -371,7 +372,7 @@ func TestAdmissionFenceRefusesStaleWrites(t *testing.T) {
 		defer endA()
 		// a's term began while it held the Lease: its token is the one it read then.
 		ref, _ := termOf(actx)
-		ref.token = &leaseToken{holder: "a", acquired: "2000-01-01T00:00:00.000000Z"}
+		ref.token = &fence.Token{Holder: "a", Acquired: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}
 		err := fa.DeleteAllOf(actx, &corev1.ConfigMap{}, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"})
 		if !isFenceDenial(firstJoined(err)) {
 			t.Fatalf("a's stale DeleteAllOf: %v, want the API server's fence to refuse it", err)

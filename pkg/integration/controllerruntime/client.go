@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,11 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/baton-dev/baton/pkg/fence"
 )
 
 // TermAnnotation is the annotation a fenced client stamps on every object it creates,
-// updates or patches: the decimal term of the writer.
-const TermAnnotation = "baton.dev/term"
+// updates or patches: the decimal term of the writer (pkg/fence's, the one every
+// writer of Baton stamps).
+const TermAnnotation = fence.TermAnnotation
 
 // NewFencedClient wraps c so that its writes are fenced by the term of their context
 // (see the package doc, # Fencing). Reads go to c unchanged; the fence's own reads
@@ -62,24 +64,15 @@ func (f *fencedClient) refuse(err error) error {
 }
 
 // stamps are the annotations a write of one term carries, and with the API server's
-// fence the label that marks the object for it (the keys isLabel names).
-type stamps map[string]string
+// fence the label that marks the object for it: fence.Stamps, with the methods this
+// package's objects need.
+type stamps fence.Stamps
 
 // split returns the annotations and the labels of s.
-func (s stamps) split() (annotations, labels map[string]string) {
-	annotations = make(map[string]string, len(s))
-	for k, v := range s {
-		if isLabel(k) {
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[k] = v
-			continue
-		}
-		annotations[k] = v
-	}
-	return annotations, labels
-}
+func (s stamps) split() (annotations, labels map[string]string) { return fence.Stamps(s).Split() }
+
+// tokened reports whether s carries a Lease token, for the API server's fence.
+func (s stamps) tokened() bool { return fence.Stamps(s).Tokened() }
 
 // stamp sets the stamps on obj's annotations and labels.
 func (s stamps) stamp(obj client.Object) {
@@ -103,13 +96,7 @@ func merged(m, add map[string]string) map[string]string {
 
 // carried reports whether obj already carries every stamp.
 func (s stamps) carried(obj client.Object) bool {
-	a, l := obj.GetAnnotations(), obj.GetLabels()
-	for k, v := range s {
-		if isLabel(k) && l[k] != v || !isLabel(k) && a[k] != v {
-			return false
-		}
-	}
-	return true
+	return fence.Stamps(s).Carried(obj.GetAnnotations(), obj.GetLabels())
 }
 
 // begin refuses a write under ctx outside a running term and returns the stamps of the
@@ -119,7 +106,7 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 	if err != nil {
 		return nil, nil, f.refuse(err)
 	}
-	s := stamps{TermAnnotation: strconv.FormatUint(ref.term, 10)}
+	s := stamps(fence.ForTerm(ref.term))
 	if l := f.leaseOf(ref); l != nil && l.admission {
 		tok, err := l.token(ctx, ref)
 		if err != nil {
@@ -139,28 +126,28 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 // stamp (a later term needs a later acquisition), so the write goes ahead, under the
 // resourceVersion precondition every fenced write carries, and a WARN names the object.
 func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Object) error {
-	v, ok := base.GetAnnotations()[TermAnnotation]
-	if !ok {
-		return nil
-	}
-	stamped, err := strconv.ParseUint(v, 10, 64)
+	stamped, _, err := fence.Stamped(base.GetAnnotations())
 	if err != nil || stamped <= ref.term {
 		return nil // unparsable: not ours to judge; the resourceVersion precondition holds
 	}
+	var holds fence.HoldsLease
 	if l := f.leaseOf(ref); l != nil {
-		_, holds, err := l.holds(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if holds {
-			f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
-				"which is older than the stamp (an object restored from another cluster, or written by another program)",
-				"object", describe(base), "stamp", v, "term", ref.term,
-				"lease", l.namespace+"/"+l.name)
-			return nil
+		holds = func(ctx context.Context) (bool, error) {
+			_, held, err := l.holds(ctx, ref)
+			return held, err
 		}
 	}
-	return f.refuse(fmt.Errorf("%w: %s carries term %d, the writer's term is %d", ErrStaleTerm, describe(base), stamped, ref.term))
+	replaced, err := fence.Judge(ctx, describe(base), stamped, ref.term, holds)
+	if replaced != 0 {
+		l := f.leaseOf(ref)
+		f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
+			"which is older than the stamp (an object restored from another cluster, or written by another program)",
+			"object", describe(base), "stamp", replaced, "term", ref.term, "lease", l.namespace+"/"+l.name)
+	}
+	if errors.Is(err, fence.ErrStaleTerm) {
+		return f.refuse(err)
+	}
+	return err
 }
 
 // leaseOf returns the Lease of ref's term the fence may read, or nil.

@@ -7,20 +7,23 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/fence"
 )
 
 // Annotations that name the term on the Lease itself, for the API server's fence
-// (NewAdmissionFence). A term of Baton's elector is one acquisition of the Lease: its
-// holderIdentity and acquireTime are set by the acquiring write and kept by every renew
-// until the next acquisition, so the pair names the term on the Lease, where the
-// policy can compare it. (The term number is the resourceVersion of the acquiring
-// write, which later renews move on: it is not on the Lease to compare.)
+// (NewAdmissionFence): pkg/fence's, where every writer finds them. A term of Baton's
+// elector is one acquisition of the Lease: its holderIdentity and acquireTime are set
+// by the acquiring write and kept by every renew until the next acquisition, so the
+// pair names the term on the Lease, where the policy can compare it. (The term number
+// is the resourceVersion of the acquiring write, which later renews move on: it is not
+// on the Lease to compare.)
 const (
 	// HolderAnnotation is the Lease's holderIdentity in the writer's term.
-	HolderAnnotation = "baton.dev/lease-holder"
+	HolderAnnotation = fence.HolderAnnotation
 	// AcquiredAnnotation is the Lease's acquireTime in the writer's term, RFC 3339 with
 	// microseconds, as the Lease stores it.
-	AcquiredAnnotation = "baton.dev/lease-acquired"
+	AcquiredAnnotation = fence.AcquiredAnnotation
 )
 
 // Annotations that name the shard term of a sharded controller's write on its shard's
@@ -31,15 +34,15 @@ const (
 const (
 	// ShardLeaseAnnotation is the name of the shard Lease of the writer's term
 	// (sharding.ShardLeaseName).
-	ShardLeaseAnnotation = "baton.dev/shard-lease"
+	ShardLeaseAnnotation = fence.ShardLeaseAnnotation
 	// ShardHolderAnnotation is the shard Lease's holderIdentity in the writer's term.
-	ShardHolderAnnotation = "baton.dev/shard-lease-holder"
+	ShardHolderAnnotation = fence.ShardHolderAnnotation
 	// ShardAcquiredAnnotation is the shard Lease's acquireTime in the writer's term,
 	// as AcquiredAnnotation.
-	ShardAcquiredAnnotation = "baton.dev/shard-lease-acquired"
+	ShardAcquiredAnnotation = fence.ShardAcquiredAnnotation
 )
 
-// Labels that mark the objects the API server's fences judge. With
+// Labels that mark the objects the API server's fences judge (pkg/fence's). With
 // Options.ServerSideFence a fenced write sets the label of the fence of its term's
 // Lease, whose value is that Lease's name; the fence's binding selects objects by it
 // (matchResources.objectSelector, which for an UPDATE matches the old or the new
@@ -49,20 +52,12 @@ const (
 const (
 	// FenceLabel marks an object written in a term of the single leader's Lease (the
 	// fence of NewAdmissionFence); its value is that Lease's name.
-	FenceLabel = "baton.dev/fence-lease"
+	FenceLabel = fence.FenceLabel
 	// ShardFenceLabel marks an object written in a shard's term (the fence of
 	// NewShardedAdmissionFence); its value is the shard Lease's name, so each write
 	// passes the binding of that shard only.
-	ShardFenceLabel = "baton.dev/shard-fence-lease"
+	ShardFenceLabel = fence.ShardFenceLabel
 )
-
-// isLabel reports whether the stamp key is a label (the others are annotations).
-func isLabel(key string) bool { return key == FenceLabel || key == ShardFenceLabel }
-
-// leaseToken is what names a term on the Lease: its holder and acquireTime.
-type leaseToken struct {
-	holder, acquired string
-}
 
 // leaseReader reads one of this replica's Leases from the API server: the single
 // leader's, or a shard's.
@@ -81,40 +76,31 @@ type leaseReader struct {
 
 // stamp adds the token of ref's term on this Lease to s, in the annotations of the
 // fence bound to it, and that fence's label.
-func (l *leaseReader) stamp(s stamps, tok leaseToken) {
+func (l *leaseReader) stamp(s stamps, tok fence.Token) {
 	if l.shard {
-		s[ShardLeaseAnnotation], s[ShardHolderAnnotation], s[ShardAcquiredAnnotation] = l.name, tok.holder, tok.acquired
-		s[ShardFenceLabel] = l.name
+		fence.Stamps(s).WithShardLease(l.name, tok)
 		return
 	}
-	s[HolderAnnotation], s[AcquiredAnnotation] = tok.holder, tok.acquired
-	s[FenceLabel] = l.name
-}
-
-// tokened reports whether s carries a Lease token, for the API server's fence.
-func (s stamps) tokened() bool {
-	_, single := s[HolderAnnotation]
-	_, shard := s[ShardHolderAnnotation]
-	return single || shard
+	fence.Stamps(s).WithLease(l.name, tok)
 }
 
 // holds reads the Lease (a quorum read) and reports whether this replica holds it in
 // the term of ref: the holder is this replica and the term has not ended by the time
 // the answer came. A later term of this replica starts only after ref's ended, so
 // the record read is ref's term's acquisition; its token is returned.
-func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool, error) {
+func (l *leaseReader) holds(ctx context.Context, ref *termRef) (fence.Token, bool, error) {
 	lease, err := l.cs.CoordinationV1().Leases(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil {
-		return leaseToken{}, false, fmt.Errorf("controllerruntime: reading Lease %s/%s: %w", l.namespace, l.name, err)
+		return fence.Token{}, false, fmt.Errorf("controllerruntime: reading Lease %s/%s: %w", l.namespace, l.name, err)
 	}
 	if ref.ctx.Err() != nil {
-		return leaseToken{}, false, nil
+		return fence.Token{}, false, nil
 	}
 	spec := lease.Spec
 	if spec.HolderIdentity == nil || *spec.HolderIdentity != l.identity || spec.AcquireTime == nil {
-		return leaseToken{}, false, nil
+		return fence.Token{}, false, nil
 	}
-	return leaseToken{holder: l.identity, acquired: formatMicro(*spec.AcquireTime)}, true, nil
+	return fence.Token{Holder: l.identity, Acquired: spec.AcquireTime.Time}, true, nil
 }
 
 // token returns the Lease token of ref's term, or an error wrapping ErrTermEnded when
@@ -122,7 +108,7 @@ func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool
 // term; writers that ask before it came each read the Lease (under their own context,
 // not ref.mu): every read that finds the term running finds the same token, since a
 // term is one acquisition.
-func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, error) {
+func (l *leaseReader) token(ctx context.Context, ref *termRef) (fence.Token, error) {
 	ref.mu.Lock()
 	kept := ref.token
 	ref.mu.Unlock()
@@ -143,9 +129,7 @@ func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, erro
 }
 
 // formatMicro formats t as the Lease stores a MicroTime.
-func formatMicro(t metav1.MicroTime) string {
-	return t.UTC().Format(metav1.RFC3339Micro)
-}
+func formatMicro(t metav1.MicroTime) string { return fence.FormatAcquired(t.Time) }
 
 // termRef is the term a leader-only run belongs to, and the context the runtime gave
 // it: that context reports the term over by the elector's own clock (see
@@ -158,5 +142,5 @@ type termRef struct {
 
 	// mu guards token.
 	mu    sync.Mutex
-	token *leaseToken // the term's Lease token, once read
+	token *fence.Token // the term's Lease token, once read
 }
