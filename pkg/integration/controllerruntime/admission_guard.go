@@ -2,6 +2,7 @@ package controllerruntime
 
 import (
 	"fmt"
+	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +45,8 @@ func NewLeaseGuard(g LeaseGuard) (*admissionv1.ValidatingAdmissionPolicy, *admis
 		return nil, nil, fmt.Errorf("%w: LeaseGuard.Leases is empty; name the fences' Leases", ErrInvalidOptions)
 	}
 	for i, l := range g.Leases {
-		if l == "" {
-			return nil, nil, fmt.Errorf("%w: LeaseGuard.Leases[%d] is empty", ErrInvalidOptions, i)
+		if l == "" || strings.ContainsAny(l, `'\`) {
+			return nil, nil, fmt.Errorf("%w: LeaseGuard.Leases[%d] %q: want a Lease name", ErrInvalidOptions, i, l)
 		}
 	}
 	policy := &admissionv1.ValidatingAdmissionPolicy{
@@ -53,10 +54,15 @@ func NewLeaseGuard(g LeaseGuard) (*admissionv1.ValidatingAdmissionPolicy, *admis
 		ObjectMeta: metav1.ObjectMeta{Name: g.Name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionv1.Fail),
+			// By a condition on the Lease deleted, not by resourceNames: the API
+			// server judges each item of a DeleteCollection with the collection's
+			// request, which names no object.
+			MatchConditions: []admissionv1.MatchCondition{
+				{Name: "fence-leases", Expression: "oldObject.metadata.name in " + celList(g.Leases)},
+			},
 			MatchConstraints: &admissionv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": g.Namespace}},
 				ResourceRules: []admissionv1.NamedRuleWithOperations{{
-					ResourceNames: g.Leases,
 					RuleWithOperations: admissionv1.RuleWithOperations{
 						Operations: []admissionv1.OperationType{admissionv1.Delete},
 						Rule: admissionv1.Rule{APIGroups: []string{"coordination.k8s.io"}, APIVersions: []string{"*"},

@@ -2,6 +2,7 @@ package controllerruntime
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -156,12 +157,12 @@ func TestNewLeaseGuardRefusesBadInput(t *testing.T) {
 		"LeaseGuard.Leases":    {Name: "n", Namespace: "ns"},
 		"LeaseGuard.Leases[1]": {Name: "n", Namespace: "ns", Leases: []string{"l", ""}},
 	} {
-		if _, _, err := NewLeaseGuard(g); !containsField(err, field) {
+		if _, _, err := NewLeaseGuard(g); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), field) {
 			t.Errorf("%+v: %v, want ErrInvalidOptions naming %s", g, err, field)
 		}
 	}
 	if _, _, err := NewAdmissionFence(AdmissionFence{Name: "n", LeaseName: strings.Repeat("l", 64), LeaseNamespace: "ns",
-		Users: []string{"u"}, Resources: []schema.GroupResource{{Resource: "configmaps"}}}); !containsField(err, "AdmissionFence.LeaseName") {
+		Users: []string{"u"}, Resources: []schema.GroupResource{{Resource: "configmaps"}}}); !containsField(err, "LeaseName") {
 		t.Errorf("a Lease name of 64 characters: %v, want ErrInvalidOptions naming AdmissionFence.LeaseName", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// statusGate is a client whose next status patch is held in flight until released:
+// statusGate is a client whose next subresource patch is held in flight until released:
 // what a leader cut off from the API server, whose request is delivered late, sends.
 type statusGate struct {
 	client.Client
@@ -22,6 +22,14 @@ type statusGate struct {
 
 func (s *statusGate) Status() client.SubResourceWriter {
 	return &gatedStatus{SubResourceWriter: s.Client.Status(), g: &s.g}
+}
+
+func (s *statusGate) SubResource(name string) client.SubResourceClient {
+	sc := s.Client.SubResource(name)
+	return struct {
+		client.SubResourceReader
+		client.SubResourceWriter
+	}{sc, &gatedStatus{SubResourceWriter: sc, g: &s.g}}
 }
 
 type gatedStatus struct {
