@@ -25,6 +25,7 @@ var core = []string{
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
 	"pkg/termctx",
+	"pkg/fence",
 	"pkg/integration/...",
 	"pkg/batontest",
 }

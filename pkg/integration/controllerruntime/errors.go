@@ -1,6 +1,10 @@
 package controllerruntime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/baton-dev/baton/pkg/fence"
+)
 
 // Sentinel errors. Errors returned by this package wrap them, so test with errors.Is.
 var (
@@ -26,10 +30,12 @@ var (
 	// has ended, by the elector's own clock: another replica may lead now.
 	ErrTermEnded = errors.New("controllerruntime: term ended")
 	// ErrStaleTerm is returned by a fenced client's writes to an object stamped with a
-	// newer term than the writer's: a newer leader wrote it.
-	ErrStaleTerm = errors.New("controllerruntime: object written by a newer term")
+	// newer term than the writer's: a newer leader wrote it. It is pkg/fence's, the
+	// one every writer of Baton returns.
+	ErrStaleTerm = fence.ErrStaleTerm
 	// ErrUnstampablePatch is returned by a fenced client's Patch of a body it cannot
-	// add its stamps to (a CBOR apply patch, or a body that is not JSON).
+	// add its stamps to (a CBOR apply patch, a body that is not JSON, or a JSON patch
+	// that moves or copies onto metadata.annotations, whose result it cannot tell).
 	ErrUnstampablePatch = errors.New("controllerruntime: the fenced client cannot stamp this patch")
 	// ErrNoResourceVersion is returned by a fenced client's Update of an object without a
 	// resourceVersion: a fenced update is a compare-and-swap, so update the object as it

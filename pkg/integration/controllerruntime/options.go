@@ -98,6 +98,14 @@ type Options struct {
 	// the death signal (POD_NAME and POD_NAMESPACE only, common for controllers)
 	// keeps working, as it did, with crashes waited out. True: on, and an error when
 	// any is missing. False: off.
+	//
+	// A takeover on the kubelet's report gives up the LeaseDuration of slack that
+	// waiting a crash out leaves for the requests the dead process had already sent:
+	// one still in flight can arrive after the next term began. Update, Patch and
+	// Delete of the fenced clients are compare-and-swaps, refused once the next term
+	// wrote the object; Create and Apply are not, and are then guarded by the API
+	// server's fence alone. With the death signal on, turn ServerSideFence on and
+	// install NewAdmissionFence's (or NewShardedAdmissionFence's) policy.
 	DeathSignal *bool
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not

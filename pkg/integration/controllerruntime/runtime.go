@@ -123,6 +123,11 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 
 // setUpElection builds the single-leader election and its term runtime.
 func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interface) error {
+	if r.serverSide {
+		if err := labelValue("LeaderElectionID (with ServerSideFence)", s.election.LeaseName); err != nil {
+			return err
+		}
+	}
 	var err error
 	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity,
 		admission: r.serverSide}

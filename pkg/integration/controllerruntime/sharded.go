@@ -140,6 +140,11 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
 	s.ring = s.sharder.Ring()
+	if r.serverSide {
+		if err := labelValue("Sharding.Name "+cfg.Name+"'s last shard Lease", sharding.ShardLeaseName(cfg.Name, s.ring.Shards()-1)); err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+		}
+	}
 	opts := c.Options
 	opts.Reconciler = reconcile.Func(s.reconcile)
 	opts.SkipNameValidation = ptr.To(true)
