@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/pkg/batontest"
-	"github.com/baton-dev/baton/pkg/termctx"
 	"github.com/baton-dev/baton/pkg/fence"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fenceWriter is the user the fenced writers of these tests write as (impersonated),

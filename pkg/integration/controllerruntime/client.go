@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/baton-dev/baton/pkg/termctx"
 	"github.com/baton-dev/baton/pkg/fence"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // TermAnnotation is the annotation a fenced client stamps on every object it creates,

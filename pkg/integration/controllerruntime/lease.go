@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/baton-dev/baton/pkg/termctx"
 	"github.com/baton-dev/baton/pkg/fence"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Annotations that name the term on the Lease itself, for the API server's fence
