@@ -3,26 +3,36 @@
 //
 // # Usage
 //
-// Build the manager with LeaderElection false, then a Runtime on it, and register the
-// leader-only controllers with the Runtime instead of the manager:
+// Build the manager with LeaderElection false, then a Runtime on it, and use the
+// Runtime's manager from then on; controllers are built with this package's builder,
+// the chain of controller-runtime's (For, Owns, Watches, WithEventFilter, WithOptions,
+// Named, Complete):
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{HealthProbeBindAddress: ":8081"})
 //	rt, err := controllerruntime.New(mgr, controllerruntime.Options{
 //		LeaderElectionID: "my-controller", LeaderElectionNamespace: "default",
 //	})
-//	err = rt.AddController(controllerruntime.Controller{
-//		Name:       "mirror",
-//		Reconciler: &Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)},
-//		Watches:    []controllerruntime.Watch{{Object: &corev1.ConfigMap{}}},
-//	})
+//	mgr = rt.Manager() // the manager the builders take
+//	err = controllerruntime.NewControllerManagedBy(mgr).
+//		For(&corev1.ConfigMap{}).
+//		Owns(&corev1.Secret{}).
+//		Complete(&Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
+//	err = controllerruntime.NewControllerManagedBy(mgr).
+//		For(&corev1.ConfigMap{}).
+//		Named("sharded-mirror").
+//		Sharded(sharding.Config{Namespace: "default"}). // every replica, each its shards
+//		Complete(&Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
 //	err = mgr.Start(ctx)
 //
+// The builder registers a leader-only controller with Runtime.AddController, a
+// sharded one with AddShardedController (see Builder); both can be called directly.
 // Runnables added to the manager directly keep running on every replica (the manager
-// has no election of its own); leader-only work goes through AddController and
-// AddLeaderOnly. A controller built with ctrl.NewControllerManagedBy(mgr) is such a
-// runnable: it runs outside any term, and its fenced writes fail with ErrNoTerm.
-// New refuses a manager built with LeaderElection true, and a graceful stop releases
-// the Lease (Options.LeaderElectionReleaseOnCancel).
+// has no election of its own); leader-only work goes through the builder,
+// AddController and AddLeaderOnly. A controller built with
+// ctrl.NewControllerManagedBy runs outside any term, and its fenced writes fail with
+// ErrNoTerm. New refuses a manager built with
+// LeaderElection true, and a graceful stop releases the Lease
+// (Options.LeaderElectionReleaseOnCancel).
 //
 // # Design, and why it holds
 //

@@ -29,6 +29,7 @@ const busCapacity = 1024
 // methods are safe for concurrent use.
 type Runtime struct {
 	mgr      manager.Manager
+	wrapped  *runtimeManager // mgr as Manager hands it to the builders
 	logger   logr.Logger
 	bus      *busevents.EventBus
 	life     *lifecycle.Manager        // nil without the single-leader election
@@ -95,6 +96,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
 		deaths: deaths, incarnation: s.election.Incarnation,
 		serverSide: opts.ServerSideFence}
+	r.wrapped = &runtimeManager{Manager: mgr, rt: r}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
 	r.metrics = newCollector(r)
 	if s.single {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -44,6 +45,10 @@ type ShardedController struct {
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.
 	For client.Object
+	// Predicates filter the events of For's objects from the manager's cache (the
+	// builder's WithEventFilter and For's WithPredicates); not applied to the shard
+	// informers of CacheOwnShards.
+	Predicates []predicate.Predicate
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
 	// live); Name defaults to the controller's Name, Identity to the Runtime's.
 	// Shards, the timings and SettleDelay default as sharding.Config's. Incarnation
@@ -200,7 +205,7 @@ func listOf(scheme *runtime.Scheme, c ShardedController) (client.ObjectList, err
 // watchCache makes the manager's cache of For the controller's source.
 func (s *Sharded) watchCache() error {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
-	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler())); err != nil {
+	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler(), s.spec.Predicates...)); err != nil {
 		return fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
 	}
 	return nil
