@@ -12,7 +12,7 @@
 //	rt, err := controllerruntime.New(mgr, controllerruntime.Options{
 //		LeaderElectionID: "my-controller", LeaderElectionNamespace: "default",
 //	})
-//	mgr = rt.Manager() // the manager the builders take
+//	mgr = rt.Manager() // refuses controllers left on controller-runtime's builder
 //	err = controllerruntime.NewControllerManagedBy(mgr).
 //		For(&corev1.ConfigMap{}).
 //		Owns(&corev1.Secret{}).
@@ -28,9 +28,11 @@
 // sharded one with AddShardedController (see Builder); both can be called directly.
 // Runnables added to the manager directly keep running on every replica (the manager
 // has no election of its own); leader-only work goes through the builder,
-// AddController and AddLeaderOnly. A controller built with
-// ctrl.NewControllerManagedBy runs outside any term, and its fenced writes fail with
-// ErrNoTerm. New refuses a manager built with
+// AddController and AddLeaderOnly. Runtime.Manager's Add refuses a runnable the
+// manager would run as leader-only work, such as a controller built with
+// ctrl.NewControllerManagedBy (ErrLeaderOnlyRunnable, naming what to use instead):
+// on the manager New was given, such a controller would run outside any term, and
+// its fenced writes fail with ErrNoTerm. New refuses a manager built with
 // LeaderElection true, and a graceful stop releases the Lease
 // (Options.LeaderElectionReleaseOnCancel).
 //

@@ -11,6 +11,11 @@ var (
 	// reconciler, an empty or duplicate name, a watch without an object, or
 	// leader-only work on a Runtime without Options.LeaderElectionID.
 	ErrInvalidRegistration = errors.New("controllerruntime: invalid registration")
+	// ErrLeaderOnlyRunnable is returned by Runtime.Manager's Add for a runnable the
+	// manager would run as leader-only work (a controller of controller-runtime's own
+	// builder, a manager.RunnableFunc): without the manager's election it would run on
+	// every replica, unfenced. The message says what to register it with instead.
+	ErrLeaderOnlyRunnable = errors.New("controllerruntime: leader-only runnable added to the manager")
 	// ErrStarted is returned by the Add methods once the Runtime was started, and by a
 	// second Start.
 	ErrStarted = errors.New("controllerruntime: runtime already started")
