@@ -75,7 +75,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	}
 	if managerElects(mgr) {
 		return nil, fmt.Errorf("%w: the manager was built with manager.Options.LeaderElection true; "+
-			"set LeaderElection to false: Baton's Runtime is the election (two would run at once, "+
+			"set LeaderElection to false (or build the options with Flags.ManagerOptions, which keeps --leader-elect for Baton's election): Baton's Runtime is the election (two would run at once, "+
 			"or with one lease name Baton would never lead, and a lost manager lease ends the process)", ErrInvalidOptions)
 	}
 	s, err := opts.resolve(mgr.GetLogger())
