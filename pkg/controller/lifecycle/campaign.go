@@ -55,7 +55,7 @@ func (m *Manager) startAllReplica(procCtx context.Context) *campaignGate {
 		starts = append(starts, m.prepareLocked(u, procCtx, nil, nil))
 	}
 	m.mu.Unlock()
-	m.logger.Info("controller runtime started", "all_replica", len(m.allReplica), "leader_only", len(m.leaderOnly), "term_hooks", len(m.hooks))
+	m.logger.Info("controller runtime started", "allReplica", len(m.allReplica), "leaderOnly", len(m.leaderOnly), "termHooks", len(m.hooks))
 	m.launchAll(starts)
 	if len(gate.waiting) == 0 {
 		return nil

@@ -457,7 +457,7 @@ func (m *Manager) namesLocked(t *termState, out missing) missing {
 func (m *Manager) reportMissing(t *termState, miss missing) {
 	switch {
 	case miss.ended:
-		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missed_for", time.Since(miss.since))
+		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missedFor", time.Since(miss.since))
 	case miss.began:
 		m.logger.Error("leading without a leader-only component; the replica is unhealthy",
 			"term", t.term, "missing", miss.names, "step_down_in", m.stepDownIn())

@@ -167,8 +167,7 @@ func TestBuilderOwnsSharded(t *testing.T) {
 			For(&corev1.ConfigMap{}, WithPredicates(noEvents)).
 			Owns(&corev1.Secret{}).
 			Named("owns-sharded").
-			Sharded(sharding.Config{Namespace: "default", Shards: shards,
-				LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry}).
+			Sharded(shardingConfig("default", shards)).
 			Build(log)
 		if err != nil {
 			t.Fatal(err)
@@ -311,4 +310,9 @@ func TestBuilderRefusesIncompleteChains(t *testing.T) {
 		})
 	}
 	var _ handler.EventHandler = &shardOwnerHandler{}
+}
+
+// shardingConfig is a ring of shards in namespace with the tests' timings.
+func shardingConfig(namespace string, shards int) sharding.Config {
+	return sharding.Config{Namespace: namespace, Shards: shards, LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry}
 }

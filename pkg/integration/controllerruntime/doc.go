@@ -234,10 +234,17 @@
 //
 // New adds the /healthz check HealthzCheckName (fails while the replica believes it
 // leads but missed its renew deadline, or a component failed) and the /readyz check
-// ReadyzCheckName (fails until the informers are warm), and registers baton_is_leader,
-// baton_term, baton_terms_total, baton_terms_ready_total,
-// baton_fenced_writes_refused_total and the histogram baton_term_ready_seconds on
-// controller-runtime's metrics registry (Options.MetricsRegisterer).
+// ReadyzCheckName (fails until the informers are warm), and registers, on
+// controller-runtime's metrics registry (Options.MetricsRegisterer), the metrics of
+// Baton's own runtime under the same names (pkg/controller/metrics): baton_is_leader,
+// baton_term, baton_leadership_transitions_total{transition="acquired"|"lost"},
+// baton_terms_ready_total, the histogram baton_term_ready_seconds and the elector's
+// counters, with baton_fenced_writes_refused_total; none carries a label that changes
+// with a restart. The single Lease's holder status is also
+// leader_election_master_status{name=LeaderElectionID}, 1 while this replica leads, the
+// gauge controller-runtime registers at init (reused, not registered twice), which
+// controller-runtime projects' dashboards and alerts read. The shard Leases of sharded
+// controllers are not reported there.
 //
 // # Sharded controllers
 //

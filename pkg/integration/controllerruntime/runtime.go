@@ -88,7 +88,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("%w: Clientset: building one from the manager's rest config: %v", ErrInvalidOptions, err)
 		}
 	}
-	slogger := slog.New(logr.ToSlogHandler(s.logger))
+	slogger := toSlog(s.logger)
 	deaths, err := opts.deathSignal(&s.election, cs, slogger)
 	if err != nil {
 		return nil, err
@@ -121,10 +121,19 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 
 // setUpElection builds the single-leader election and its term runtime.
 func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interface) error {
-	var err error
 	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity,
 		admission: r.serverSide}
-	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, r.slogger); err != nil {
+	master, err := masterStatus(s.metrics)
+	if err != nil {
+		return fmt.Errorf("%w: MetricsRegisterer: leader_election_master_status: %v", ErrInvalidOptions, err)
+	}
+	status := master.WithLabelValues(s.election.LeaseName)
+	status.Set(0)
+	callbacks := leaderelection.Callbacks{
+		OnStartedLeading: func(context.Context) { status.Set(1) },
+		OnStoppedLeading: func() { status.Set(0) },
+	}
+	if r.elector, err = leaderelection.New(s.election, cs, r.bus, callbacks, r.slogger); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	r.life, err = lifecycle.NewManager(r.bus, lifecycle.Options{
@@ -181,9 +190,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.warm.Store(true)
 	r.logger.Info("informers warm; campaigning", "identity", r.identity, "controllers", len(controllers))
 	if r.leaderOnly.Load() == 0 {
-		r.logger.Info("WARNING: no leader-only work is registered: this replica campaigns and leads for nothing. "+
-			"Register leader-only controllers with Runtime.AddController (one built with ctrl.NewControllerManagedBy "+
-			"runs on every replica, and its fenced writes fail with ErrNoTerm) and functions with AddLeaderOnly; "+
+		warn(r.logger, "no leader-only work is registered: this replica campaigns and leads for nothing. "+
+			"Register leader-only controllers with controllerruntime.NewControllerManagedBy(rt.Manager()) (one built with "+
+			"ctrl.NewControllerManagedBy on the manager runs on every replica, and its fenced writes fail with ErrNoTerm) "+
+			"and functions with AddLeaderOnly; "+
 			"with sharded controllers only, leave Options.LeaderElectionID empty",
 			"identity", r.identity)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -134,12 +133,13 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if r.deaths != nil && cfg.DeathWatch == nil {
 		// The death signal of Options.DeathSignal, with a pod watcher of its own that
 		// Start waits for.
-		if s.deaths, err = incarnation.NewWatcher(cs, slog.New(logr.ToSlogHandler(s.logger))); err != nil {
+		if s.deaths, err = incarnation.NewWatcher(cs, toSlog(s.logger)); err != nil {
 			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 		}
 		cfg.Incarnation, cfg.DeathWatch = r.incarnation, s.deaths
 	}
-	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
+	// The sharder adds the ring's name to its lines itself.
+	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, toSlog(r.logger.WithValues("controller", c.Name)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
