@@ -18,6 +18,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // busCapacity is how many events the bus holds before it is started.
@@ -46,6 +47,8 @@ type Runtime struct {
 	// single-leader election); serverSide is Options.ServerSideFence.
 	lease      *leaseReader
 	serverSide bool
+	// events records the changes of hands of the single Lease (nil without it).
+	events *leaseEvents
 
 	started    atomic.Bool
 	warm       atomic.Bool
@@ -129,9 +132,15 @@ func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interfac
 	}
 	status := master.WithLabelValues(s.election.LeaseName)
 	status.Set(0)
+	r.events = &leaseEvents{
+		rec: r.mgr.GetEventRecorder(eventRecorderName), cs: cs, identity: s.election.Identity,
+		namespace: s.election.LeaseNamespace, name: s.election.LeaseName, release: s.election.ReleaseOnCancel,
+		stopping: func() bool { return r.baseContext().Err() != nil },
+		stats:    func() k8sle.Stats { return r.elector.Elector().Stats() },
+	}
 	callbacks := leaderelection.Callbacks{
-		OnStartedLeading: func(context.Context) { status.Set(1) },
-		OnStoppedLeading: func() { status.Set(0) },
+		OnStartedLeading: func(ctx context.Context) { status.Set(1); r.events.started(ctx) },
+		OnStoppedLeading: func() { status.Set(0); r.events.stopped() },
 	}
 	if r.elector, err = leaderelection.New(s.election, cs, r.bus, callbacks, r.slogger); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
@@ -203,6 +212,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		// The pod watches end with the elector; wait for them too.
 		defer r.deaths.Wait()
 	}
+	defer r.events.wg.Wait()
 	return r.life.Run(ctx)
 }
 
