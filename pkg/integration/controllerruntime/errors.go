@@ -16,6 +16,10 @@ var (
 	// builder, a manager.RunnableFunc): without the manager's election it would run on
 	// every replica, unfenced. The message says what to register it with instead.
 	ErrLeaderOnlyRunnable = errors.New("controllerruntime: leader-only runnable added to the manager")
+	// ErrUnsupportedControllerRuntime is returned by New when the controller-runtime
+	// the program is built with lacks what the Runtime relies on beyond its public API
+	// (coupling.go); the message names the version.
+	ErrUnsupportedControllerRuntime = errors.New("controllerruntime: unsupported controller-runtime")
 	// ErrStarted is returned by the Add methods once the Runtime was started, and by a
 	// second Start.
 	ErrStarted = errors.New("controllerruntime: runtime already started")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -76,7 +75,11 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: manager is nil; pass the manager.Manager the Runtime runs in", ErrInvalidOptions)
 	}
-	if managerElects(mgr) {
+	elects, err := checkControllerRuntime(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if elects {
 		return nil, fmt.Errorf("%w: the manager was built with manager.Options.LeaderElection true; "+
 			"set LeaderElection to false (or build the options with Flags.ManagerOptions, which keeps --leader-elect for Baton's election): Baton's Runtime is the election (two would run at once, "+
 			"or with one lease name Baton would never lead, and a lost manager lease ends the process)", ErrInvalidOptions)
@@ -370,18 +373,5 @@ func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermR
 // its subscriptions, so the term's replays may be published. Call it once, right after
 // subscribing (at once if the function subscribes to nothing).
 func Subscribed(ctx context.Context) { lifecycle.Subscribed(ctx) }
-
-// managerElects reports whether mgr runs an election of its own
-// (manager.Options.LeaderElection true). The manager does not expose its options; its
-// lock, set by manager.New exactly when LeaderElection is true, tells. A manager of
-// another implementation is not recognised and passes.
-func managerElects(mgr manager.Manager) bool {
-	v := reflect.ValueOf(mgr)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	lock := v.Elem().FieldByName("resourceLock")
-	return lock.IsValid() && lock.Kind() == reflect.Interface && !lock.IsNil()
-}
 
 var _ manager.LeaderElectionRunnable = (*Runtime)(nil)
