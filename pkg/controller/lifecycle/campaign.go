@@ -67,7 +67,7 @@ func (m *Manager) startAllReplica(procCtx context.Context) *campaignGate {
 	m.campaignWaiting = true
 	m.mu.Unlock()
 	m.logger.Info("waiting for the all-replica state a leader needs before campaigning",
-		"campaigners", names(gate.waiting), "waiting_for", gate.unsynced())
+		"campaigners", names(gate.waiting), "waitingFor", gate.unsynced())
 	gate.ticker = time.NewTicker(syncPoll)
 	return gate
 }

@@ -448,7 +448,7 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			return
 		case e.Term <= m.lastTerm:
 			m.logger.Warn("ignoring BecameLeaderEvent for a term not newer than the last one started",
-				"term", e.Term, "last_term", m.lastTerm)
+				"term", e.Term, "lastTerm", m.lastTerm)
 			return
 		}
 		if cur != nil {

@@ -26,7 +26,7 @@ import (
 // controller-runtime's leader_election_master_status.
 var wantMetricNames = []string{
 	"baton_death_takeovers_total", "baton_duplicate_identity_total", "baton_fenced_writes_refused_total",
-	"baton_is_leader", "baton_lease_values_out_of_range_total", "baton_leadership_transitions_total",
+	"baton_is_leader", "baton_leadership_transitions_total", "baton_lease_values_out_of_range_total",
 	"baton_term", "baton_term_ready_seconds", "baton_terms_ready_total", "leader_election_master_status",
 }
 
@@ -152,7 +152,8 @@ func TestLogKeysAndWarnings(t *testing.T) {
 	for i, line := range lines.lines {
 		raw := lines.raw[i]
 		for k := range line {
-			if !lowerCamel.MatchString(k) {
+			// ConfigMap: controller-runtime's own key of a request's object, its kind.
+			if !lowerCamel.MatchString(k) && k != "ConfigMap" {
 				t.Errorf("key %q is not lowerCamel: %s", k, raw)
 			}
 			if strings.Count(raw, `"`+k+`":`) > 1 {
