@@ -25,11 +25,11 @@ var (
 	ErrStarted = errors.New("controllerruntime: runtime already started")
 	// ErrNoTerm is returned by a fenced client's writes under a context that belongs to
 	// no leader term. Only the Runtime's leader-only work has one: a controller
-	// registered with Runtime.AddController (one built with ctrl.NewControllerManagedBy
+	// built with NewControllerManagedBy or Runtime.AddController (one built with ctrl.NewControllerManagedBy
 	// runs on every replica, outside any term) or a function added with AddLeaderOnly,
 	// writing with the context it was given or one derived from it.
 	ErrNoTerm = errors.New("controllerruntime: write outside a leader term " +
-		"(register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, " +
+		"(build the controller with controllerruntime.NewControllerManagedBy(rt.Manager()), not ctrl.NewControllerManagedBy, " +
 		"and write with the context Reconcile was given)")
 	// ErrTermEnded is returned by a fenced client's writes once the term of the context
 	// has ended, by the elector's own clock: another replica may lead now.
