@@ -43,7 +43,9 @@ const eventLeaseReadTimeout = 5 * time.Second
 // leaseEvents records the Events of one Lease's changes of hands on this replica,
 // from the elector's callbacks.
 type leaseEvents struct {
-	rec             events.EventRecorder
+	// recorder returns the manager's recorder; it is asked at the first Event (the
+	// manager starts its broadcaster then, and stops it when it stops).
+	recorder        func() events.EventRecorder
 	cs              kubernetes.Interface
 	namespace, name string
 	identity        string
@@ -109,5 +111,5 @@ func (e *leaseEvents) recordNow(eventType, reason, action, note string, args ...
 	if got, err := e.cs.CoordinationV1().Leases(e.namespace).Get(ctx, e.name, metav1.GetOptions{}); err == nil {
 		lease.UID = got.UID
 	}
-	e.rec.Eventf(lease, nil, eventType, reason, action, note, args...)
+	e.recorder().Eventf(lease, nil, eventType, reason, action, note, args...)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
@@ -136,7 +137,8 @@ func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interfac
 	status := master.WithLabelValues(s.election.LeaseName)
 	status.Set(0)
 	r.events = &leaseEvents{
-		rec: r.mgr.GetEventRecorder(eventRecorderName), cs: cs, identity: s.election.Identity,
+		recorder: sync.OnceValue(func() events.EventRecorder { return r.mgr.GetEventRecorder(eventRecorderName) }),
+		cs:       cs, identity: s.election.Identity,
 		namespace: s.election.LeaseNamespace, name: s.election.LeaseName, release: s.election.ReleaseOnCancel,
 		stopping: func() bool { return r.baseContext().Err() != nil },
 		stats:    func() k8sle.Stats { return r.elector.Elector().Stats() },
