@@ -237,7 +237,8 @@ func TestShardOwnerHandlerEnqueuesOnlyLedOwners(t *testing.T) {
 			other = uid
 		}
 	}
-	s := &Sharded{r: n.rt, ring: ring, logger: n.rt.logger, shards: map[int]*shardLead{0: {ctx: context.Background()}}}
+	s := &Sharded{r: n.rt, ring: ring, logger: n.rt.logger, shards: map[int]*shardLead{0: {ctx: context.Background()}},
+		gone: map[types.NamespacedName]int{}}
 	h := &shardOwnerHandler{s: s, owner: corev1.SchemeGroupVersion.WithKind("ConfigMap").GroupKind()}
 	ref := func(name string, uid types.UID, kind string, controller bool) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: "v1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(controller)}

@@ -238,7 +238,7 @@ type Sharded struct {
 	// mu guards shards, gone and stores.
 	mu     sync.Mutex
 	shards map[int]*shardLead           // the shards led now
-	gone   map[types.NamespacedName]int // the shard of deleted objects not yet reconciled
+	gone   map[types.NamespacedName]int // the shard of objects enqueued but not in the cache (deleted, or owners not yet cached), until reconciled
 	stores map[int]toolscache.Store     // the shard informers' stores, with ownCache
 }
 
@@ -446,12 +446,17 @@ func (s *Sharded) begin(shard int) *shardLead {
 }
 
 // shardOf returns the shard of the object key names: by its UID in the cache, or the
-// shard recorded at its delete event. ok is false when neither knows it.
+// shard recorded at its delete event, or by an Owns event of a child (whose
+// ownerReference has the UID) before the cache had the owner. ok is false when
+// neither knows it.
 func (s *Sharded) shardOf(ctx context.Context, key types.NamespacedName) (shard int, ok bool, err error) {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
 	err = s.Reader().Get(ctx, key, obj)
 	switch {
 	case err == nil:
+		s.mu.Lock()
+		delete(s.gone, key) // an owner enqueued before the cache had it
+		s.mu.Unlock()
 		return s.ring.ShardOf(string(obj.GetUID())), true, nil
 	case apierrors.IsNotFound(err):
 		s.mu.Lock()

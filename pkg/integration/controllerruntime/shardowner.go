@@ -51,10 +51,16 @@ func (h *shardOwnerHandler) enqueue(q workqueue.TypedRateLimitingInterface[recon
 			if h.namespaced(ref) {
 				req.Namespace = obj.GetNamespace()
 			}
-			if !seen[req] {
-				seen[req] = true
-				q.Add(req)
+			if seen[req] {
+				continue
 			}
+			seen[req] = true
+			// The owner may not be in the cache yet (created just before its child):
+			// its shard is known here, from the UID, and read at the reconcile.
+			h.s.mu.Lock()
+			h.s.gone[req.NamespacedName] = h.s.ring.ShardOf(string(ref.UID))
+			h.s.mu.Unlock()
+			q.Add(req)
 		}
 	}
 }
