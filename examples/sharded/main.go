@@ -125,16 +125,18 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Sharded, error) {
 	}
 	ring := cfg.Ring // its Leases: sharded-shard-<i>, sharded-member-<identity>
 	ring.Name, ring.Namespace = "sharded", cfg.LeaseNamespace
-	h, err := rt.AddShardedController(batoncr.ShardedController{
-		Name:       "stamper",
-		For:        &corev1.ConfigMap{},
-		Reconciler: &Stamper{Identity: rt.Identity(), Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)},
-		Sharding:   ring,
-	})
+	// The builder of controller-runtime, from Baton's package: a sharded controller.
+	h, err := batoncr.NewControllerManagedBy(rt.Manager()).
+		For(&corev1.ConfigMap{}).
+		Named("stamper").
+		Sharded(ring).
+		Build(&Stamper{Identity: rt.Identity(), Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
 	if err != nil {
 		return nil, nil, err
 	}
 	logger := mgr.GetLogger().WithName("shards").WithValues("identity", rt.Identity())
+	// On the manager itself, which runs it on every replica (rt.Manager() would
+	// refuse a RunnableFunc: the manager runs those as leader-only work).
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		logShards(ctx, h, logger)
 		return nil

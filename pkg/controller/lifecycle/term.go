@@ -86,10 +86,10 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	m.mu.Unlock()
 
 	m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
-		"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
+		"leaderOnly", len(t.members), "sinceAcquired", now.Sub(acquired))
 	for _, b := range blocked {
 		m.logger.Warn("leader-only component still running from an earlier term; it starts in this term once it returns",
-			"component", b.name, "term", t.term, "running_term", b.runTerm)
+			"component", b.name, "term", t.term, "runningTerm", b.runTerm)
 	}
 	m.launchAll(starts)
 }
@@ -457,10 +457,10 @@ func (m *Manager) namesLocked(t *termState, out missing) missing {
 func (m *Manager) reportMissing(t *termState, miss missing) {
 	switch {
 	case miss.ended:
-		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missed_for", time.Since(miss.since))
+		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missedFor", time.Since(miss.since))
 	case miss.began:
 		m.logger.Error("leading without a leader-only component; the replica is unhealthy",
-			"term", t.term, "missing", miss.names, "step_down_in", m.stepDownIn())
+			"term", t.term, "missing", miss.names, "stepDownIn", m.stepDownIn())
 	}
 	if !miss.stepDown {
 		return

@@ -3,26 +3,38 @@
 //
 // # Usage
 //
-// Build the manager with LeaderElection false, then a Runtime on it, and register the
-// leader-only controllers with the Runtime instead of the manager:
+// Build the manager with LeaderElection false, then a Runtime on it, and use the
+// Runtime's manager from then on; controllers are built with this package's builder,
+// the chain of controller-runtime's (For, Owns, Watches, WithEventFilter, WithOptions,
+// Named, Complete):
 //
 //	mgr, err := ctrl.NewManager(cfg, ctrl.Options{HealthProbeBindAddress: ":8081"})
 //	rt, err := controllerruntime.New(mgr, controllerruntime.Options{
 //		LeaderElectionID: "my-controller", LeaderElectionNamespace: "default",
 //	})
-//	err = rt.AddController(controllerruntime.Controller{
-//		Name:       "mirror",
-//		Reconciler: &Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)},
-//		Watches:    []controllerruntime.Watch{{Object: &corev1.ConfigMap{}}},
-//	})
+//	mgr = rt.Manager() // refuses controllers left on controller-runtime's builder
+//	err = controllerruntime.NewControllerManagedBy(mgr).
+//		For(&corev1.ConfigMap{}).
+//		Owns(&corev1.Secret{}).
+//		Complete(&Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
+//	err = controllerruntime.NewControllerManagedBy(mgr).
+//		For(&corev1.ConfigMap{}).
+//		Named("sharded-mirror").
+//		Sharded(sharding.Config{Namespace: "default"}). // every replica, each its shards
+//		Complete(&Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
 //	err = mgr.Start(ctx)
 //
+// The builder registers a leader-only controller with Runtime.AddController, a
+// sharded one with AddShardedController (see Builder); both can be called directly.
 // Runnables added to the manager directly keep running on every replica (the manager
-// has no election of its own); leader-only work goes through AddController and
-// AddLeaderOnly. A controller built with ctrl.NewControllerManagedBy(mgr) is such a
-// runnable: it runs outside any term, and its fenced writes fail with ErrNoTerm.
-// New refuses a manager built with LeaderElection true, and a graceful stop releases
-// the Lease (Options.LeaderElectionReleaseOnCancel).
+// has no election of its own); leader-only work goes through the builder,
+// AddController and AddLeaderOnly. Runtime.Manager's Add refuses a runnable the
+// manager would run as leader-only work, such as a controller built with
+// ctrl.NewControllerManagedBy (ErrLeaderOnlyRunnable, naming what to use instead):
+// on the manager New was given, such a controller would run outside any term, and
+// its fenced writes fail with ErrNoTerm. New refuses a manager built with
+// LeaderElection true, and a graceful stop releases the Lease
+// (Options.LeaderElectionReleaseOnCancel).
 //
 // # Design, and why it holds
 //
@@ -222,10 +234,17 @@
 //
 // New adds the /healthz check HealthzCheckName (fails while the replica believes it
 // leads but missed its renew deadline, or a component failed) and the /readyz check
-// ReadyzCheckName (fails until the informers are warm), and registers baton_is_leader,
-// baton_term, baton_terms_total, baton_terms_ready_total,
-// baton_fenced_writes_refused_total and the histogram baton_term_ready_seconds on
-// controller-runtime's metrics registry (Options.MetricsRegisterer).
+// ReadyzCheckName (fails until the informers are warm), and registers, on
+// controller-runtime's metrics registry (Options.MetricsRegisterer), the metrics of
+// Baton's own runtime under the same names (pkg/controller/metrics): baton_is_leader,
+// baton_term, baton_leadership_transitions_total{transition="acquired"|"lost"},
+// baton_terms_ready_total, the histogram baton_term_ready_seconds and the elector's
+// counters, with baton_fenced_writes_refused_total; none carries a label that changes
+// with a restart. The single Lease's holder status is also
+// leader_election_master_status{name=LeaderElectionID}, 1 while this replica leads, the
+// gauge controller-runtime registers at init (reused, not registered twice), which
+// controller-runtime projects' dashboards and alerts read. The shard Leases of sharded
+// controllers are not reported there.
 //
 // # Sharded controllers
 //

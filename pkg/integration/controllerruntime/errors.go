@@ -11,16 +11,25 @@ var (
 	// reconciler, an empty or duplicate name, a watch without an object, or
 	// leader-only work on a Runtime without Options.LeaderElectionID.
 	ErrInvalidRegistration = errors.New("controllerruntime: invalid registration")
+	// ErrLeaderOnlyRunnable is returned by Runtime.Manager's Add for a runnable the
+	// manager would run as leader-only work (a controller of controller-runtime's own
+	// builder, a manager.RunnableFunc): without the manager's election it would run on
+	// every replica, unfenced. The message says what to register it with instead.
+	ErrLeaderOnlyRunnable = errors.New("controllerruntime: leader-only runnable added to the manager")
+	// ErrUnsupportedControllerRuntime is returned by New when the controller-runtime
+	// the program is built with lacks what the Runtime relies on beyond its public API
+	// (coupling.go); the message names the version.
+	ErrUnsupportedControllerRuntime = errors.New("controllerruntime: unsupported controller-runtime")
 	// ErrStarted is returned by the Add methods once the Runtime was started, and by a
 	// second Start.
 	ErrStarted = errors.New("controllerruntime: runtime already started")
 	// ErrNoTerm is returned by a fenced client's writes under a context that belongs to
 	// no leader term. Only the Runtime's leader-only work has one: a controller
-	// registered with Runtime.AddController (one built with ctrl.NewControllerManagedBy
+	// built with NewControllerManagedBy or Runtime.AddController (one built with ctrl.NewControllerManagedBy
 	// runs on every replica, outside any term) or a function added with AddLeaderOnly,
 	// writing with the context it was given or one derived from it.
 	ErrNoTerm = errors.New("controllerruntime: write outside a leader term " +
-		"(register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, " +
+		"(build the controller with controllerruntime.NewControllerManagedBy(rt.Manager()), not ctrl.NewControllerManagedBy, " +
 		"and write with the context Reconcile was given)")
 	// ErrTermEnded is returned by a fenced client's writes once the term of the context
 	// has ended, by the elector's own clock: another replica may lead now.

@@ -43,9 +43,9 @@ type Options struct {
 	// timings, LeaderElectionReleaseOnCancel) are not used; DeathSignal and
 	// ServerSideFence then apply to the shard Leases.
 	LeaderElectionID string
-	// LeaderElectionNamespace is the namespace of the Lease. Required with
-	// LeaderElectionID: unlike the manager, New does not guess it from the service
-	// account.
+	// LeaderElectionNamespace is the namespace of the Lease. Default, as the
+	// manager's: the pod's, from its service account's namespace file; outside a pod
+	// it is required with LeaderElectionID.
 	LeaderElectionNamespace string
 	// Identity names this replica in the Lease's holderIdentity; it must be unique among
 	// the replicas. Default: the hostname, "_", and a random UUID, as the manager does.
@@ -106,6 +106,10 @@ type Options struct {
 	TerminationMessagePath string
 }
 
+// serviceAccountNamespace is the file of the pod's namespace, which the default
+// LeaderElectionNamespace is read from (a variable for the tests).
+var serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
 // settings are Options with the defaults applied.
 type settings struct {
 	election k8sle.Config
@@ -134,9 +138,13 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 		logger:  o.Logger,
 		metrics: o.MetricsRegisterer,
 	}
-	switch {
-	case s.single && o.LeaderElectionNamespace == "":
-		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
+	if s.single && o.LeaderElectionNamespace == "" {
+		ns, err := os.ReadFile(serviceAccountNamespace)
+		if err != nil || strings.TrimSpace(string(ns)) == "" {
+			return s, fmt.Errorf("%w: LeaderElectionNamespace is empty and this is not a pod (no %s); "+
+				"set it to the namespace of the Lease", ErrInvalidOptions, serviceAccountNamespace)
+		}
+		s.election.LeaseNamespace = strings.TrimSpace(string(ns))
 	}
 	if err := k8sle.CheckDurations(s.election.LeaseDuration, s.election.RenewDeadline, s.election.RetryPeriod); err != nil {
 		return s, fmt.Errorf("%w: %s", ErrInvalidOptions, durationErrors(err))

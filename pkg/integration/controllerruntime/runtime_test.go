@@ -185,7 +185,7 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 		t.Fatalf("healthz: %v", err)
 	}
 	assertMetric(t, n.registry, "baton_is_leader", 1)
-	assertMetric(t, n.registry, "baton_terms_total", float64(st.Terms))
+	assertMetric(t, n.registry, "baton_leadership_transitions_total", float64(st.Terms))
 }
 
 func assertMetric(t *testing.T, g prometheus.Gatherer, name string, want float64) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -44,6 +44,10 @@ type ShardedController struct {
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.
 	For client.Object
+	// Predicates filter the events of For's objects from the manager's cache (the
+	// builder's WithEventFilter and For's WithPredicates); not applied to the shard
+	// informers of CacheOwnShards.
+	Predicates []predicate.Predicate
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
 	// live); Name defaults to the controller's Name, Identity to the Runtime's.
 	// Shards, the timings and SettleDelay default as sharding.Config's. Incarnation
@@ -129,12 +133,13 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if r.deaths != nil && cfg.DeathWatch == nil {
 		// The death signal of Options.DeathSignal, with a pod watcher of its own that
 		// Start waits for.
-		if s.deaths, err = incarnation.NewWatcher(cs, slog.New(logr.ToSlogHandler(s.logger))); err != nil {
+		if s.deaths, err = incarnation.NewWatcher(cs, toSlog(s.logger)); err != nil {
 			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 		}
 		cfg.Incarnation, cfg.DeathWatch = r.incarnation, s.deaths
 	}
-	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
+	// The sharder adds the ring's name to its lines itself.
+	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, toSlog(r.logger.WithValues("controller", c.Name)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
@@ -200,7 +205,7 @@ func listOf(scheme *runtime.Scheme, c ShardedController) (client.ObjectList, err
 // watchCache makes the manager's cache of For the controller's source.
 func (s *Sharded) watchCache() error {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
-	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler())); err != nil {
+	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler(), s.spec.Predicates...)); err != nil {
 		return fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
 	}
 	return nil

@@ -244,7 +244,7 @@ func (c *campaign) checkRange(r LeaseRecord) {
 	c.lease.checkedVersion = r.ResourceVersion
 	bad := func(field string, value any, taken string) {
 		c.e.outOfRange.Add(1)
-		c.e.logger.Warn("lease value out of range", "field", field, "value", value, "taken_as", taken,
+		c.e.logger.Warn("lease value out of range", "field", field, "value", value, "takenAs", taken,
 			"holder", r.HolderIdentity, "version", r.ResourceVersion)
 	}
 	switch d := r.LeaseDuration; {

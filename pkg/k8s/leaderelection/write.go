@@ -342,7 +342,7 @@ func (c *campaign) release(preferred string) (bool, error) {
 		switch {
 		case err == nil:
 			c.written(out, at)
-			c.e.logger.Info("released lease", "preferred_holder", preferred)
+			c.e.logger.Info("released lease", "preferredHolder", preferred)
 			return true, nil
 		case errors.Is(err, ErrConflict):
 			if err := c.refresh(ctx); err != nil {
