@@ -18,7 +18,7 @@ import (
 // not of controller.Controller; the manager finds it the same way). New checks both
 // against the controller-runtime the program is built with and fails, naming its
 // version, when either is gone, rather than letting the check or the warm-up stop
-// silently. Built and tested against sigs.k8s.io/controller-runtime v0.25.3.
+// silently.
 
 // managerType and electionField are where controller-runtime's manager keeps its
 // election: manager.New sets the lock exactly when Options.LeaderElection is true.
@@ -27,8 +27,11 @@ const (
 	electionField = "resourceLock"
 )
 
+// builtAgainst is the controller-runtime this package is built and tested against.
+const builtAgainst = "v0.25.3"
+
 // controllerRuntimeVersion returns the version of controller-runtime in the
-// program's build information, "(version unknown)" without it.
+// program's build information, "(version unknown)" without it (a test binary).
 func controllerRuntimeVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
@@ -42,8 +45,8 @@ func controllerRuntimeVersion() string {
 
 // unsupported returns ErrUnsupportedControllerRuntime wrapped with what is missing.
 func unsupported(what string) error {
-	return fmt.Errorf("%w: sigs.k8s.io/controller-runtime %s: %s; this Baton release is built against v0.25 "+
-		"(pin controller-runtime to it, or upgrade Baton)", ErrUnsupportedControllerRuntime, controllerRuntimeVersion(), what)
+	return fmt.Errorf("%w: sigs.k8s.io/controller-runtime %s: %s; this Baton release is built against %s "+
+		"(pin controller-runtime to it, or upgrade Baton)", ErrUnsupportedControllerRuntime, controllerRuntimeVersion(), what, builtAgainst)
 }
 
 // checkControllerRuntime checks that the controller-runtime of this program still has

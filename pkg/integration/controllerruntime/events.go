@@ -2,11 +2,14 @@ package controllerruntime
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
@@ -89,7 +92,9 @@ func (e *leaseEvents) stopped() {
 	case handOver:
 		e.record(corev1.EventTypeNormal, EventHandedOver, "Release", "%s stopped leading to hand the Lease over", e.identity)
 	case e.stopping() && e.release:
-		e.record(corev1.EventTypeNormal, EventReleased, "Release", "%s stopped leading and released the Lease (graceful stop)", e.identity)
+		// The manager stops its recorder once its runnables returned, dropping what it
+		// still holds: the Event of a stopping replica is written here.
+		e.recordDirect(corev1.EventTypeNormal, EventReleased, "Release", e.identity+" stopped leading and released the Lease (graceful stop)")
 	default:
 		e.record(corev1.EventTypeWarning, EventLost, "Lose",
 			"%s stopped leading without a release (renew deadline missed, or stepped down); another replica takes the Lease once it expires", e.identity)
@@ -104,12 +109,37 @@ func (e *leaseEvents) record(eventType, reason, action, note string, args ...any
 }
 
 func (e *leaseEvents) recordNow(eventType, reason, action, note string, args ...any) {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name}}
-	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
 	ctx, cancel := context.WithTimeout(context.Background(), eventLeaseReadTimeout)
 	defer cancel()
+	e.recorder().Eventf(e.lease(ctx), nil, eventType, reason, action, note, args...)
+}
+
+// lease returns the Lease as an Event's regarding object, with its UID when it can
+// be read.
+func (e *leaseEvents) lease(ctx context.Context) *coordinationv1.Lease {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name}}
+	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
 	if got, err := e.cs.CoordinationV1().Leases(e.namespace).Get(ctx, e.name, metav1.GetOptions{}); err == nil {
 		lease.UID = got.UID
 	}
-	e.recorder().Eventf(lease, nil, eventType, reason, action, note, args...)
+	return lease
+}
+
+// recordDirect writes an Event as the recorder would (events.k8s.io/v1, reporting
+// controller eventRecorderName), on a goroutine of its own, with the clientset.
+func (e *leaseEvents) recordDirect(eventType, reason, action, note string) {
+	e.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), eventLeaseReadTimeout)
+		defer cancel()
+		lease := e.lease(ctx)
+		host, _ := os.Hostname()
+		ev := &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: fmt.Sprintf("%s.%x", e.name, time.Now().UnixNano())},
+			EventTime:  metav1.NewMicroTime(time.Now()), Type: eventType, Reason: reason, Action: action, Note: note,
+			ReportingController: eventRecorderName, ReportingInstance: eventRecorderName + "-" + host,
+			Regarding: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+				Namespace: e.namespace, Name: e.name, UID: lease.UID},
+		}
+		_, _ = e.cs.EventsV1().Events(e.namespace).Create(ctx, ev, metav1.CreateOptions{}) // best effort, as the recorder's
+	})
 }

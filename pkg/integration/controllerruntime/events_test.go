@@ -61,7 +61,13 @@ func TestLeaseEvents(t *testing.T) {
 	}
 	batontest.WaitFor(t, 20*time.Second, "a "+EventAcquired+" Event on the Lease", has(EventAcquired))
 	n.stop(t)
-	batontest.WaitFor(t, 20*time.Second, "a "+EventReleased+" Event on the Lease", has(EventReleased))
+	deadline := time.Now().Add(20 * time.Second)
+	for !has(EventReleased)() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event on the Lease; its Events: %v", EventReleased, leaseEventReasons(t, direct, "lease-events"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // TestLeaseNamespaceFromServiceAccount: without LeaderElectionNamespace, New takes

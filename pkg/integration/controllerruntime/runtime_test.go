@@ -444,7 +444,8 @@ func TestNewRefusesUserMistakes(t *testing.T) {
 	}
 	logsMu.Lock()
 	defer logsMu.Unlock()
-	if !strings.Contains(logs.String(), "no leader-only work") || !strings.Contains(logs.String(), "Runtime.AddController") {
-		t.Errorf("a Runtime with no leader-only work logged:\n%s\nwant a warning naming Runtime.AddController", logs.String())
+	if !strings.Contains(logs.String(), "no leader-only work") || !strings.Contains(logs.String(), "NewControllerManagedBy") ||
+		!strings.Contains(logs.String(), `"severity"="warning"`) {
+		t.Errorf("a Runtime with no leader-only work logged:\n%s\nwant a warning (severity=warning) naming NewControllerManagedBy", logs.String())
 	}
 }
