@@ -54,6 +54,26 @@ func TestStatedRBACRunsAShardedController(t *testing.T) {
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + managerNamespace, "system:authenticated"},
 	}
 
+	t.Run("death signal", func(t *testing.T) {
+		// What pkg/k8s/incarnation does as a follower: list, then watch, the
+		// leader's pod by name in the Lease's namespace.
+		cs, err := kubernetes.NewForConfig(sa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName := metav1.ListOptions{FieldSelector: "metadata.name=leader-pod"}
+		list, err := cs.CoreV1().Pods(managerNamespace).List(ctx, byName)
+		if err != nil {
+			t.Fatalf("list the leader's pod: %v", err)
+		}
+		byName.ResourceVersion = list.ResourceVersion
+		w, err := cs.CoreV1().Pods(managerNamespace).Watch(ctx, byName)
+		if err != nil {
+			t.Fatalf("watch the leader's pod: %v", err)
+		}
+		w.Stop()
+	})
+
 	t.Run("ClusterRole", func(t *testing.T) {
 		runAndReconcile(t, env, sa, "cluster", nil)
 	})
