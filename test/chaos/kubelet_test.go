@@ -518,11 +518,15 @@ const (
 	vFinalNoLeader = "no leader after the final crash"
 )
 
-// holderIncarnation is the incarnation r's holder recorded with r's acquireTime (as
-// the elector binds it), "" if none.
+// holderIncarnation is the incarnation recorded with r's acquireTime and renewTime (as
+// the elector binds it to its own write), "" if none.
 func holderIncarnation(r leaderelection.LeaseRecord) string {
-	at, inc, ok := strings.Cut(r.Incarnation, " ")
-	if !ok || inc == "" || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+	at, rest, ok := strings.Cut(r.Incarnation, " ")
+	if !ok || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+		return ""
+	}
+	renewed, inc, ok := strings.Cut(rest, " ")
+	if !ok || inc == "" || renewed != r.RenewTime.UTC().Format(time.RFC3339Nano) {
 		return ""
 	}
 	return inc
@@ -641,8 +645,8 @@ func TestCheckerKubelet(t *testing.T) {
 			Nonce: strings.Repeat(string(rune('a'+nonce)), 32)}.String()
 	}
 	old, cur := incOf(0), incOf(1)
-	held := leaderelection.LeaseRecord{HolderIdentity: "c1", AcquireTime: sec(10), ResourceVersion: "7",
-		Incarnation: sec(10).UTC().Format(time.RFC3339Nano) + " " + cur}
+	held := leaderelection.LeaseRecord{HolderIdentity: "c1", AcquireTime: sec(10), RenewTime: sec(10), ResourceVersion: "7",
+		Incarnation: sec(10).UTC().Format(time.RFC3339Nano) + " " + sec(10).UTC().Format(time.RFC3339Nano) + " " + cur}
 	type crash struct{ killed, reported, next float64 }
 	tests := []struct {
 		name     string

@@ -151,12 +151,19 @@
 // # Death signal
 //
 // A holder with Config.Incarnation writes it to the lease on every acquire and renew
-// (annotation leaderelection.baton.dev/incarnation, bound to the acquisition by its
-// acquireTime, so that an elector that keeps annotations as it finds them and acquires
-// next does not inherit it; a release clears it). A follower
+// (annotation leaderelection.baton.dev/incarnation, bound to the write by its
+// acquireTime and renewTime, so that an elector that keeps annotations as it finds them
+// and writes next does not inherit it: client-go keeps the acquireTime when the holder
+// already has its identity, so a restarted container of the same identity running
+// client-go renews with the dead incarnation's acquireTime and annotations; a release
+// clears it). A follower
 // with Config.DeathWatch watches the incarnation of a Baton holder other than its own,
 // and once the watch proves it over takes the lease at once, by a compare-and-swap on
-// the state it saw, instead of waiting the lease out; a state seen on a first look (see
+// the state it saw, instead of waiting the lease out. Only the state observed when the
+// proof arrived is taken so: a dead process cannot write, so a Lease seen written again
+// (a new resourceVersion) after the proof is judged by the lease rules (a renew the
+// dead process had in flight costs the takeover its speed, never its safety). A
+// state seen on a first look (see
 // # Releases, deletes and cold starts), a state first seen on a list, a read or a
 // write's answer rather than in a watch event (after an etcd restore a list can bring
 // the dead holder's state back while a later holder, whose acquisition the restore

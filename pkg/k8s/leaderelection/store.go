@@ -38,12 +38,15 @@ type LeaseRecord struct {
 	// a Baton leader's lease and a Baton release from the writes of other electors or
 	// people, who keep annotations as they find them. "" when never set.
 	Marker string
-	// Incarnation is the holder's Config.Incarnation bound to its acquisition,
-	// "<acquireTime, RFC 3339 in UTC> <incarnation>", kept on Kubernetes in the
-	// annotation leaderelection.baton.dev/incarnation; "" when none was recorded. A
-	// Baton release clears it. Other writers (client-go, Baton versions before it)
-	// keep it as they find it, but every acquisition writes a new acquireTime, so it
-	// counts only for a Baton holder (heldByBaton) whose acquireTime it names.
+	// Incarnation is the holder's Config.Incarnation bound to the write that carried
+	// it, "<acquireTime> <renewTime> <incarnation>" (times in RFC 3339 in UTC), kept on
+	// Kubernetes in the annotation leaderelection.baton.dev/incarnation; "" when none
+	// was recorded. A Baton release clears it. Other writers (client-go, Baton
+	// versions before it) keep it as they find it, but every acquisition writes a new
+	// acquireTime and every renew a new renewTime (client-go keeps the acquireTime when
+	// the holder already has its identity, e.g. a restarted container of the same
+	// pod), so it counts only for a Baton holder (heldByBaton) whose acquireTime and
+	// renewTime it names: the record is then that incarnation's own write.
 	Incarnation string
 	// ResourceVersion is set by the store on every write: a decimal number that grows
 	// with every write of the lease, including deletes and re-creates. Update is a

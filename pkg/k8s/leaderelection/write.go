@@ -65,7 +65,7 @@ func (c *campaign) acquire() {
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
 	}
-	r.Incarnation = boundIncarnation(r.AcquireTime, cfg.Incarnation)
+	r.Incarnation = boundIncarnation(r.AcquireTime, r.RenewTime, cfg.Incarnation)
 	// 2.
 	c.phase = acquiring
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline, ErrRenewDeadlineMissed)
@@ -239,7 +239,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = c.marker
-	r.Incarnation = boundIncarnation(r.AcquireTime, c.e.config.Incarnation)
+	r.Incarnation = boundIncarnation(r.AcquireTime, r.RenewTime, c.e.config.Incarnation)
 	c.addSend(r, sentAt)
 	return r
 }
