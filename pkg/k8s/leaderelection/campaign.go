@@ -63,9 +63,13 @@ type watchState struct {
 	stale        bool
 	staleCheckAt time.Time
 	// generation counts the watches opened; delivered is the highest resourceVersion
-	// the open one delivered (0 before its first event).
+	// the open one delivered (0 before its first event), and seamless the highest up
+	// to which it delivered every state: it stops growing at the first event after
+	// which the store says states may be missing (LeaseEvent.Gap).
 	generation uint64
 	delivered  uint64
+	seamless   uint64
+	gapped     bool
 }
 
 // observedLease is what the campaign knows of the lease.

@@ -125,9 +125,11 @@
 // few milliseconds), or as for a slow Create (a LeaseDuration) when no watch was open
 // at the send, or it broke or stayed silent. An acquiring Update starts its term at
 // once, so a hand-over takes one watch event. A
-// store whose watch skips states (a MemoryStore whose reader is slow) can hide a
-// holder created and deleted by hand during the Create; the Kubernetes watch delivers
-// every event.
+// store whose watch skips states (a MemoryStore whose reader is slow) could hide a
+// holder created and deleted by hand during the Create: such a store marks the first
+// event after a skip (LeaseEvent.Gap), and a watch that skipped states before the
+// Create's own event does not vouch for it (the Create is held as a slow one). The
+// Kubernetes watch delivers every event.
 //
 // # History going back
 //

@@ -118,6 +118,12 @@ type LeaseEvent struct {
 	Record LeaseRecord
 	// Deleted reports that the lease does not exist.
 	Deleted bool
+	// Gap, when set, says that the store may have skipped states of the lease between
+	// the watch's previous event and this one (a MemoryStore whose reader is slow). A
+	// store that skips states must set it on the first event it delivers after them:
+	// the elector then does not take the watch as having shown every state (see the
+	// package doc, # Slow acquiring writes). It means nothing on a watch's first event.
+	Gap bool
 	// Err, when set, is a watch error the store reports (e.g. 410 Gone: the version is
 	// too old): the event carries no state, and the store closes the channel after it.
 	// The elector logs and counts it and watches again, which re-lists.
@@ -137,8 +143,8 @@ type LeaseStore interface {
 	// stale (or empty), ErrLeaseNotFound when the lease was deleted.
 	Update(ctx context.Context, r LeaseRecord) (LeaseRecord, error)
 	// Watch delivers the lease's current state first (Deleted when absent), then its
-	// changes in order; a store may skip intermediate states but always delivers the
-	// latest. The store closes the channel when ctx ends or the watch breaks, after an
+	// changes in order; a store may skip intermediate states, but must then set Gap on
+	// the first event after them, and always delivers the latest. The store closes the channel when ctx ends or the watch breaks, after an
 	// event with Err set if it knows why; the caller then watches again, which re-reads
 	// the current state. The first event is authoritative: a resourceVersion below one
 	// seen before means the store's history went back (an etcd restore).

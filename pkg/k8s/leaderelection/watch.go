@@ -21,8 +21,14 @@ func (c *campaign) receive(ev LeaseEvent, ok bool) {
 
 // observeWatched observes an event of the watch: its first is the listed state.
 func (c *campaign) observeWatched(ev LeaseEvent) {
+	if ev.Gap && !c.watch.listNext {
+		c.watch.gapped = true
+	}
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
 		c.watch.delivered = max(c.watch.delivered, v)
+		if !c.watch.gapped {
+			c.watch.seamless = max(c.watch.seamless, v)
+		}
 	}
 	if !c.watch.listNext {
 		c.observe(ev, 0, false)
@@ -97,7 +103,7 @@ func (c *campaign) opened(o watchOpen) {
 	c.watch.events, c.watch.listNext = o.events, true
 	c.watch.openedAt = c.e.clock.Now()
 	c.watch.generation++
-	c.watch.delivered = 0
+	c.watch.delivered, c.watch.seamless, c.watch.gapped = 0, 0, false
 }
 
 // markBroken notes that no watch is open from now, unless that began earlier.
