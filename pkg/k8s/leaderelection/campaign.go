@@ -62,6 +62,10 @@ type watchState struct {
 	// (or, if none came by staleCheckAt, open a new watch) before writing again.
 	stale        bool
 	staleCheckAt time.Time
+	// lag is the latest delay seen between a write of ours and its event on the watch,
+	// or between the opening of a watch and its first event: a watch silent for less
+	// than this after a conflict may only be slow, and is given that long (staleWait).
+	lag time.Duration
 	// generation counts the watches opened; delivered is the highest resourceVersion
 	// the open one delivered (0 before its first event), and seamless the highest up
 	// to which it delivered every state: it stops growing at the first event after
@@ -326,8 +330,9 @@ func (c *campaign) step() {
 	case following: // 5.
 		if c.watch.stale && !now.Before(c.watch.staleCheckAt) {
 			// A write conflicted but the watch has not shown the newer state within a
-			// RetryPeriod: it is stuck. Open a new one, which re-reads the state.
-			c.watch.staleCheckAt = now.Add(c.e.config.RetryPeriod)
+			// RetryPeriod and the lag seen: it is stuck. Open a new one, which re-reads
+			// the state, and give it as long.
+			c.watch.staleCheckAt = now.Add(c.staleWait())
 			if c.watch.events != nil {
 				c.e.logger.Info("lease watch silent after a conflict, watching again")
 				c.dropWatch()

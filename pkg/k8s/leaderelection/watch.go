@@ -30,6 +30,7 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 			c.watch.seamless = max(c.watch.seamless, v)
 		}
 	}
+	c.measureLag(ev)
 	if !c.watch.listNext {
 		c.observe(ev, 0, false)
 		return
@@ -40,6 +41,18 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	c.observe(ev, c.watch.listFloor, true)
 	if blind && c.lease.exists {
 		c.lease.since, c.lease.unvouched = c.e.clock.Now(), true
+	}
+}
+
+// measureLag records the watch's lag (watchState.lag) from ev: a watch's first event
+// against the time it opened, the event of our last confirmed write against its send.
+func (c *campaign) measureLag(ev LeaseEvent) {
+	now := c.e.clock.Now()
+	switch {
+	case c.watch.listNext:
+		c.watch.lag = max(0, now.Sub(c.watch.openedAt))
+	case c.writes.hasConfirmed && ev.Record.ResourceVersion != "" && ev.Record.ResourceVersion == c.writes.confirmed.ResourceVersion:
+		c.watch.lag = max(0, now.Sub(c.writes.confirmedAt))
 	}
 }
 

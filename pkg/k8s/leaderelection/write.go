@@ -31,9 +31,19 @@ func (c *campaign) refresh(ctx context.Context) error {
 	return nil
 }
 
+// markStale notes that a write found the lease changed: the watch has until
+// staleWait from now to show the newer state.
 func (c *campaign) markStale() {
 	c.watch.stale = true
-	c.watch.staleCheckAt = c.e.clock.Now().Add(c.e.config.RetryPeriod)
+	c.watch.staleCheckAt = c.e.clock.Now().Add(c.staleWait())
+}
+
+// staleWait is how long a watch may stay silent after a conflict before it is taken as
+// stuck and replaced: a RetryPeriod plus the lag seen (watchState.lag), so that a
+// watch that delivers every event late (a slow API server) is not given up, again and
+// again, before its first event arrives.
+func (c *campaign) staleWait() time.Duration {
+	return c.e.config.RetryPeriod + c.watch.lag
 }
 
 // written records r, the answer to our write sent at at, and observes it.
