@@ -67,13 +67,9 @@ type watchState struct {
 	// than this after a conflict may only be slow, and is given that long (staleWait).
 	lag time.Duration
 	// generation counts the watches opened; delivered is the highest resourceVersion
-	// the open one delivered (0 before its first event), and seamless the highest up
-	// to which it delivered every state: it stops growing at the first event after
-	// which the store says states may be missing (LeaseEvent.Gap).
+	// the open one delivered (0 before its first event).
 	generation uint64
 	delivered  uint64
-	seamless   uint64
-	gapped     bool
 }
 
 // observedLease is what the campaign knows of the lease.
@@ -135,12 +131,18 @@ type campaign struct {
 	// Create was sent, and firstStateSinceCreate the lowest version above it of a
 	// state of the lease observed since, 0 if none: below the Create's own version, it
 	// is a state the Create landed after. createWatch is the generation of the watch
-	// open when it was sent, 0 if none was.
+	// open when it was sent, 0 if none was. createGapped is set when that watch
+	// delivered, since the send, an event after which the store said it may have
+	// skipped states (LeaseEvent.Gap) above the send's version, and createGapFrom is
+	// the lowest version such a skip may have started above: if it is below the
+	// Create's own version, the watch may have skipped states before the Create.
 	acquireAt             time.Time
 	acquireRetry          backoff
 	createSentVersion     uint64
 	firstStateSinceCreate uint64
 	createWatch           uint64
+	createGapped          bool
+	createGapFrom         uint64
 
 	// The term: led while leading; held (a slow Create's) while holding; handover is
 	// the hand-over (to nobody after Resign) whose release is written, while handing

@@ -22,13 +22,10 @@ func (c *campaign) receive(ev LeaseEvent, ok bool) {
 // observeWatched observes an event of the watch: its first is the listed state.
 func (c *campaign) observeWatched(ev LeaseEvent) {
 	if ev.Gap && !c.watch.listNext {
-		c.watch.gapped = true
+		c.noteGap(ev)
 	}
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
 		c.watch.delivered = max(c.watch.delivered, v)
-		if !c.watch.gapped {
-			c.watch.seamless = max(c.watch.seamless, v)
-		}
 	}
 	c.measureLag(ev)
 	if !c.watch.listNext {
@@ -41,6 +38,22 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	c.observe(ev, c.watch.listFloor, true)
 	if blind && c.lease.exists {
 		c.lease.since, c.lease.unvouched = c.e.clock.Now(), true
+	}
+}
+
+// noteGap takes in ev, an event after which the store says it may have skipped
+// states: those between the last state the watch delivered and ev's. If the watch open
+// at the last acquiring Create's send delivered it, and the skip may hold states above
+// the send's version, it is noted for createVouched.
+func (c *campaign) noteGap(ev LeaseEvent) {
+	if c.createWatch == 0 || c.createWatch != c.watch.generation {
+		return
+	}
+	if v, ok := parseVersion(ev.Record.ResourceVersion); ok && v <= c.createSentVersion {
+		return // the skipped states came before the send
+	}
+	if from := c.watch.delivered; !c.createGapped || from < c.createGapFrom {
+		c.createGapped, c.createGapFrom = true, from
 	}
 }
 
@@ -116,7 +129,7 @@ func (c *campaign) opened(o watchOpen) {
 	c.watch.events, c.watch.listNext = o.events, true
 	c.watch.openedAt = c.e.clock.Now()
 	c.watch.generation++
-	c.watch.delivered, c.watch.seamless, c.watch.gapped = 0, 0, false
+	c.watch.delivered = 0
 }
 
 // markBroken notes that no watch is open from now, unless that began earlier.

@@ -89,6 +89,7 @@ func (c *campaign) acquire() {
 		sentAt.Before(c.lease.since.Add(c.expiryWait(c.lease.record)))
 	if create {
 		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
+		c.createGapped, c.createGapFrom = false, 0
 		if c.watch.events != nil {
 			c.createWatch = c.watch.generation
 		}
