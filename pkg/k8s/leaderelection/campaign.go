@@ -331,16 +331,7 @@ func (c *campaign) step() {
 		}
 	case following: // 5.
 		if c.watch.stale && !now.Before(c.watch.staleCheckAt) {
-			// A write conflicted but the watch has not shown the newer state within a
-			// RetryPeriod and the lag seen: it is stuck. Open a new one, which re-reads
-			// the state, and give it as long.
-			c.watch.staleCheckAt = now.Add(c.staleWait())
-			if c.watch.events != nil {
-				c.e.logger.Info("lease watch silent after a conflict, watching again")
-				c.dropWatch()
-				c.watch.retryAt = now
-				c.openWatch()
-			}
+			c.replaceSilentWatch(now)
 		}
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
 			// Judge the latest state the watch delivered, not an older one it replaced.
@@ -351,6 +342,27 @@ func (c *campaign) step() {
 		}
 	}
 }
+
+// replaceSilentWatch replaces a watch that has not shown the newer state a write
+// conflicted with within staleWait: it may be stuck. The new one re-reads the state and
+// is given as long. A watch given up before its first event was slower than that: the
+// lag is taken as at least twice its age (up to maxWatchLag), so that a lag that began
+// unmeasured does not have every new watch given up before its first event.
+func (c *campaign) replaceSilentWatch(now time.Time) {
+	if c.watch.events != nil && c.watch.listNext {
+		c.watch.lag = min(max(c.watch.lag, 2*now.Sub(c.watch.openedAt)), maxWatchLag*c.e.config.LeaseDuration)
+	}
+	c.watch.staleCheckAt = now.Add(c.staleWait())
+	if c.watch.events != nil {
+		c.e.logger.Info("lease watch silent after a conflict, watching again", "lag", c.watch.lag)
+		c.dropWatch()
+		c.watch.retryAt = now
+		c.openWatch()
+	}
+}
+
+// maxWatchLag bounds, in LeaseDurations, the lag a silent watch is taken to have.
+const maxWatchLag = 4
 
 // nextWake is the earliest time step has something to do, not counting events.
 func (c *campaign) nextWake() (time.Time, bool) {
