@@ -317,6 +317,13 @@
 // limited by name in Kubernetes RBAC; a workload that may create leases can create this
 // one only while it is absent. deploy/rbac.yaml is such a Role.
 //
+// With the death signal on (Config.DeathWatch with package incarnation's Watcher),
+// whoever may write the holder's pod status controls leadership too: the nonce a
+// proof needs is in the Lease annotation, readable by all, so a pods/status update
+// carrying it makes the followers take the Lease from a live holder at once. Trust
+// pods/status writers in the namespace as Lease writers (see package incarnation,
+// "Who can prove a death"), or leave the death signal off.
+//
 // # Testing
 //
 // MemoryStore has the compare-and-swap and watch semantics of the Kubernetes store and
