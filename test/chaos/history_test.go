@@ -191,6 +191,7 @@ type candidate struct {
 	restart chan time.Duration
 	clock   *skewClock // the elector's clock; skew windows change its rate
 	cg      *rand.Rand // the client-go renewer's draws (clientGo); run's goroutine only
+	healAt  time.Time  // every fault is over: a client-go renewer stops by then
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -220,9 +221,11 @@ func (c *candidate) run(ctx context.Context) {
 		done := make(chan error, 1)
 		go func() { done <- e.Start(ictx) }()
 		var down time.Duration
+		var asked time.Time // when the restart was asked: the fault's window starts
 		select {
 		case <-ctx.Done():
 		case down = <-c.restart:
+			asked = time.Now()
 		}
 		cancel()
 		if err := <-done; err != nil && ctx.Err() == nil {
@@ -237,11 +240,16 @@ func (c *candidate) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		back := time.Now().Add(down)
 		if c.h.kube != nil && !c.release && down != downForever && c.clientGo().IntN(2) == 0 {
-			if !c.clientGoRenew(ctx, inc, down) {
+			// Within the fault's window, as scheduled, and never after the faults are
+			// over (a paused process's Start returns late, a queued restart is taken
+			// late): the renews are a fault.
+			if !c.clientGoRenew(ctx, inc, earlier(asked.Add(down), c.healAt)) {
 				return
 			}
-		} else if !sleep(ctx, down) {
+		}
+		if !sleep(ctx, time.Until(back)) {
 			return
 		}
 	}
@@ -256,17 +264,16 @@ func (c *candidate) clientGo() *rand.Rand {
 	return c.cg
 }
 
-// clientGoRenew is the crashed incarnation inc's container restarted, for down, with a
+// clientGoRenew is the crashed incarnation inc's container restarted, until end, with a
 // client-go build of the same identity (a StatefulSet pod, an in-place image change):
 // every RetryPeriod, from at once, it renews the lease while the lease names its
 // identity, as client-go does, keeping the acquireTime and replacing only the spec, so
 // Baton's marker and incarnation annotations stay. It leads from each renew for a
 // RenewDeadline: a takeover earlier than the lease rules allow from one of its writes
 // is a violation (checkKubelet). It reports false when ctx ended.
-func (c *candidate) clientGoRenew(ctx context.Context, inc int, down time.Duration) bool {
+func (c *candidate) clientGoRenew(ctx context.Context, inc int, end time.Time) bool {
 	view := c.view(c.who(inc) + clientGoSuffix)
-	end := time.Now().Add(down)
-	for {
+	for time.Now().Before(end) {
 		// A seeded latency below 1ms, so that no renew happens at an instant of fake
 		// time shared with another goroutine's step (a seed replays).
 		if !sleep(ctx, time.Duration(1+c.clientGo().Int64N(int64(time.Millisecond)))) {
@@ -274,21 +281,23 @@ func (c *candidate) clientGoRenew(ctx context.Context, inc int, down time.Durati
 		}
 		if r, err := view.Get(ctx); err == nil && r.HolderIdentity == c.id {
 			r.RenewTime = time.Now().Truncate(time.Microsecond)
-			if _, err := view.Update(ctx, r); err == nil {
+			if out, err := view.Update(ctx, r); err == nil {
 				c.h.count.add(fClientGoRenew, 1)
+				c.h.logFault(fClientGoRenew, "%s renewed the lease as client-go (rv %s)", c.who(inc), out.ResourceVersion)
 			}
 		}
-		left := time.Until(end)
-		if left <= 0 {
-			return true
-		}
-		if !sleep(ctx, min(left, c.h.cfg.RetryPeriod)) {
+		if !sleep(ctx, min(time.Until(end), c.h.cfg.RetryPeriod)) {
 			return false
 		}
-		if !time.Now().Before(end) {
-			return true
-		}
 	}
+	return true
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // clientGoSuffix ends the writer name of a client-go renewer's writes.
