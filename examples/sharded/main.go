@@ -40,6 +40,7 @@ import (
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Label marks the ConfigMaps the controller reconciles; the manager caches no others.
@@ -61,7 +62,7 @@ type Stamper struct {
 // Reconcile is called only for ConfigMaps of the shards this replica leads, under a
 // context that carries the shard and its term and ends when the shard moves.
 func (s *Stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	st, _ := sharding.ShardTermFromContext(ctx)
+	st, _ := sharding.ShardTermOf(termctx.Get(ctx))
 	logger := log.FromContext(ctx).WithValues("term", st.Term) // it names the object and the shard
 	var cm corev1.ConfigMap
 	if err := s.Reader.Get(ctx, req.NamespacedName, &cm); err != nil {

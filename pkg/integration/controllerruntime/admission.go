@@ -55,7 +55,7 @@ const fenceMessage = "baton fence:"
 // The fence is cooperative: the writer stamps its own term, so it stops a stale writer,
 // it does not authenticate one. The API server reads the Lease through an informer, so
 // for a few milliseconds after the Lease changed hands it still judges by the old
-// holder (see the package doc, # The API server's fence). It refuses every stamped
+// holder (see docs/design/controllerruntime.md, # The API server's fence). It refuses every stamped
 // write of f.Users to these resources while the Lease has no holder, and every write of
 // f.Users to them, stamped or not, while the Lease does not exist (the API server looks
 // the parameter up before it evaluates the match conditions).
@@ -203,7 +203,7 @@ var lagRetries = []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20
 func sendFenced(ctx context.Context, ref *termRef, send func() error) error {
 	err := send()
 	for _, wait := range lagRetries {
-		if !isFenceDenial(err) || ref.ctx.Err() != nil {
+		if !isFenceDenial(err) || ref.ended() != nil {
 			return err
 		}
 		t := time.NewTimer(wait)

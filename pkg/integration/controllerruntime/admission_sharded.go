@@ -53,7 +53,7 @@ type ShardedAdmissionFence struct {
 // while any shard Lease of the ring does not exist, every write of f.Users to these
 // resources is refused, stamped or not (the API server looks a binding's parameter
 // up before it evaluates the match conditions), and a stale write naming a deleted
-// shard Lease is never let through. See the package doc, # The API server's fence,
+// shard Lease is never let through. See docs/design/controllerruntime.md, # The API server's fence,
 // for what it covers and the window it leaves.
 func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, []*admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	shards := f.Shards

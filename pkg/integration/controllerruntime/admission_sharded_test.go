@@ -120,9 +120,10 @@ func (e *shardFenceEnv) shardToken(shard int, holder string) stamps {
 // shardFenced returns a fenced client of holder in a term of shard, writing through c,
 // with the API server's fence on: what a sharded reconcile writes with.
 func (e *shardFenceEnv) shardFenced(c client.Client, shard int, holder string, term uint64) (client.Client, context.Context, func()) {
-	ctx, end := leaseTerm(term, &leaseReader{cs: shared.Clientset(), namespace: e.ns,
-		name: sharding.ShardLeaseName(fenceRing, shard), identity: holder, admission: true, shard: true})
-	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, readsLease: true, logger: slog.Default()}
+	ctx, end := fakeTerm(term)
+	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, logger: slog.Default(),
+		leases: onLease(&leaseReader{cs: shared.Clientset(), namespace: e.ns,
+			name: sharding.ShardLeaseName(fenceRing, shard), identity: holder, admission: true, shard: true})}
 	return f, ctx, end
 }
 

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/pkg/batontest"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fenceWriter is the user the fenced writers of these tests write as (impersonated),
@@ -218,8 +219,9 @@ func (e *fenceEnv) waitPassed(s stamps) {
 // fenced returns a fenced client of holder in a term of its own, writing through c,
 // with the API server's fence on.
 func (e *fenceEnv) fenced(c client.Client, holder string, term uint64) (client.Client, context.Context, func()) {
-	ctx, end := leaseTerm(term, &leaseReader{cs: shared.Clientset(), namespace: e.ns, name: "fence", identity: holder, admission: true})
-	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, readsLease: true, logger: slog.Default()}
+	ctx, end := fakeTerm(term)
+	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, logger: slog.Default(),
+		leases: onLease(&leaseReader{cs: shared.Clientset(), namespace: e.ns, name: "fence", identity: holder, admission: true})}
 	return f, ctx, end
 }
 
@@ -365,8 +367,7 @@ func TestAdmissionFenceRefusesStaleWrites(t *testing.T) {
 		fa, actx, endA := e.fenced(e.writer, "a", term-1)
 		defer endA()
 		// a's term began while it held the Lease: its token is the one it read then.
-		ref, _ := termOf(actx)
-		ref.token = &leaseToken{holder: "a", acquired: "2000-01-01T00:00:00.000000Z"}
+		fa.(*fencedClient).leases(termctx.Term{}).keep(term-1, leaseToken{holder: "a", acquired: "2000-01-01T00:00:00.000000Z"})
 		err := fa.DeleteAllOf(actx, &corev1.ConfigMap{}, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"})
 		if !isFenceDenial(firstJoined(err)) {
 			t.Fatalf("a's stale DeleteAllOf: %v, want the API server's fence to refuse it", err)

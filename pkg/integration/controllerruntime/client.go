@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // TermAnnotation is the annotation a fenced client stamps on every object it creates,
@@ -20,7 +22,7 @@ import (
 const TermAnnotation = "baton.dev/term"
 
 // NewFencedClient wraps c so that its writes are fenced by the term of their context
-// (see the package doc, # Fencing). Reads go to c unchanged; the fence's own reads
+// (see docs/design/controllerruntime.md, # Fencing). Reads go to c unchanged; the fence's own reads
 // (Delete by name, patches of an object without a resourceVersion, DeleteAllOf) go to
 // c too. Runtime.FencedClient is the same with the refusals counted in the Runtime's
 // metrics, fresh reads, the check of the Lease before refusing a stamp of no term, and
@@ -32,13 +34,13 @@ func NewFencedClient(c client.Client) client.Client {
 // FencedClient wraps c (nil: the manager's client) in a fenced client whose refusals are
 // counted in baton_fenced_writes_refused_total. Its fence reads the objects it checks
 // with the manager's API reader (not the cache), and reads the Lease before it refuses
-// a write over a newer stamp (see # Fencing).
+// a write over a newer stamp (see docs/design/controllerruntime.md, # Fencing).
 func (r *Runtime) FencedClient(c client.Client) client.Client {
 	if c == nil {
 		c = r.mgr.GetClient()
 	}
 	return &fencedClient{Client: c, reader: r.mgr.GetAPIReader(), refused: &r.metrics.refused,
-		readsLease: true, logger: r.slogger}
+		leases: r.leaseOf, logger: r.slogger}
 }
 
 // fencedClient is a client.Client whose writes are fenced.
@@ -46,11 +48,11 @@ type fencedClient struct {
 	client.Client
 	reader  client.Reader  // the fence's reads
 	refused *atomic.Uint64 // nil: not counted
-	// readsLease: the fence reads the term's Lease (termRef.lease) before it refuses a
-	// newer stamp, and stamps the Lease token where the API server's fence is bound to
-	// that Lease. False for NewFencedClient.
-	readsLease bool
-	logger     *slog.Logger
+	// leases gives the reader of a term's Lease (termctx.Term.Lease), which the fence
+	// reads before it refuses a newer stamp, and whose token it stamps where the API
+	// server's fence is bound to that Lease; nil (NewFencedClient): none is read.
+	leases func(termctx.Term) *leaseReader
+	logger *slog.Logger
 }
 
 // refuse counts err, a refusal of the fence, and returns it.
@@ -70,6 +72,9 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 	ref, err := termOf(ctx)
 	if err != nil {
 		return nil, nil, f.refuse(err)
+	}
+	if f.leases != nil {
+		ref.lease = f.leases(ref.t)
 	}
 	s := stamps{TermAnnotation: strconv.FormatUint(ref.term, 10)}
 	if l := f.leaseOf(ref); l != nil && l.admission {
@@ -116,12 +121,7 @@ func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Obje
 }
 
 // leaseOf returns the Lease of ref's term the fence may read, or nil.
-func (f *fencedClient) leaseOf(ref *termRef) *leaseReader {
-	if !f.readsLease {
-		return nil
-	}
-	return ref.lease
-}
+func (f *fencedClient) leaseOf(ref *termRef) *leaseReader { return ref.lease }
 
 func describe(obj client.Object) string {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind

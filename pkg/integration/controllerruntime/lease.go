@@ -7,6 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Annotations that name the term on the Lease itself, for the API server's fence
@@ -57,6 +59,16 @@ type leaseReader struct {
 	// shard: a shard's Lease; its token goes in the Shard*Annotation stamps, with its
 	// name.
 	shard bool
+
+	// mu guards kept.
+	mu   sync.Mutex
+	kept *keptToken // the token of the last term that asked, once read
+}
+
+// keptToken is the Lease token of one term of the Lease.
+type keptToken struct {
+	term  uint64
+	token leaseToken
 }
 
 // stamp adds the token of ref's term on this Lease to s, in the annotations of the
@@ -85,7 +97,7 @@ func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool
 	if err != nil {
 		return leaseToken{}, false, fmt.Errorf("controllerruntime: reading Lease %s/%s: %w", l.namespace, l.name, err)
 	}
-	if ref.ctx.Err() != nil {
+	if ref.ended() != nil {
 		return leaseToken{}, false, nil
 	}
 	spec := lease.Spec
@@ -98,14 +110,14 @@ func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool
 // token returns the Lease token of ref's term, or an error wrapping ErrTermEnded when
 // the Lease is no longer this replica's in that term. The first answer is kept for the
 // term; writers that ask before it came each read the Lease (under their own context,
-// not ref.mu): every read that finds the term running finds the same token, since a
+// not l.mu): every read that finds the term running finds the same token, since a
 // term is one acquisition.
 func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, error) {
-	ref.mu.Lock()
-	kept := ref.token
-	ref.mu.Unlock()
-	if kept != nil {
-		return *kept, nil
+	l.mu.Lock()
+	kept := l.kept
+	l.mu.Unlock()
+	if kept != nil && kept.term == ref.term {
+		return kept.token, nil
 	}
 	tok, ok, err := l.holds(ctx, ref)
 	if err != nil {
@@ -114,10 +126,17 @@ func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, erro
 	if !ok {
 		return tok, &termEndedError{term: ref.term, cause: fmt.Errorf("the Lease %s/%s is not held by %s in this term", l.namespace, l.name, l.identity)}
 	}
-	ref.mu.Lock()
-	ref.token = &tok
-	ref.mu.Unlock()
+	l.keep(ref.term, tok)
 	return tok, nil
+}
+
+// keep keeps tok as the token of term, unless a later term's is kept.
+func (l *leaseReader) keep(term uint64, tok leaseToken) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kept == nil || l.kept.term <= term {
+		l.kept = &keptToken{term: term, token: tok}
+	}
 }
 
 // formatMicro formats t as the Lease stores a MicroTime.
@@ -125,16 +144,11 @@ func formatMicro(t metav1.MicroTime) string {
 	return t.UTC().Format(metav1.RFC3339Micro)
 }
 
-// termRef is the term a leader-only run belongs to, and the context the runtime gave
-// it: that context reports the term over by the elector's own clock (see
-// lifecycle.Options.TermContext), which contexts derived from it, such as Reconcile's,
-// only do once the cancellation has propagated.
+// termRef is the term a write belongs to, as termctx.Get gave it from ctx, the write's
+// context, and the Lease of that term the fence may read (nil: none).
 type termRef struct {
 	term  uint64
+	t     termctx.Term
 	ctx   context.Context
-	lease *leaseReader // the Lease of the term; nil: none known
-
-	// mu guards token.
-	mu    sync.Mutex
-	token *leaseToken // the term's Lease token, once read
+	lease *leaseReader
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // busCapacity is how many events the bus holds before it is started.
@@ -42,9 +43,12 @@ type Runtime struct {
 	incarnation string
 
 	// lease reads this replica's Lease for the fenced clients (nil without the
-	// single-leader election); serverSide is Options.ServerSideFence.
-	lease      *leaseReader
-	serverSide bool
+	// single-leader election); shardLeases its shard Leases (termctx.Lease to
+	// *leaseReader), each added when this replica first leads it (leaseOf);
+	// serverSide is Options.ServerSideFence.
+	lease       *leaseReader
+	shardLeases sync.Map
+	serverSide  bool
 
 	started    atomic.Bool
 	warm       atomic.Bool
@@ -252,7 +256,7 @@ func (r *Runtime) needElection(what string) error {
 
 // AddReplayer registers the replayer of state an all-replica runnable computes
 // (typically a *leadership.StateReplayer[T] on Bus()); it is replayed at the start of
-// each term, after the leader-only work subscribed. See the package doc.
+// each term, after the leader-only work subscribed. See docs/design/controllerruntime.md, # State for a new leader.
 func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
 	if err := r.needElection(fmt.Sprintf("replayer %q", name)); err != nil {
 		return err
@@ -278,7 +282,7 @@ func (r *Runtime) AddLeaderOnly(name string, fn func(ctx context.Context) error)
 	if err := r.claim(name); err != nil {
 		return err
 	}
-	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn, lease: r.lease}); err != nil {
+	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn}); err != nil {
 		return wrapRegistration(err)
 	}
 	r.leaderOnly.Add(1)
@@ -335,14 +339,25 @@ func (r *Runtime) readyz(*http.Request) error {
 
 // funcComponent runs a leader-only function each term.
 type funcComponent struct {
-	name  string
-	fn    func(ctx context.Context) error
-	lease *leaseReader // the single leader's Lease
+	name string
+	fn   func(ctx context.Context) error
 }
 
 func (c *funcComponent) Name() string { return c.name }
 
-func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermRef(ctx, c.lease)) }
+func (c *funcComponent) Start(ctx context.Context) error { return c.fn(ctx) }
+
+// leaseOf returns the reader of t's Lease, for the fenced client: a shard's of a
+// sharded controller, or the single leader's (a term stamped without its Lease, as an
+// election disabled stamps it, is the single leader's); nil when this Runtime has none.
+func (r *Runtime) leaseOf(t termctx.Term) *leaseReader {
+	if t.Sharded() {
+		l, _ := r.shardLeases.Load(t.Lease)
+		reader, _ := l.(*leaseReader)
+		return reader
+	}
+	return r.lease
+}
 
 // Subscribed tells the Runtime that the leader-only function running under ctx has made
 // its subscriptions, so the term's replays may be published. Call it once, right after

@@ -29,17 +29,18 @@ import (
 
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // ShardedController describes a controller whose objects are spread over the
 // replicas: every replica runs it, and each reconciles only the objects of the
-// shards it leads (see the package doc, # Sharded controllers).
+// shards it leads (see docs/design/controllerruntime.md, # Sharded controllers).
 type ShardedController struct {
 	// Name names the controller in logs and metrics. Required, unique in the Runtime.
 	Name string
 	// Reconciler is called for objects of the shards this replica leads, with a
-	// context that carries the shard and its term (sharding.ShardTermFromContext;
-	// termctx.FromContext gives the shard's term) and ends with that term. Required.
+	// context that carries the shard and its term (termctx.Get) and ends with that
+	// term. Required.
 	Reconciler reconcile.Reconciler
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.
@@ -350,11 +351,11 @@ func (s *Sharded) leads(shard int) bool {
 // reconciles running under it, the shard's informer and its ShardWork, so the shard
 // is handed over only after they returned.
 func (s *Sharded) acquired(ctx context.Context) {
-	st, _ := sharding.ShardTermFromContext(ctx)
-	lease := &leaseReader{cs: s.clientset, namespace: s.config.Namespace,
-		name: sharding.ShardLeaseName(s.config.Name, st.Shard), identity: s.config.Identity,
-		admission: s.r.serverSide, shard: true}
-	lead := &shardLead{ctx: withTermRef(ctx, lease)}
+	t, _ := termctx.Get(ctx)
+	st, _ := sharding.ShardTermOf(t, true)
+	s.r.shardLeases.LoadOrStore(t.Lease, &leaseReader{cs: s.clientset, namespace: t.Lease.Namespace,
+		name: t.Lease.Name, identity: s.config.Identity, admission: s.r.serverSide, shard: true})
+	lead := &shardLead{ctx: ctx}
 	s.mu.Lock()
 	s.shards[st.Shard] = lead
 	s.mu.Unlock()

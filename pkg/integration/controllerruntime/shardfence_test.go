@@ -58,6 +58,7 @@ func (w *refusalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		w.mu.Unlock()
 		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	case apierrors.IsConflict(err) || errors.Is(err, ErrTermEnded):
+		//lint:ignore SA1019 the rate-limited requeue is what a lagging cache wants
 		return reconcile.Result{Requeue: true}, nil // the cache lags, or the shard moved
 	}
 	return reconcile.Result{}, err

@@ -258,7 +258,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 // startTerm begins leading term, whose acquiring write was sent at sentAt, and runs
 // OnStartedLeading in a goroutine of its own.
 func (c *campaign) startTerm(term uint64, sentAt time.Time) {
-	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.e.clock)
+	t := newTermContext(c.ctx, c.termOf(term), sentAt, c.e.config.RenewDeadline, c.e.clock)
 	c.phase, c.term, c.termFloor = leading, t, max(c.termFloor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
