@@ -296,7 +296,10 @@ const defaultKubeletHistories = 60
 // others: no takeover earlier than the lease rules allow but on a proof of the
 // holder's incarnation's death delivered to the taker, with that process stopped; no
 // proof of a live incarnation; the final crash taken over within deathBound of its
-// report. CI runs seeds 1 to 60; BATON_CHAOS_HISTORIES and BATON_CHAOS_FIRST soak,
+// report. A crashed candidate's container restarts, in half the crashes, as a client-go
+// build of the same identity for its down time (clientGoRenew): it renews the lease
+// keeping the dead incarnation's acquireTime and annotations, and no takeover earlier
+// than the lease rules allow may replace one of its writes. CI runs seeds 1 to 60; BATON_CHAOS_HISTORIES and BATON_CHAOS_FIRST soak,
 // BATON_CHAOS_SEED replays one.
 func TestChaosKubelet(t *testing.T) {
 	skew, err := skewFromEnv()
@@ -327,6 +330,10 @@ func TestChaosKubelet(t *testing.T) {
 	t.Logf("kubelet summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
 	if os.Getenv(envSeed) == "" && (sum.deathTakeovers == 0 || sum.finalCrashes == 0) {
 		t.Errorf("%d takeovers on a death proof, %d final crashes: the death signal was not exercised", sum.deathTakeovers, sum.finalCrashes)
+	}
+	if os.Getenv(envSeed) == "" && (sum.faults.get(fClientGoRenew) == 0 || sum.faults.get(fWatchSkipped) == 0) {
+		t.Errorf("%d same-identity client-go renews, %d watch events after skipped states: the shapes were not exercised",
+			sum.faults.get(fClientGoRenew), sum.faults.get(fWatchSkipped))
 	}
 }
 

@@ -228,6 +228,34 @@
 // twice as frequent among the faults as in TestChaos. After the second settle probe the settled leader is
 // killed (its calls cut off: no release) and its stop reported within a second.
 //
+// A same-identity client-go renewer (issue 25, defect 2): in half the crashes (not
+// the final one) the crashed candidate's container comes back, for its down time, as
+// a client-go build of the same identity (a StatefulSet pod, an in-place image
+// change): from at once and every RetryPeriod, while the lease names its identity, it
+// renews the lease as client-go does, keeping the acquireTime and replacing only the
+// spec, so the dead incarnation's marker and incarnation annotations stay; the pod
+// status meanwhile reports the dead incarnation's end as usual. It leads while it
+// renews, so a takeover earlier than the lease rules allow from one of its writes
+// fails the history. The draws come from a stream of their own (seeded by the
+// history's seed), so a seed keeps its faults. An elector that took the incarnation
+// as bound by the acquireTime alone fails 14 of the 60 CI seeds so.
+//
+// A store whose slow watchers skip states (defect 8): every watch reaches the
+// MemoryStore through a relay that holds each event for its latency and lag, and the
+// MemoryStore keeps one undelivered event per watcher, so a held relay makes it skip
+// states; it marks the event after a skip (leaderelection.LeaseEvent.Gap), and the
+// summary counts them ("watch event after skipped states"). Lagging watches lag up to
+// three RetryPeriods, so the class covers steady lags above a RetryPeriod (defect 9):
+// with them, create-race seed 3 stalled an elector that gave a new watch the lag it
+// had measured, when the lag began where it could not be measured (each new watch was
+// given up before its first event). TestChaosKubelet fails when the CI seeds show no
+// client-go renew or no skip. A soak with these shapes (BATON_CHAOS_FIRST=1001
+// BATON_CHAOS_HISTORIES=2000, each of TestChaos, TestChaosCreateRace and
+// TestChaosKubelet; 12 minutes on two heavily loaded cores) showed no violation but
+// kubelet seed 1884, the documented restore-then-delete-then-cold-start limit below;
+// 3864 client-go renews and 776 watch events after skipped states in the kubelet
+// histories, 3234 such events in the create-race ones.
+//
 // The checker adds:
 //
 //   - a proof delivered to a death watch for an incarnation whose process ran then;

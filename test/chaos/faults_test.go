@@ -42,13 +42,20 @@ const (
 	fCandRestart       = "candidate restarted"
 	fFencedStalled     = "fenced write held by a pause"
 	fSkew              = "candidate clock skewed"
+	// fWatchSkipped counts watch events after which the store said it skipped states
+	// (leaderelection.LeaseEvent.Gap: the MemoryStore behind a relay that held an
+	// event, lagging or paused, kept only the latest state).
+	fWatchSkipped = "watch event after skipped states (Gap)"
+	// fClientGoRenew counts the renews of a crashed leader's restarted container of the
+	// same identity running client-go (kubelet histories).
+	fClientGoRenew = "same-identity client-go renew"
 )
 
 // allKinds lists the counter kinds in report order.
 var allKinds = []string{
 	fRequestDropped, fRequestDelayed, fReplyLost, fReplyDelayed, fWatchClosed, fWatchLagged,
 	fGone, fLeaseDeleted, fRestore, fPartition, fPause, fAPIRestart, fRealAPIRestart, fCandRestart,
-	fFencedStalled, fSkew,
+	fFencedStalled, fSkew, fWatchSkipped, fClientGoRenew,
 	fStaleReport, fForceDelete, fPodWatchBroken, fReportPrompt, fReportLate, fReportNever, fReportNoLine, fReportPodGone,
 	fFinalCrash,
 }
@@ -480,6 +487,9 @@ func (f *faultStore) forward(ctx context.Context, r *relay, in <-chan leaderelec
 		case out <- ev:
 			if ctx.Err() == nil { // still the elector's: it may read ev from now on
 				f.handed(ev)
+				if ev.Gap {
+					f.count.add(fWatchSkipped, 1)
+				}
 			}
 		case <-r.kill:
 			return

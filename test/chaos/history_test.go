@@ -190,6 +190,8 @@ type candidate struct {
 	sample  time.Duration // 0: record terms exactly (synctest)
 	restart chan time.Duration
 	clock   *skewClock // the elector's clock; skew windows change its rate
+	cg      *rand.Rand // the client-go renewer's draws (clientGo); run's goroutine only
+	healAt  time.Time  // every fault is over: a client-go renewer stops by then
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -219,9 +221,11 @@ func (c *candidate) run(ctx context.Context) {
 		done := make(chan error, 1)
 		go func() { done <- e.Start(ictx) }()
 		var down time.Duration
+		var asked time.Time // when the restart was asked: the fault's window starts
 		select {
 		case <-ctx.Done():
 		case down = <-c.restart:
+			asked = time.Now()
 		}
 		cancel()
 		if err := <-done; err != nil && ctx.Err() == nil {
@@ -233,11 +237,71 @@ func (c *candidate) run(ctx context.Context) {
 		c.mu.Lock()
 		c.elector = nil
 		c.mu.Unlock()
-		if ctx.Err() != nil || !sleep(ctx, down) {
+		if ctx.Err() != nil {
+			return
+		}
+		back := time.Now().Add(down)
+		if c.h.kube != nil && !c.release && down != downForever && c.clientGo().IntN(2) == 0 {
+			// Within the fault's window, as scheduled, and never after the faults are
+			// over (a paused process's Start returns late, a queued restart is taken
+			// late): the renews are a fault.
+			if !c.clientGoRenew(ctx, inc, earlier(asked.Add(down), c.healAt)) {
+				return
+			}
+		}
+		if !sleep(ctx, time.Until(back)) {
 			return
 		}
 	}
 }
+
+// clientGo is the candidate's source of the client-go renewer's draws, seeded by the
+// history's seed apart from the schedule's, so that a seed keeps its faults.
+func (c *candidate) clientGo() *rand.Rand {
+	if c.cg == nil {
+		c.cg = rand.New(rand.NewPCG(uint64(c.h.seed), 0xc60+uint64(c.idx)))
+	}
+	return c.cg
+}
+
+// clientGoRenew is the crashed incarnation inc's container restarted, until end, with a
+// client-go build of the same identity (a StatefulSet pod, an in-place image change):
+// every RetryPeriod, from at once, it renews the lease while the lease names its
+// identity, as client-go does, keeping the acquireTime and replacing only the spec, so
+// Baton's marker and incarnation annotations stay. It leads from each renew for a
+// RenewDeadline: a takeover earlier than the lease rules allow from one of its writes
+// is a violation (checkKubelet). It reports false when ctx ended.
+func (c *candidate) clientGoRenew(ctx context.Context, inc int, end time.Time) bool {
+	view := c.view(c.who(inc) + clientGoSuffix)
+	for time.Now().Before(end) {
+		// A seeded latency below 1ms, so that no renew happens at an instant of fake
+		// time shared with another goroutine's step (a seed replays).
+		if !sleep(ctx, time.Duration(1+c.clientGo().Int64N(int64(time.Millisecond)))) {
+			return false
+		}
+		if r, err := view.Get(ctx); err == nil && r.HolderIdentity == c.id {
+			r.RenewTime = time.Now().Truncate(time.Microsecond)
+			if out, err := view.Update(ctx, r); err == nil {
+				c.h.count.add(fClientGoRenew, 1)
+				c.h.logFault(fClientGoRenew, "%s renewed the lease as client-go (rv %s)", c.who(inc), out.ResourceVersion)
+			}
+		}
+		if !sleep(ctx, min(time.Until(end), c.h.cfg.RetryPeriod)) {
+			return false
+		}
+	}
+	return true
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// clientGoSuffix ends the writer name of a client-go renewer's writes.
+const clientGoSuffix = "/client-go"
 
 func (c *candidate) newElector(inc int) (*leaderelection.Elector, error) {
 	who := c.who(inc)

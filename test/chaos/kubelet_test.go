@@ -440,6 +440,10 @@ func (w *deathWatch) proves(inc incarnation.Incarnation, s string, pod *corev1.P
 	return true
 }
 
+// downForever is the down time of the final crash: until the end of the history (its
+// container does not come back, not even as a client-go build).
+const downForever = 1 << 62
+
 // crashLeader plays the final crash: the leader's process is killed (nothing it sends
 // any more reaches the server, so no release), and its stop is reported d after it
 // stopped. It reports false when there is no single leader to crash, or its pod was
@@ -473,7 +477,7 @@ func (r *runner) crashLeader() bool {
 	}
 	c.store.partition(true, false)
 	select {
-	case c.restart <- 1 << 62: // down until the end
+	case c.restart <- downForever:
 	default:
 		k.mu.Lock()
 		delete(k.forced, i)
@@ -513,16 +517,21 @@ func (k *kubelet) snapshot() kubeSnapshot {
 const (
 	vProofLive     = "a report taken as proof for a live incarnation"
 	vDeathLive     = "lease taken on a death proof from a live incarnation"
+	vDeathClientGo = "lease taken early from a live same-identity client-go renewer"
 	vDeathUnproven = "lease taken early without a proof of its holder's death"
 	vDeathTooLate  = "no takeover within the bound after the crash was reported"
 	vFinalNoLeader = "no leader after the final crash"
 )
 
-// holderIncarnation is the incarnation r's holder recorded with r's acquireTime (as
-// the elector binds it), "" if none.
+// holderIncarnation is the incarnation recorded with r's acquireTime and renewTime (as
+// the elector binds it to its own write), "" if none.
 func holderIncarnation(r leaderelection.LeaseRecord) string {
-	at, inc, ok := strings.Cut(r.Incarnation, " ")
-	if !ok || inc == "" || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+	at, rest, ok := strings.Cut(r.Incarnation, " ")
+	if !ok || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+		return ""
+	}
+	renewed, inc, ok := strings.Cut(rest, " ")
+	if !ok || inc == "" || renewed != r.RenewTime.UTC().Format(time.RFC3339Nano) {
 		return ""
 	}
 	return inc
@@ -564,6 +573,11 @@ func checkKubelet(h *history, terms []termRec, faults []logEntry, res *result) {
 			continue
 		}
 		res.deathTakeovers++
+		if strings.HasSuffix(l.prevWriter, clientGoSuffix) {
+			res.fail(vDeathClientGo, "%s took the lease (rv %s) at %s, %v after %s renewed it (rv %s) as client-go, keeping %s's annotations",
+				l.writer, l.rec.ResourceVersion, h.rel(l.at), gap, l.prevWriter, l.prev.ResourceVersion, l.prev.HolderIdentity)
+			continue
+		}
 		inc := holderIncarnation(l.prev)
 		pr, known := ks.procs[inc]
 		step := fmt.Sprintf("%s took the lease (rv %s) at %s, %v after %s's state (rv %s) was written, before the lease rules allow",
@@ -641,8 +655,8 @@ func TestCheckerKubelet(t *testing.T) {
 			Nonce: strings.Repeat(string(rune('a'+nonce)), 32)}.String()
 	}
 	old, cur := incOf(0), incOf(1)
-	held := leaderelection.LeaseRecord{HolderIdentity: "c1", AcquireTime: sec(10), ResourceVersion: "7",
-		Incarnation: sec(10).UTC().Format(time.RFC3339Nano) + " " + cur}
+	held := leaderelection.LeaseRecord{HolderIdentity: "c1", AcquireTime: sec(10), RenewTime: sec(10), ResourceVersion: "7",
+		Incarnation: sec(10).UTC().Format(time.RFC3339Nano) + " " + sec(10).UTC().Format(time.RFC3339Nano) + " " + cur}
 	type crash struct{ killed, reported, next float64 }
 	tests := []struct {
 		name     string
@@ -652,18 +666,21 @@ func TestCheckerKubelet(t *testing.T) {
 		final    *crash
 		want     []string
 		takeover int
+		// prevWriter wrote the holder's state; "" for its incarnation c1#1.
+		prevWriter string
 	}{
-		{"on a proof of the stopped holder", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49.5)}}, nil, nil, 1},
-		{"from a live holder", 1, 0, []proofRec{{watcher: "c0#0", inc: old, at: sec(49.5)}}, nil, []string{vDeathLive}, 1},
-		{"without a proof", 1, 48, nil, nil, []string{vDeathUnproven}, 1},
-		{"on a proof of an older incarnation", 1, 48, []proofRec{{watcher: "c0#0", inc: old, at: sec(49)}}, nil, []string{vDeathUnproven}, 1},
-		{"on a proof given to another candidate", 1, 48, []proofRec{{watcher: "c2#0", inc: cur, at: sec(49)}}, nil, []string{vDeathUnproven}, 1},
-		{"on a proof that came after the write", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(50.1)}}, nil, []string{vDeathUnproven}, 1},
-		{"after the lease rules allow", 16, 0, nil, nil, nil, 0},
-		{"a proof of a live process", 16, 0, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49), live: true}}, nil, []string{vProofLive}, 0},
-		{"final crash taken over in time", 16, 48, nil, &crash{140, 140.2, 140.25}, nil, 0},
-		{"final crash taken over late", 16, 48, nil, &crash{140, 140.2, 141}, []string{vDeathTooLate}, 0},
-		{"final crash never taken over", 16, 48, nil, &crash{140, 140.2, 0}, []string{vFinalNoLeader}, 0},
+		{"on a proof of the stopped holder", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49.5)}}, nil, nil, 1, ""},
+		{"from a live holder", 1, 0, []proofRec{{watcher: "c0#0", inc: old, at: sec(49.5)}}, nil, []string{vDeathLive}, 1, ""},
+		{"without a proof", 1, 48, nil, nil, []string{vDeathUnproven}, 1, ""},
+		{"on a proof of an older incarnation", 1, 48, []proofRec{{watcher: "c0#0", inc: old, at: sec(49)}}, nil, []string{vDeathUnproven}, 1, ""},
+		{"on a proof given to another candidate", 1, 48, []proofRec{{watcher: "c2#0", inc: cur, at: sec(49)}}, nil, []string{vDeathUnproven}, 1, ""},
+		{"on a proof that came after the write", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(50.1)}}, nil, []string{vDeathUnproven}, 1, ""},
+		{"from a same-identity client-go renewer", 1, 48, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49.5)}}, nil, []string{vDeathClientGo}, 1, "c1#1" + clientGoSuffix},
+		{"after the lease rules allow", 16, 0, nil, nil, nil, 0, ""},
+		{"a proof of a live process", 16, 0, []proofRec{{watcher: "c0#0", inc: cur, at: sec(49), live: true}}, nil, []string{vProofLive}, 0, ""},
+		{"final crash taken over in time", 16, 48, nil, &crash{140, 140.2, 140.25}, nil, 0, ""},
+		{"final crash taken over late", 16, 48, nil, &crash{140, 140.2, 141}, []string{vDeathTooLate}, 0, ""},
+		{"final crash never taken over", 16, 48, nil, &crash{140, 140.2, 0}, []string{vFinalNoLeader}, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -671,7 +688,11 @@ func TestCheckerKubelet(t *testing.T) {
 			terms := []*termRec{settled}
 			h := synthetic(terms, nil)
 			h.srv = newMemServer("t")
-			h.srv.takeovers = []takeover{{writer: "c0#0", at: sec(50), prev: held, prevAt: sec(50 - tt.gap),
+			prevWriter := tt.prevWriter
+			if prevWriter == "" {
+				prevWriter = "c1#1"
+			}
+			h.srv.takeovers = []takeover{{writer: "c0#0", at: sec(50), prev: held, prevAt: sec(50 - tt.gap), prevWriter: prevWriter,
 				rec: leaderelection.LeaseRecord{HolderIdentity: "c0", ResourceVersion: "8"}}}
 			h.kube = newKubelet(h, 1)
 			p := &proc{who: "c1#1", cand: 1, s: cur, start: sec(20)}

@@ -82,7 +82,7 @@ func runHistory(seed int64, sched schedule, w world) *history {
 			h: h, idx: i, id: fmt.Sprintf("c%d", i),
 			store: newFaultStore(uint64(seed)*31+uint64(i), h.count),
 			view:  w.view, release: sched.release[i], logger: logger, sample: w.sample,
-			restart: make(chan time.Duration, 1), clock: newSkewClock(),
+			restart: make(chan time.Duration, 1), clock: newSkewClock(), healAt: h.begin.Add(sched.heal),
 		}
 		r.cands = append(r.cands, c)
 		wg.Go(func() { c.run(ctx) })

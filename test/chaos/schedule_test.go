@@ -192,7 +192,9 @@ func newSchedule(rng *rand.Rand, o scheduleOpts) schedule {
 		case fPause:
 			f.dur = span(0.1, 1.5)
 		case fWatchLagged:
-			f.dur, f.lag = span(0.2, 1.5), time.Duration(rng.Float64()*float64(rp))
+			// Up to 3 RetryPeriods: a steady lag above a RetryPeriod must not stall the
+			// elector after a conflict (issue 25, defect 9).
+			f.dur, f.lag = span(0.2, 1.5), time.Duration(rng.Float64()*3*float64(rp))
 		case fAPIRestart:
 			f.dur = span(0.02, 0.5)
 		case fCandRestart:

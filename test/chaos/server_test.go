@@ -55,11 +55,12 @@ type memServer struct {
 // takeover is a write by writer that replaced prev, a state held by another identity
 // written at prevAt, with rec, held by writer's identity.
 type takeover struct {
-	writer string
-	at     time.Time
-	prev   leaderelection.LeaseRecord
-	prevAt time.Time
-	rec    leaderelection.LeaseRecord
+	writer     string
+	at         time.Time
+	prev       leaderelection.LeaseRecord
+	prevAt     time.Time
+	prevWriter string // who wrote prev
+	rec        leaderelection.LeaseRecord
 }
 
 // epoch maps the underlying versions from `from` on to presented = underlying - offset.
@@ -146,7 +147,7 @@ func (s *memServer) write(ctx context.Context, r leaderelection.LeaseRecord, wri
 		out, err = s.inner.Create(ctx, r)
 	} else {
 		prev, perr := s.inner.Get(ctx)
-		prevAt := s.installed
+		prevAt, prevWriter := s.installed, s.writer
 		r.ResourceVersion = s.underlyingLocked(r.ResourceVersion)
 		out, err = s.inner.Update(ctx, r)
 		id, _, _ := strings.Cut(writer, "#")
@@ -154,7 +155,7 @@ func (s *memServer) write(ctx context.Context, r leaderelection.LeaseRecord, wri
 			prev.ResourceVersion = s.presentLocked(prev.ResourceVersion)
 			rec := out
 			rec.ResourceVersion = s.presentLocked(rec.ResourceVersion)
-			s.takeovers = append(s.takeovers, takeover{writer: writer, at: time.Now(), prev: prev, prevAt: prevAt, rec: rec})
+			s.takeovers = append(s.takeovers, takeover{writer: writer, at: time.Now(), prev: prev, prevAt: prevAt, prevWriter: prevWriter, rec: rec})
 		}
 	}
 	if err != nil {

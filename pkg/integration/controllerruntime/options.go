@@ -109,7 +109,8 @@ type Options struct {
 	DeathSignal *bool
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not
-	// overwrite that file afterwards (appending is fine). Default ("")
+	// overwrite that file afterwards, and may append at most 4045 bytes (the kubelet
+	// keeps the file's last 4096 bytes; see package incarnation). Default ("")
 	// /dev/termination-log, Kubernetes' default.
 	TerminationMessagePath string
 }

@@ -95,6 +95,28 @@ func TestProvesDead(t *testing.T) {
 			p.UID = "0b7a3c2e-0000-4000-8000-000000000002"
 			return p
 		}, false},
+		{"native sidecar (init container, restartPolicy Always) restarted, last state ours", func() *corev1.Pod {
+			p := pod("app", corev1.ContainerState{Running: running()}, corev1.ContainerState{})
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "baton", State: corev1.ContainerState{Running: running()},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(line + "\n")}}}
+			return p
+		}, true},
+		{"native sidecar terminated with our line", func() *corev1.Pod {
+			p := pod("app", corev1.ContainerState{Running: running()}, corev1.ContainerState{})
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "baton", State: corev1.ContainerState{Terminated: terminated(line)}}}
+			return p
+		}, true},
+		{"native sidecar running, an older incarnation's end", func() *corev1.Pod {
+			p := pod("app", corev1.ContainerState{Running: running()}, corev1.ContainerState{})
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "baton", State: corev1.ContainerState{Running: running()},
+				LastTerminationState: corev1.ContainerState{Terminated: terminated(other)}}}
+			return p
+		}, false},
+		{"another init container terminated with our line", func() *corev1.Pod {
+			p := pod("baton", corev1.ContainerState{Running: running()}, corev1.ContainerState{})
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "setup", State: corev1.ContainerState{Terminated: terminated(line)}}}
+			return p
+		}, false},
 		{"pod phase Failed without our container's state", func() *corev1.Pod {
 			p := pod("baton", corev1.ContainerState{}, corev1.ContainerState{})
 			p.Status.Phase = corev1.PodFailed
@@ -111,7 +133,8 @@ func TestProvesDead(t *testing.T) {
 
 // TestProvesDeadRandomized builds random pod statuses from parts and checks ProvesDead
 // against its definition, stated independently: proof iff the same UID and, for the
-// same container, a terminated state (current or last) whose message has the line. In
+// same container (among the containers or the init containers), a terminated state
+// (current or last) whose message has the line. In
 // particular no status without our line (any mix of running, waiting, deletion,
 // Unknown, other nonces, other containers) is ever proof.
 func TestProvesDeadRandomized(t *testing.T) {
@@ -163,6 +186,13 @@ func randomPod(r *rand.Rand) (*corev1.Pod, bool) {
 	for range r.IntN(3) + 1 {
 		name := []string{inc.Container, "sidecar"}[r.IntN(2)]
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: name, State: state(name), LastTerminationState: state(name), RestartCount: r.Int32N(5),
+		})
+	}
+	// Init containers, ours among them as a native sidecar.
+	for range r.IntN(3) {
+		name := []string{inc.Container, "setup"}[r.IntN(2)]
+		p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, corev1.ContainerStatus{
 			Name: name, State: state(name), LastTerminationState: state(name), RestartCount: r.Int32N(5),
 		})
 	}

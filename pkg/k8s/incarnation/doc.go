@@ -47,6 +47,25 @@
 // Without a positive report (the kubelet down, the node cut off) the lease rules hold
 // as without this package.
 //
+// The container's status is read from the pod's container statuses and its init
+// container statuses, so Baton may run as a native sidecar (an init container with
+// restartPolicy Always), whose status the kubelet reports among the init containers.
+//
+// # Who can prove a death
+//
+// The nonce is not secret: it is in the Lease annotation for every reader of the
+// Lease. A pod status is written by the kubelet, but the API lets anyone with update
+// or patch on pods/status in the namespace write one too, and such a status carrying
+// the line proves the holder over to every follower with a death watch: it takes the
+// Lease at once while the holder runs, and two leaders run until the holder's next
+// renew fails (at most its RenewDeadline; the fences bound what the old term writes,
+// see the leaderelection package doc). Trust pods/status writers as Lease writers
+// (leaderelection's "Who controls leadership"): grant update and patch on pods/status
+// in the candidates' namespace to nobody but the kubelets (the node authorizer does
+// so), and give no workload there a Role with those verbs on pods/status nor a
+// wildcard over resources or verbs. Where that cannot be ensured, leave the death
+// signal off (no Config.DeathWatch): the lease rules then decide alone.
+//
 // # Learning one's own incarnation
 //
 // Learn reads the pod's identity from the Downward API environment (POD_NAMESPACE,
@@ -56,8 +75,13 @@
 // a pod (embedded mode; CONTAINER_NAME alone is set by other environments too): Learn
 // returns ErrNotInPod, and the caller leaves the death signal off. Some
 // set but not all is an error naming the missing ones. The application must not
-// overwrite the termination message file later (appending is fine): a message
-// without the line proves nothing, which is safe but slow.
+// overwrite the termination message file later, and may append at most 4045 bytes to
+// it: the kubelet keeps only the last 4096 bytes of the file (its
+// getTerminationMessage reads it with tail.ReadAtMost(path, 4096)), so past that the
+// line, written first, is cut off; it then cuts each container's message to its first
+// 12288/N bytes, N the pod's containers, init and ephemeral containers, which keeps
+// the line while the file is within 4096 bytes. A message without the line proves
+// nothing, which is safe but slow.
 //
 // # Watching
 //

@@ -62,6 +62,10 @@ type watchState struct {
 	// (or, if none came by staleCheckAt, open a new watch) before writing again.
 	stale        bool
 	staleCheckAt time.Time
+	// lag is the latest delay seen between a write of ours and its event on the watch,
+	// or between the opening of a watch and its first event: a watch silent for less
+	// than this after a conflict may only be slow, and is given that long (staleWait).
+	lag time.Duration
 	// generation counts the watches opened; delivered is the highest resourceVersion
 	// the open one delivered (0 before its first event).
 	generation uint64
@@ -127,12 +131,18 @@ type campaign struct {
 	// Create was sent, and firstStateSinceCreate the lowest version above it of a
 	// state of the lease observed since, 0 if none: below the Create's own version, it
 	// is a state the Create landed after. createWatch is the generation of the watch
-	// open when it was sent, 0 if none was.
+	// open when it was sent, 0 if none was. createGapped is set when that watch
+	// delivered, since the send, an event after which the store said it may have
+	// skipped states (LeaseEvent.Gap) above the send's version, and createGapFrom is
+	// the lowest version such a skip may have started above: if it is below the
+	// Create's own version, the watch may have skipped states before the Create.
 	acquireAt             time.Time
 	acquireRetry          backoff
 	createSentVersion     uint64
 	firstStateSinceCreate uint64
 	createWatch           uint64
+	createGapped          bool
+	createGapFrom         uint64
 
 	// The term: led while leading; held (a slow Create's) while holding; handover is
 	// the hand-over (to nobody after Resign) whose release is written, while handing
@@ -321,15 +331,7 @@ func (c *campaign) step() {
 		}
 	case following: // 5.
 		if c.watch.stale && !now.Before(c.watch.staleCheckAt) {
-			// A write conflicted but the watch has not shown the newer state within a
-			// RetryPeriod: it is stuck. Open a new one, which re-reads the state.
-			c.watch.staleCheckAt = now.Add(c.e.config.RetryPeriod)
-			if c.watch.events != nil {
-				c.e.logger.Info("lease watch silent after a conflict, watching again")
-				c.dropWatch()
-				c.watch.retryAt = now
-				c.openWatch()
-			}
+			c.replaceSilentWatch(now)
 		}
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
 			// Judge the latest state the watch delivered, not an older one it replaced.
@@ -340,6 +342,27 @@ func (c *campaign) step() {
 		}
 	}
 }
+
+// replaceSilentWatch replaces a watch that has not shown the newer state a write
+// conflicted with within staleWait: it may be stuck. The new one re-reads the state and
+// is given as long. A watch given up before its first event was slower than that: the
+// lag is taken as at least twice its age (up to maxWatchLag), so that a lag that began
+// unmeasured does not have every new watch given up before its first event.
+func (c *campaign) replaceSilentWatch(now time.Time) {
+	if c.watch.events != nil && c.watch.listNext {
+		c.watch.lag = min(max(c.watch.lag, 2*now.Sub(c.watch.openedAt)), maxWatchLag*c.e.config.LeaseDuration)
+	}
+	c.watch.staleCheckAt = now.Add(c.staleWait())
+	if c.watch.events != nil {
+		c.e.logger.Info("lease watch silent after a conflict, watching again", "lag", c.watch.lag)
+		c.dropWatch()
+		c.watch.retryAt = now
+		c.openWatch()
+	}
+}
+
+// maxWatchLag bounds, in LeaseDurations, the lag a silent watch is taken to have.
+const maxWatchLag = 4
 
 // nextWake is the earliest time step has something to do, not counting events.
 func (c *campaign) nextWake() (time.Time, bool) {

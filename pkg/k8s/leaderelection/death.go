@@ -29,22 +29,33 @@ func checkDeathSignal(c Config, bad func(field, format string, args ...any)) {
 	}
 }
 
-// boundIncarnation is the LeaseRecord.Incarnation of an acquisition at acquired by a
-// holder of Config.Incarnation inc: inc bound to the acquisition, so that the record of
-// a later acquisition by an elector that keeps the annotation as it finds it (client-go,
-// an earlier Baton) does not carry it. "" for no inc.
-func boundIncarnation(acquired time.Time, inc string) string {
+// boundIncarnation is the LeaseRecord.Incarnation of a write by a holder of
+// Config.Incarnation inc with the given acquireTime and renewTime: inc bound to that
+// write, "<acquireTime> <renewTime> <inc>" (RFC 3339 in UTC), so that a later write by
+// an elector that keeps the annotation as it finds it does not carry it. Such a write
+// changes the renewTime (a client-go renew, also by a restarted container of the same
+// identity, keeps the acquireTime and the annotations) or the acquireTime (an
+// acquisition). "" for no inc.
+func boundIncarnation(acquired, renewed time.Time, inc string) string {
 	if inc == "" {
 		return ""
 	}
-	return acquired.UTC().Format(time.RFC3339Nano) + " " + inc
+	return stamp(acquired) + " " + stamp(renewed) + " " + inc
 }
 
-// holderIncarnation is the incarnation of r's holder: the one recorded with r's
-// acquireTime, "" when none was, or when the record's belongs to another acquisition.
+// stamp is t as boundIncarnation writes it.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// holderIncarnation is the incarnation of the writer of r: the one recorded with r's
+// acquireTime and renewTime, "" when none was, or when the record's belongs to another
+// write (another acquisition, or a renew by a writer that kept the annotation).
 func holderIncarnation(r LeaseRecord) string {
-	at, inc, ok := strings.Cut(r.Incarnation, " ")
-	if !ok || inc == "" || at != r.AcquireTime.UTC().Format(time.RFC3339Nano) {
+	at, rest, ok := strings.Cut(r.Incarnation, " ")
+	if !ok || at != stamp(r.AcquireTime) {
+		return ""
+	}
+	renewed, inc, ok := strings.Cut(rest, " ")
+	if !ok || inc == "" || renewed != stamp(r.RenewTime) {
 		return ""
 	}
 	return inc
@@ -56,6 +67,9 @@ type deathState struct {
 	proven      <-chan struct{}    // closed on proof; nil once taken, or while none is watched
 	stop        context.CancelFunc // ends the watch, nil while none is watched
 	dead        bool               // incarnation is proven over
+	// version is the resourceVersion of the state observed when the proof arrived: a
+	// dead process cannot write, so only that state may be taken on the proof.
+	version string
 }
 
 // followDeath watches the incarnation of the observed holder, if there is one to watch:
@@ -89,6 +103,7 @@ func (c *campaign) stopDeath() {
 // deathProven takes in the proof that the watched incarnation is over.
 func (c *campaign) deathProven() {
 	c.death.proven, c.death.dead = nil, true
+	c.death.version = c.lease.record.ResourceVersion
 	c.e.logger.Info("lease holder proven dead: its lease is not waited out",
 		"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation)
 	if f := c.e.callbacks.OnHolderDead; f != nil && c.lease.exists && c.lease.record.HolderIdentity != "" {
@@ -97,14 +112,16 @@ func (c *campaign) deathProven() {
 }
 
 // holderDead reports whether the holder of r, the observed state, is proven over: its
-// incarnation (recorded with r's acquireTime) is the one proven, it is a Baton holder,
-// and r is not a first look that may be a restored copy of an old state, nor a state
-// first seen on a list (after an etcd restore, a list can show the dead holder's state
-// back while the acquisitions after it, by a holder that may still lead, are gone; a
-// watch sees the restore only as a break). The acquiring write is then a
-// compare-and-swap on r.
+// incarnation (bound to r's acquireTime and renewTime, so r is that incarnation's own
+// write) is the one proven, it is a Baton holder, r is the state observed when the
+// proof arrived (a state written after it is not the dead process's: the proof moves
+// only a Lease not seen written again since), and r is not a first look that may be a
+// restored copy of an old state, nor a state first seen on a list (after an etcd
+// restore, a list can show the dead holder's state back while the acquisitions after
+// it, by a holder that may still lead, are gone; a watch sees the restore only as a
+// break). The acquiring write is then a compare-and-swap on r.
 func (c *campaign) holderDead(r LeaseRecord) bool {
 	inc := holderIncarnation(r)
-	return c.death.dead && inc != "" && inc == c.death.incarnation &&
+	return c.death.dead && inc != "" && inc == c.death.incarnation && r.ResourceVersion == c.death.version &&
 		c.lease.exists && heldByBaton(r) && !c.lease.unvouched && c.lease.evented
 }

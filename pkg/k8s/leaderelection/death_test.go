@@ -370,3 +370,139 @@ func TestDeathSignalRestoredState(t *testing.T) {
 		}
 	})
 }
+
+// sameIdentityRenewer is a client-go elector in the restarted container of a Baton
+// holder (the same identity: a StatefulSet pod, an in-place image change): client-go
+// keeps the acquireTime of a lease whose holder already has its identity, and its
+// Update replaces only the spec, so Baton's marker and incarnation annotations stay as
+// they were. It renews every RetryPeriod until stopped; it leads while it does.
+type sameIdentityRenewer struct {
+	stop chan struct{}
+	once sync.Once
+	done chan struct{}
+	mu   sync.Mutex
+	last time.Time // when its last renew landed
+}
+
+// renewAsClientGo renews the lease on mem as client-go would for its holder, once.
+func renewAsClientGo(t *testing.T, mem *MemoryStore) time.Time {
+	cur, err := mem.Get(context.Background())
+	if err != nil {
+		t.Errorf("client-go renewer: %v", err)
+		return time.Time{}
+	}
+	now := time.Now()
+	cur.RenewTime = wallClock(now)
+	if _, err := mem.Update(context.Background(), cur); err != nil {
+		t.Errorf("client-go renewer: %v", err)
+	}
+	return now
+}
+
+func startSameIdentityRenewer(t *testing.T, mem *MemoryStore) *sameIdentityRenewer {
+	r := &sameIdentityRenewer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			at := renewAsClientGo(t, mem)
+			r.mu.Lock()
+			r.last = at
+			r.mu.Unlock()
+			select {
+			case <-r.stop:
+				return
+			case <-time.After(DefaultRetryPeriod):
+			}
+		}
+	}()
+	return r
+}
+
+// end stops the renews (once; later calls only wait) and returns when the last landed.
+func (r *sameIdentityRenewer) end() time.Time {
+	r.once.Do(func() { close(r.stop) })
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// TestDeathSignalSameIdentityRenewer (issue 25, defect 2): Baton holder a crashes, its
+// container restarts with the same identity running a client-go build, which renews
+// at once, keeping a's acquireTime and annotations; then the kubelet reports a's old
+// container terminated. The record still names a's incarnation with a's acquireTime,
+// but the renew was not a's: b must not take the lease from the live client-go leader
+// on that report, and takes it by the lease rules once the renews stop.
+func TestDeathSignalSameIdentityRenewer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(9, 10))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startIncarnation(k, "a", incarnationOf("a", r), incarnation.Incarnation{}, false)
+		time.Sleep(time.Second)
+		b := cl.startIncarnation(k, "b", incarnationOf("b", r), incarnation.Incarnation{}, false)
+		time.Sleep(5 * time.Second)
+		if cl.leader() != a.cand {
+			t.Fatal("a does not lead")
+		}
+		a.kill(k)
+		renewer := startSameIdentityRenewer(t, cl.mem)
+		defer renewer.end()
+		time.Sleep(100 * time.Millisecond)
+		// The status after the restart: a's old container terminated with its line.
+		k.started(incarnationOf("a", r), a.inc, true)
+		time.Sleep(30 * time.Second)
+		if terms, started, _, _ := b.cand.snapshot(); len(terms) != 0 {
+			t.Fatalf("b led terms %v from %v while a's restarted container renewed the lease as client-go", terms, started)
+		}
+		last := renewer.end()
+		nl := cl.waitLeader(a.cand, 4*DefaultLeaseDuration)
+		if _, started, _, _ := nl.snapshot(); nl != b.cand || started[0].Sub(last) < DefaultLeaseDuration {
+			t.Fatalf("%s leads from %v after the last client-go renew, want b, at least %v after it",
+				nl.id, started[0].Sub(last), DefaultLeaseDuration)
+		}
+		if got := b.cand.e.Stats().DeathTakeovers; got != 0 {
+			t.Errorf("b's Stats.DeathTakeovers = %d, want 0", got)
+		}
+	})
+}
+
+// TestDeathProofMovesOnlyTheStateItFound (issue 25, defect 2): a proof moves only the
+// Lease state observed when it arrived. b follows only while a crashes and is reported;
+// a write of a's record that lands after the proof (a renew of a's, sent before the
+// kill and held on the way) is not taken on the proof: b, campaigning again, waits it
+// out by the lease rules.
+func TestDeathProofMovesOnlyTheStateItFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(11, 12))
+		k := newKubelet(t)
+		cl := newCluster(t)
+		defer cl.stop()
+		a := cl.startIncarnation(k, "a", incarnationOf("a", r), incarnation.Incarnation{}, false)
+		time.Sleep(time.Second)
+		binc := incarnationOf("b", r)
+		k.started(binc, incarnation.Incarnation{}, false)
+		b := cl.start("b", func(c *Config) { c.Incarnation, c.DeathWatch, c.FollowOnly = binc.String(), k, true })
+		time.Sleep(5 * time.Second)
+		a.kill(k)
+		cur, err := cl.mem.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.report(a.inc, true)
+		time.Sleep(100 * time.Millisecond) // b takes in the proof
+		// a's renew held on the way lands: a's own write, bound to a's incarnation.
+		held := time.Now()
+		cur.RenewTime = wallClock(held)
+		cur.Incarnation = boundIncarnation(cur.AcquireTime, cur.RenewTime, a.inc.String())
+		cl.mem.set(cur)
+		time.Sleep(100 * time.Millisecond)
+		b.e.SetCampaigning(true)
+		nl := cl.waitLeader(a.cand, 4*DefaultLeaseDuration)
+		if _, started, _, _ := nl.snapshot(); nl != b || started[0].Sub(held) < DefaultLeaseDuration {
+			t.Fatalf("%s leads from %v after a's late renew landed, want b, at least %v after it (the lease rules)",
+				nl.id, started[0].Sub(held), DefaultLeaseDuration)
+		}
+	})
+}

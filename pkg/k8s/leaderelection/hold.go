@@ -53,12 +53,14 @@ func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 
 // createVouched reports whether the watch vouches that the acquiring Create that was
 // given version v landed on the absence it was sent on: the watch that was open at the
-// send delivered the Create's own event, and no state of the lease between the two.
-// A Create's answer alone proves only that the lease was absent when it landed: it
-// may have been created by another candidate, which led, and deleted by hand in
-// between.
+// send delivered the Create's own event, every state between the send and it (the
+// store said of no event since the send that it may have skipped states below v:
+// LeaseEvent.Gap), and no state of the lease between the absence and the Create. A
+// Create's answer alone proves only that the lease was absent when it landed: it may
+// have been created by another candidate, which led, and deleted by hand in between.
 func (c *campaign) createVouched(v uint64) bool {
 	return c.createWatch != 0 && c.createWatch == c.watch.generation && c.watch.delivered >= v &&
+		!(c.createGapped && c.createGapFrom < v) &&
 		!(c.firstStateSinceCreate != 0 && c.firstStateSinceCreate < v)
 }
 

@@ -294,7 +294,7 @@ func TestKubernetesStoreIncarnation(t *testing.T) {
 	}
 	now := wallClock(time.Date(2026, 1, 2, 3, 4, 5, 6789, time.Local))
 	r := LeaseRecord{HolderIdentity: "a", AcquireTime: now, RenewTime: now, Marker: holderMarker("a"),
-		Incarnation: boundIncarnation(now, "ns/a/uid/c/0123")}
+		Incarnation: boundIncarnation(now, now, "ns/a/uid/c/0123")}
 	out, err := s.Create(ctx, r)
 	if err != nil {
 		t.Fatal(err)

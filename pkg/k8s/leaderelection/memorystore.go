@@ -19,7 +19,8 @@ import (
 // terms stay strictly increasing when the lease is deleted and re-created.
 //
 // Writers never block on watchers: each watcher holds at most one undelivered event,
-// and a newer event replaces it, so a slow watcher skips to the latest state.
+// and a newer event replaces it, so a slow watcher skips to the latest state; the
+// event that replaced one has Gap set.
 type MemoryStore struct {
 	name string
 
@@ -193,15 +194,17 @@ func (s *MemoryStore) storeLocked(r LeaseRecord) LeaseRecord {
 }
 
 // notifyLocked hands ev to every watcher without blocking: a watcher's buffer holds one
-// event, and an undelivered older one is dropped for ev. Only holders of mu send, so
-// the send after the drain always finds room.
+// event, and an undelivered older one is dropped for ev, which then says so (Gap).
+// Only holders of mu send, so the send after the drain always finds room.
 func (s *MemoryStore) notifyLocked(ev LeaseEvent) {
 	for ch := range s.watchers {
+		e := ev
 		select {
 		case <-ch:
+			e.Gap = true
 		default:
 		}
-		ch <- ev
+		ch <- e
 	}
 }
 

@@ -38,12 +38,15 @@ type LeaseRecord struct {
 	// a Baton leader's lease and a Baton release from the writes of other electors or
 	// people, who keep annotations as they find them. "" when never set.
 	Marker string
-	// Incarnation is the holder's Config.Incarnation bound to its acquisition,
-	// "<acquireTime, RFC 3339 in UTC> <incarnation>", kept on Kubernetes in the
-	// annotation leaderelection.baton.dev/incarnation; "" when none was recorded. A
-	// Baton release clears it. Other writers (client-go, Baton versions before it)
-	// keep it as they find it, but every acquisition writes a new acquireTime, so it
-	// counts only for a Baton holder (heldByBaton) whose acquireTime it names.
+	// Incarnation is the holder's Config.Incarnation bound to the write that carried
+	// it, "<acquireTime> <renewTime> <incarnation>" (times in RFC 3339 in UTC), kept on
+	// Kubernetes in the annotation leaderelection.baton.dev/incarnation; "" when none
+	// was recorded. A Baton release clears it. Other writers (client-go, Baton
+	// versions before it) keep it as they find it, but every acquisition writes a new
+	// acquireTime and every renew a new renewTime (client-go keeps the acquireTime when
+	// the holder already has its identity, e.g. a restarted container of the same
+	// pod), so it counts only for a Baton holder (heldByBaton) whose acquireTime and
+	// renewTime it names: the record is then that incarnation's own write.
 	Incarnation string
 	// ResourceVersion is set by the store on every write: a decimal number that grows
 	// with every write of the lease, including deletes and re-creates. Update is a
@@ -115,6 +118,12 @@ type LeaseEvent struct {
 	Record LeaseRecord
 	// Deleted reports that the lease does not exist.
 	Deleted bool
+	// Gap, when set, says that the store may have skipped states of the lease between
+	// the watch's previous event and this one (a MemoryStore whose reader is slow). A
+	// store that skips states must set it on the first event it delivers after them:
+	// the elector then does not take the watch as having shown every state (see the
+	// package doc, # Slow acquiring writes). It means nothing on a watch's first event.
+	Gap bool
 	// Err, when set, is a watch error the store reports (e.g. 410 Gone: the version is
 	// too old): the event carries no state, and the store closes the channel after it.
 	// The elector logs and counts it and watches again, which re-lists.
@@ -134,8 +143,8 @@ type LeaseStore interface {
 	// stale (or empty), ErrLeaseNotFound when the lease was deleted.
 	Update(ctx context.Context, r LeaseRecord) (LeaseRecord, error)
 	// Watch delivers the lease's current state first (Deleted when absent), then its
-	// changes in order; a store may skip intermediate states but always delivers the
-	// latest. The store closes the channel when ctx ends or the watch breaks, after an
+	// changes in order; a store may skip intermediate states, but must then set Gap on
+	// the first event after them, and always delivers the latest. The store closes the channel when ctx ends or the watch breaks, after an
 	// event with Err set if it knows why; the caller then watches again, which re-reads
 	// the current state. The first event is authoritative: a resourceVersion below one
 	// seen before means the store's history went back (an etcd restore).

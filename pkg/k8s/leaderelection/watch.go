@@ -21,9 +21,13 @@ func (c *campaign) receive(ev LeaseEvent, ok bool) {
 
 // observeWatched observes an event of the watch: its first is the listed state.
 func (c *campaign) observeWatched(ev LeaseEvent) {
+	if ev.Gap && !c.watch.listNext {
+		c.noteGap(ev)
+	}
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
 		c.watch.delivered = max(c.watch.delivered, v)
 	}
+	c.measureLag(ev)
 	if !c.watch.listNext {
 		c.observe(ev, 0, false)
 		return
@@ -34,6 +38,34 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	c.observe(ev, c.watch.listFloor, true)
 	if blind && c.lease.exists {
 		c.lease.since, c.lease.unvouched = c.e.clock.Now(), true
+	}
+}
+
+// noteGap takes in ev, an event after which the store says it may have skipped
+// states: those between the last state the watch delivered and ev's. If the watch open
+// at the last acquiring Create's send delivered it, and the skip may hold states above
+// the send's version, it is noted for createVouched.
+func (c *campaign) noteGap(ev LeaseEvent) {
+	if c.createWatch == 0 || c.createWatch != c.watch.generation {
+		return
+	}
+	if v, ok := parseVersion(ev.Record.ResourceVersion); ok && v <= c.createSentVersion {
+		return // the skipped states came before the send
+	}
+	if from := c.watch.delivered; !c.createGapped || from < c.createGapFrom {
+		c.createGapped, c.createGapFrom = true, from
+	}
+}
+
+// measureLag records the watch's lag (watchState.lag) from ev: a watch's first event
+// against the time it opened, the event of our last confirmed write against its send.
+func (c *campaign) measureLag(ev LeaseEvent) {
+	now := c.e.clock.Now()
+	switch {
+	case c.watch.listNext:
+		c.watch.lag = max(0, now.Sub(c.watch.openedAt))
+	case c.writes.hasConfirmed && ev.Record.ResourceVersion != "" && ev.Record.ResourceVersion == c.writes.confirmed.ResourceVersion:
+		c.watch.lag = max(0, now.Sub(c.writes.confirmedAt))
 	}
 }
 

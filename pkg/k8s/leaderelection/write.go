@@ -31,9 +31,19 @@ func (c *campaign) refresh(ctx context.Context) error {
 	return nil
 }
 
+// markStale notes that a write found the lease changed: the watch has until
+// staleWait from now to show the newer state.
 func (c *campaign) markStale() {
 	c.watch.stale = true
-	c.watch.staleCheckAt = c.e.clock.Now().Add(c.e.config.RetryPeriod)
+	c.watch.staleCheckAt = c.e.clock.Now().Add(c.staleWait())
+}
+
+// staleWait is how long a watch may stay silent after a conflict before it is taken as
+// stuck and replaced: a RetryPeriod plus the lag seen (watchState.lag), so that a
+// watch that delivers every event late (a slow API server) is not given up, again and
+// again, before its first event arrives.
+func (c *campaign) staleWait() time.Duration {
+	return c.e.config.RetryPeriod + c.watch.lag
 }
 
 // written records r, the answer to our write sent at at, and observes it.
@@ -65,7 +75,7 @@ func (c *campaign) acquire() {
 		RenewTime:      wallClock(sentAt),
 		Marker:         c.marker,
 	}
-	r.Incarnation = boundIncarnation(r.AcquireTime, cfg.Incarnation)
+	r.Incarnation = boundIncarnation(r.AcquireTime, r.RenewTime, cfg.Incarnation)
 	// 2.
 	c.phase = acquiring
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline, ErrRenewDeadlineMissed)
@@ -79,6 +89,7 @@ func (c *campaign) acquire() {
 		sentAt.Before(c.lease.since.Add(c.expiryWait(c.lease.record)))
 	if create {
 		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
+		c.createGapped, c.createGapFrom = false, 0
 		if c.watch.events != nil {
 			c.createWatch = c.watch.generation
 		}
@@ -239,7 +250,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 	r.RenewTime = wallClock(sentAt)
 	r.LeaseDuration = c.e.config.LeaseDuration
 	r.Marker = c.marker
-	r.Incarnation = boundIncarnation(r.AcquireTime, c.e.config.Incarnation)
+	r.Incarnation = boundIncarnation(r.AcquireTime, r.RenewTime, c.e.config.Incarnation)
 	c.addSend(r, sentAt)
 	return r
 }
