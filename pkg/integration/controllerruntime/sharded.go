@@ -45,7 +45,9 @@ type ShardedController struct {
 	// object of this type, and the object's UID decides its shard. Required.
 	For client.Object
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
-	// live); Name defaults to the controller's Name, Identity to the Runtime's.
+	// live); Name defaults to the controller's Name, Identity to the Runtime's. The
+	// ring's Lease names must be DNS-1123 subdomains (sharding.Config's Name and
+	// Identity): a controller Name with capitals needs a lowercase Sharding.Name.
 	// Shards, the timings and SettleDelay default as sharding.Config's. Incarnation
 	// and DeathWatch default to the Runtime's death signal (Options.DeathSignal).
 	Sharding sharding.Config

@@ -21,12 +21,17 @@ const DefaultSettleDelay = 200 * time.Millisecond
 // Config configures a Sharder. Zero durations take the defaults written on each field.
 type Config struct {
 	// Identity names this replica: in its member Lease and as the holder of the shard
-	// Leases it leads. Required; unique among the replicas (a pod name).
+	// Leases it leads. Required; unique among the replicas (a pod name). The member
+	// Lease name "<Name>-member-<Identity>" must be a DNS-1123 subdomain (lowercase
+	// letters, digits, '-' and '.', at most 253 characters): New refuses it otherwise.
 	Identity string
 	// Name names the ring: its shard Leases are "<Name>-shard-<i>", its member Leases
-	// "<Name>-member-<identity>". Required; every replica of a ring uses the same.
+	// "<Name>-member-<identity>", labelled RingLabel=<Name>. Required; every replica
+	// of a ring uses the same. New refuses a Name that makes a Lease name the API
+	// server would refuse (not a DNS-1123 subdomain: capitals, '_') or that is not a
+	// label value (over 63 characters).
 	Name string
-	// Namespace is the namespace of the ring's Leases. Required.
+	// Namespace is the namespace of the ring's Leases. Required; a DNS-1123 label.
 	Namespace string
 	// Shards is the number of shards S, from 1 to MaxShards; 0 means DefaultShards
 	// (64). Every replica of a ring must use the same, for the life of the ring.
@@ -222,6 +227,7 @@ func (config Config) check(stores Stores) (Config, Ring, error) {
 		bad("Shards", "%d is not from 1 to %d", config.Shards, MaxShards)
 	}
 	config.Shards = ring.Shards()
+	errs = append(errs, config.checkNames()...)
 	config.LeaseDuration = orDefault(config.LeaseDuration, leaderelection.DefaultLeaseDuration)
 	config.RenewDeadline = orDefault(config.RenewDeadline, leaderelection.DefaultRenewDeadline)
 	config.RetryPeriod = orDefault(config.RetryPeriod, leaderelection.DefaultRetryPeriod)
