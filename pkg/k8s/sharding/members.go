@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // MemberLease is one replica's member Lease as a MemberStore reports it.
@@ -163,8 +165,14 @@ type seenMember struct {
 	dead       bool // proven dead (kill) since lease was seen: not live
 }
 
-// observe takes a snapshot of the member leases seen at now.
-func (l *liveness) observe(now time.Time, members []MemberLease) {
+// observe takes a snapshot of the member leases seen at now. A lease's duration is
+// bounded as the elector bounds a holder's (leaderelection.BoundLeaseDuration: at
+// most MaxLeaseDuration, configured when it has none), so that a leftover or
+// hand-written member Lease with a huge leaseDurationSeconds does not count live, and
+// keep its share of shards without owner, for longer than an hour. It returns each
+// lease seen in a new version whose duration was out of that range, as written, for
+// the caller to log and count once per version.
+func (l *liveness) observe(now time.Time, members []MemberLease, configured time.Duration) (outOfRange []MemberLease) {
 	next := make(map[string]seenMember, len(members))
 	for _, m := range members {
 		prev, ok := l.seen[m.Identity]
@@ -172,9 +180,16 @@ func (l *liveness) observe(now time.Time, members []MemberLease) {
 			next[m.Identity] = prev
 			continue
 		}
+		written := m
+		var bad bool
+		m.LeaseDuration, bad = leaderelection.BoundLeaseDuration(m.LeaseDuration, configured)
+		if bad {
+			outOfRange = append(outOfRange, written)
+		}
 		next[m.Identity] = seenMember{lease: m, observedAt: now}
 	}
 	l.seen = next
+	return outOfRange
 }
 
 // kill counts id dead until its lease is seen written again (a new Version: a new

@@ -213,7 +213,12 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 		return false
 	}
 	now := l.s.clock.Now()
-	l.liveness.observe(now, ev.Members)
+	for _, m := range l.liveness.observe(now, ev.Members, l.s.config.LeaseDuration) {
+		l.s.outOfRange.Add(1)
+		bounded, _ := leaderelection.BoundLeaseDuration(m.LeaseDuration, l.s.config.LeaseDuration)
+		l.s.logger.Warn("member lease value out of range", "field", "leaseDurationSeconds", "value", m.LeaseDuration.String(),
+			"taken_as", bounded.String(), "member", m.Identity, "version", m.Version)
+	}
 	l.replace(now)
 	return true
 }

@@ -125,7 +125,7 @@ type Sharder struct {
 	electors  []*leaderelection.Elector
 	started   atomic.Bool
 	// Counters of Stats.
-	handOvers, handOverFailures atomic.Uint64
+	handOvers, handOverFailures, outOfRange atomic.Uint64
 	// kicks wakes Run's loop when a shard was acquired or a hand-over finished;
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
@@ -327,13 +327,20 @@ type Stats struct {
 	// holder's container terminated (the sum of the shard electors'
 	// leaderelection.Stats.DeathTakeovers).
 	DeathTakeovers uint64
+	// OutOfRange counts the values read from the ring's Leases outside the range Baton
+	// writes, each logged at WARN once per record: a member Lease's leaseDurationSeconds
+	// above leaderelection.MaxLeaseDuration (taken as it) or negative (taken as
+	// LeaseDuration), plus the shard electors' leaderelection.Stats.OutOfRange.
+	OutOfRange uint64
 }
 
 // Stats returns the sharder's counters.
 func (s *Sharder) Stats() Stats {
-	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load()}
+	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), OutOfRange: s.outOfRange.Load()}
 	for _, e := range s.electors {
-		st.DeathTakeovers += e.Stats().DeathTakeovers
+		es := e.Stats()
+		st.DeathTakeovers += es.DeathTakeovers
+		st.OutOfRange += es.OutOfRange
 	}
 	return st
 }
