@@ -21,7 +21,7 @@ func TestMemberLeaseDurationIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := shardingtest.NewHistory(testShards)
 		stores := sharding.NewMemoryStores(testShards)
-		if err := stores.Members.Renew(context.Background(), "ghost", 10*time.Hour); err != nil {
+		if _, err := stores.Members.Renew(context.Background(), sharding.MemberLease{Identity: "ghost", LeaseDuration: 10 * time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		a := startReplica(t, stores, "a", h)

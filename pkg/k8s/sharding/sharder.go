@@ -125,7 +125,7 @@ type Sharder struct {
 	electors  []*leaderelection.Elector
 	started   atomic.Bool
 	// Counters of Stats.
-	handOvers, handOverFailures, outOfRange atomic.Uint64
+	handOvers, handOverFailures, outOfRange, shapeRefusals atomic.Uint64
 	// kicks wakes Run's loop when a shard was acquired or a hand-over finished;
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
@@ -139,6 +139,9 @@ type Sharder struct {
 	owned       map[int]uint64 // the shards this replica leads, with their terms
 	handingOver map[int]bool   // shards with a hand-over under way
 	dead        []string       // members proven dead, not yet taken by Run's loop
+	admitted    bool           // may campaign: no member of another shape was active when it joined (shape.go)
+	refusing    bool           // refused to campaign for a member of another shape, not admitted since
+	mismatched  []string       // live members of another shape, as Run's loop last saw them
 }
 
 // NewWithStores returns a Sharder for config's ring on stores (NewMemoryStores, or any). It returns an error wrapping
@@ -306,12 +309,30 @@ func (s *Sharder) Assigned() []int {
 	return s.placement.Shards(s.config.Identity)
 }
 
-// Members returns the members this replica sees live, itself included while it runs
-// and has not begun to leave, sorted.
+// Members returns the members placement counts in this replica's view: the live
+// active members of its ring shape, itself included while it runs, is admitted (see
+// the package doc, # Ring shape) and has not begun to leave, sorted.
 func (s *Sharder) Members() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.live)
+}
+
+// Refusing reports whether this replica refuses to campaign because members of
+// another ring shape (another Shards) are active: it leads no shard until they are
+// gone. A replica in this state should report not ready.
+func (s *Sharder) Refusing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusing
+}
+
+// Mismatched returns the live members of another ring shape this replica sees,
+// sorted: non-empty means the ring's replicas disagree on Shards.
+func (s *Sharder) Mismatched() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.mismatched)
 }
 
 // Stats are counters of a Sharder since it was created, for metrics and tests.
@@ -332,11 +353,15 @@ type Stats struct {
 	// above leaderelection.MaxLeaseDuration (taken as it) or negative (taken as
 	// LeaseDuration), plus the shard electors' leaderelection.Stats.OutOfRange.
 	OutOfRange uint64
+	// ShapeRefusals counts the times this replica refused to campaign because members
+	// of another ring shape were active (see the package doc, # Ring shape).
+	ShapeRefusals uint64
 }
 
 // Stats returns the sharder's counters.
 func (s *Sharder) Stats() Stats {
-	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), OutOfRange: s.outOfRange.Load()}
+	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), OutOfRange: s.outOfRange.Load(),
+		ShapeRefusals: s.shapeRefusals.Load()}
 	for _, e := range s.electors {
 		es := e.Stats()
 		st.DeathTakeovers += es.DeathTakeovers
@@ -377,12 +402,21 @@ func (s *Sharder) takeDead() []string {
 	return dead
 }
 
-// leading is shard's OnStartedLeading.
+// leading is shard's OnStartedLeading. A replica not admitted (shape.go) resigns at
+// once: it may not lead, even a shard handed over to it.
 func (s *Sharder) leading(ctx context.Context, shard int) {
 	term, _ := termctx.FromContext(ctx)
 	s.mu.Lock()
-	s.owned[shard] = term
+	admitted := s.admitted
+	if admitted {
+		s.owned[shard] = term
+	}
 	s.mu.Unlock()
+	if !admitted {
+		s.logger.Warn("resigning a shard taken while not admitted", "shard", shard, "term", term)
+		s.electors[shard].Resign(term)
+		return
+	}
 	s.kick()
 	if f := s.callbacks.OnAcquired; f != nil {
 		f(withShardTerm(ctx, ShardTerm{Shard: shard, Term: term}))
@@ -392,10 +426,11 @@ func (s *Sharder) leading(ctx context.Context, shard int) {
 // notLeading is shard's OnStoppedLeading.
 func (s *Sharder) notLeading(shard int) {
 	s.mu.Lock()
-	t := ShardTerm{Shard: shard, Term: s.owned[shard]}
+	term, ok := s.owned[shard]
 	delete(s.owned, shard)
 	s.mu.Unlock()
-	if f := s.callbacks.OnLost; f != nil {
+	t := ShardTerm{Shard: shard, Term: term}
+	if f := s.callbacks.OnLost; f != nil && ok { // not for a term resigned at once (leading)
 		f(t)
 	}
 }
