@@ -260,8 +260,10 @@ func (l *loop) replace(now time.Time) {
 	}
 	placement := Place(s.ring, live)
 	s.mu.Lock()
+	prevPlacement := s.placement
 	s.live, s.placement = live, placement
 	s.mu.Unlock()
+	l.notePlaced(now, prevPlacement, placement)
 	s.place(placement, leaving)
 	s.logger.Info("members changed", "members", live, "assigned", len(placement.Shards(s.config.Identity)))
 	l.rebalanceAt = now.Add(s.config.SettleDelay)
@@ -438,7 +440,9 @@ func (l *loop) handOverNow(ctx context.Context, shard int) {
 // RetryPeriod.
 func (l *loop) handOver(ctx context.Context, shard int, target string) {
 	s := l.s
+	s.ownerless.handingOver(shard, s.clock.Now())
 	err := s.electors[shard].HandOver(ctx, target)
+	s.ownerless.handedOver(shard, s.clock.Now(), err == nil)
 	done := func() {
 		s.mu.Lock()
 		delete(s.handingOver, shard)
@@ -504,4 +508,24 @@ func (l *loop) admissionAt(now time.Time) time.Time {
 		return l.retryActiveAt
 	}
 	return now.Add(time.Hour)
+}
+
+// notePlaced tells the ownerless measure which shards placement now gives this
+// replica, and which of them it gives because their owner in the previous placement
+// went (no longer live at all: expired or proven dead, not leaving).
+func (l *loop) notePlaced(now time.Time, prev, next Placement) {
+	s := l.s
+	liveIDs := map[string]bool{}
+	for _, m := range l.liveness.live(now) {
+		liveIDs[m.Identity] = true
+	}
+	mine := map[int]bool{}
+	var fromGone []int
+	for _, shard := range next.Shards(s.config.Identity) {
+		mine[shard] = true
+		if was := prev.Owner(shard); was != "" && was != s.config.Identity && !liveIDs[was] {
+			fromGone = append(fromGone, shard)
+		}
+	}
+	s.ownerless.placed(now, mine, fromGone)
 }

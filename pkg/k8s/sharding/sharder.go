@@ -125,7 +125,8 @@ type Sharder struct {
 	electors  []*leaderelection.Elector
 	started   atomic.Bool
 	// Counters of Stats.
-	handOvers, handOverFailures, outOfRange, shapeRefusals atomic.Uint64
+	handOvers, handOverFailures, outOfRange, shapeRefusals, acquisitions atomic.Uint64
+	ownerless                                                            *ownerless
 	// kicks wakes Run's loop when a shard was acquired or a hand-over finished;
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
@@ -165,6 +166,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		deathKicks:  make(chan struct{}, 1),
 		owned:       map[int]uint64{},
 		handingOver: map[int]bool{},
+		ownerless:   newOwnerless(),
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -199,6 +201,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
 			OnHolderDead:     s.holderDead,
+			OnNewLeader:      func(string) { s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration) },
 		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
 			// A field the elector checks (Incarnation): the same for every shard.
@@ -337,6 +340,8 @@ func (s *Sharder) Mismatched() []string {
 
 // Stats are counters of a Sharder since it was created, for metrics and tests.
 type Stats struct {
+	// Acquisitions counts the shard terms this replica started: shards moved to it.
+	Acquisitions uint64
 	// HandOvers counts the shards this replica handed over to their owner in
 	// placement: two Lease writes each (its release, the new owner's takeover).
 	HandOvers uint64
@@ -361,7 +366,7 @@ type Stats struct {
 // Stats returns the sharder's counters.
 func (s *Sharder) Stats() Stats {
 	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), OutOfRange: s.outOfRange.Load(),
-		ShapeRefusals: s.shapeRefusals.Load()}
+		ShapeRefusals: s.shapeRefusals.Load(), Acquisitions: s.acquisitions.Load()}
 	for _, e := range s.electors {
 		es := e.Stats()
 		st.DeathTakeovers += es.DeathTakeovers
@@ -417,6 +422,8 @@ func (s *Sharder) leading(ctx context.Context, shard int) {
 		s.electors[shard].Resign(term)
 		return
 	}
+	s.acquisitions.Add(1)
+	s.ownerless.acquired(shard, s.clock.Now())
 	s.kick()
 	if f := s.callbacks.OnAcquired; f != nil {
 		f(withShardTerm(ctx, ShardTerm{Shard: shard, Term: term}))
