@@ -76,13 +76,9 @@ func ownedTwice(terms []shapedTerm, uid string) bool {
 	return false
 }
 
-// Replicas returns the replicas that led a shard term, in no order.
-func (s *Shapes) Replicas() map[string]bool {
+// Terms returns the number of shard terms recorded.
+func (s *Shapes) Terms() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[string]bool{}
-	for _, t := range s.terms {
-		out[t.replica] = true
-	}
-	return out
+	return len(s.terms)
 }
