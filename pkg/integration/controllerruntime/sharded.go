@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -165,7 +166,25 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if err := r.addSharded(s); err != nil {
 		return nil, err
 	}
+	if err := r.mgr.AddReadyzCheck(RingReadyzCheckPrefix+c.Name, s.readyz); err != nil {
+		return nil, fmt.Errorf("controllerruntime: adding the readyz check of sharded controller %q: %w", c.Name, err)
+	}
 	return s, nil
+}
+
+// RingReadyzCheckPrefix starts the name of each sharded controller's readyz check,
+// "baton-ring-<controller>": it fails while the replica refuses to campaign for the
+// ring's shards because replicas of another shape (Shards) are active (see
+// sharding's package doc, # Ring shape).
+const RingReadyzCheckPrefix = "baton-ring-"
+
+// readyz fails while the ring's sharder refuses to campaign.
+func (s *Sharded) readyz(*http.Request) error {
+	if s.sharder.Refusing() {
+		return fmt.Errorf("controllerruntime: sharded controller %q refuses to campaign: replicas of ring %q with another Shards are active (%v)",
+			s.spec.Name, s.config.Name, s.sharder.Mismatched())
+	}
+	return nil
 }
 
 // addSharded takes s's name, adds s to the manager and counts it in the metrics.
