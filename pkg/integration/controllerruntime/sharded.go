@@ -41,6 +41,15 @@ type ShardedController struct {
 	// Reconciler is called for objects of the shards this replica leads, with a
 	// context that carries the shard and its term (sharding.ShardTermFromContext;
 	// termctx.FromContext gives the shard's term) and ends with that term. Required.
+	//
+	// Requests name objects, shards hold UIDs: when an object is deleted and created
+	// again under its name, the old one's shard owner may reconcile the name (finding
+	// it gone, in its cache) while the new one's owner reconciles it (found), at once
+	// and under different shard terms, each fence passing its writes. So a reconcile
+	// that finds its object gone must not act on other objects by name alone (delete
+	// a child named after it): use ownerReferences, which the garbage collector
+	// follows by UID, or a finalizer, which keeps the name taken until the cleanup
+	// is done under the old object's shard.
 	Reconciler reconcile.Reconciler
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.
@@ -468,6 +477,12 @@ func (s *Sharded) shardOf(ctx context.Context, key types.NamespacedName) (shard 
 	err = s.Reader().Get(ctx, key, obj)
 	switch {
 	case err == nil:
+		// An object of this name deleted and created again: the request is the new
+		// one's, and the old one's recorded shard is no longer needed (it would stay
+		// for good when the new one is in another replica's shard).
+		s.mu.Lock()
+		delete(s.gone, key)
+		s.mu.Unlock()
 		return s.ring.ShardOf(string(obj.GetUID())), true, nil
 	case apierrors.IsNotFound(err):
 		s.mu.Lock()
