@@ -305,15 +305,19 @@ func (l *loop) run(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	for ctx.Err() == nil {
 		now := s.clock.Now()
+		l.checkMembership(now)
 		if !now.Before(l.renewAt) {
 			l.renew(ctx)
+			// The renew may have taken until the admission's deadline: look again
+			// now, before anything else (a stale now let electors campaign past it).
+			now = s.clock.Now()
+			l.checkMembership(now)
 		}
 		for _, id := range s.takeDead() {
 			if l.liveness.kill(id) {
 				s.logger.Info("member proven dead: no longer counted live", "member", id)
 			}
 		}
-		l.checkMembership(now)
 		l.giveUpHungWatch()
 		if l.events == nil && l.opening == nil && !now.Before(l.watchAt) {
 			l.watch(ctx)

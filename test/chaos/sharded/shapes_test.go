@@ -3,6 +3,7 @@ package sharded
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -22,15 +23,28 @@ import (
 // Leases, two shapes (a rolling update that changes Shards, or a wrong manifest).
 var shapes = [2]int{shards, 8}
 
-// defaultShapeSeeds are the shapes histories CI runs.
-var defaultShapeSeeds = []uint64{1, 2, 3, 4, 5, 6}
+// shapesBound is how long after the faults stop the shapes are checked settled: the
+// base suite's bound and a LeaseDuration more. A replica cut off past its member
+// Lease's RenewDeadline resigns its shards and must be admitted again once back
+// (see pkg/k8s/sharding, # Ring shape); back, it sees the member Leases afresh and
+// counts a member that crashed meanwhile live for a LeaseDuration, and hands it a
+// shard that then waits a LeaseDuration for it (seed 248: settled at 43.3s, past
+// the base bound's 42s).
+const shapesBound = bound + leaseDur
+
+// defaultShapeSeeds are the shapes histories CI runs: 92 is the regression seed of
+// a replica whose member Lease's renew deadline passed during a renew held by a
+// pause, and which, judging by the time before the renew, stayed admitted and took
+// shards of S=12 beside an admitted S=8 replica (667 of 2,000 objects owned twice);
+// 248 settles last.
+var defaultShapeSeeds = []uint64{1, 2, 3, 4, 5, 6, 92, 248}
 
 // TestShardedChaosShapes runs seeded histories of one ring whose replicas use two
 // shapes, S=12 and S=8, sharing the ring's Leases (issue 25, defect 3): 2 replicas at
 // S=12, then for 30s joins of either shape, graceful leaves, crashes, pauses, cuts
 // from the store and lagging watches (1 to 5 replicas live), then none. It fails a
 // history in which an object (of 2,000 UIDs) was owned by two replicas at any
-// instant, or in which, the bound after the faults stopped, the live replicas of the
+// instant, or in which, shapesBound after the faults stopped, the live replicas of the
 // shape that leads do not lead all its shards, or a replica of the other shape leads
 // one. Shard and member Leases are not deleted by hand here: deleting a member Lease
 // hides its replica's shape (see pkg/k8s/sharding's package doc, # Ring shape).
@@ -105,7 +119,7 @@ func runShapesHistory(t *testing.T, seed uint64, uids []string) (terms int, refu
 			Identity: id, Name: "ring", Namespace: "default", Shards: s,
 			LeaseDuration: leaseDur, RenewDeadline: renewDL, RetryPeriod: retryPeriod,
 			JitterSource: func(shard int) rand.Source { return rand.NewPCG(seed, replicaNumber(id)<<16|uint64(shard)) },
-		}, n.stores(stores), sharding.Callbacks{OnAcquired: log.OnAcquired(id, ring)}, nil)
+		}, n.stores(stores), sharding.Callbacks{OnAcquired: log.OnAcquired(id, ring)}, shapesLogger(id, s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +168,7 @@ func runShapesHistory(t *testing.T, seed uint64, uids []string) (terms int, refu
 		time.Sleep(begin.Add(ev.at).Sub(time.Now()))
 		ev.do()
 	}
-	time.Sleep(begin.Add(warmUp + faultPhase + bound).Sub(time.Now()))
+	time.Sleep(begin.Add(warmUp + faultPhase + shapesBound).Sub(time.Now()))
 	problems = checkShapesSettled(live, get)
 	mu.Lock()
 	for _, r := range replicas {
@@ -253,4 +267,13 @@ func checkShapesSettled(live []string, get func(string) *shapeReplica) []string 
 		problems = append(problems, fmt.Sprintf("shards led by shape: %v, want one shape leading", owned))
 	}
 	return problems
+}
+
+// shapesLogger returns replica id's logger: Debug to stderr with
+// BATON_SHARDED_CHAOS_LOG set, else nil (discarded).
+func shapesLogger(id string, s int) *slog.Logger {
+	if os.Getenv("BATON_SHARDED_CHAOS_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id, "S", s)
 }
