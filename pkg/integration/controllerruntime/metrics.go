@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-dev/baton/pkg/controller/metrics"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
 // The Runtime's metrics carry the names of Baton's own runtime (pkg/controller/metrics:
@@ -50,6 +51,8 @@ type collector struct {
 
 	isLeader, term, transitions, readyTerms, refusedDesc *prometheus.Desc
 	outOfRange, duplicateIdentity, deathTakeovers        *prometheus.Desc
+	ringShapeMismatch, ringShapeRefusals                 *prometheus.Desc
+	ringOwned, ringMoves, ringOwnerless                  *prometheus.Desc
 }
 
 func newCollector(r *Runtime) *collector {
@@ -72,12 +75,25 @@ func newCollector(r *Runtime) *collector {
 		deathTakeovers: metrics.Desc("death_takeovers_total",
 			"Terms this replica started by taking the Lease, or a shard Lease of a sharded controller, from a holder whose container the kubelet reported terminated, without waiting the lease out."),
 		refusedDesc: metrics.Desc("fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence."),
+		ringShapeMismatch: metrics.Desc("ring_shape_mismatch",
+			"Live members of a sharded controller's ring that use another shape (Shards) than this replica: not 0 means the replicas disagree on Shards, and the later ones refuse to campaign.", "ring"),
+		ringShapeRefusals: metrics.Desc("ring_shape_refusals_total",
+			"Times this replica refused to campaign for a ring's shards because members of another shape (Shards) were active.", "ring"),
+		ringOwned: metrics.Desc("ring_shards_owned",
+			"Shards of a sharded controller's ring this replica leads now.", "ring"),
+		ringMoves: metrics.Desc("ring_shard_moves_total",
+			`Shards of a ring that moved to this replica (direction "in": shard terms it started) or that it handed over to another (direction "out").`,
+			"ring", "direction"),
+		ringOwnerless: metrics.Desc("ring_ownerless_seconds",
+			"How long shards of a ring were without owner, as this replica measured them: those it handed over (release to the next holder's take), and those it took because their owner went (from when it counted the owner gone; a lower bound for a crash). Each move is measured by one replica: sum the replicas.",
+			"ring"),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.transitions, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity, c.deathTakeovers} {
+	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.transitions, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity, c.deathTakeovers,
+		c.ringShapeMismatch, c.ringShapeRefusals, c.ringOwned, c.ringMoves, c.ringOwnerless} {
 		ch <- d
 	}
 	c.termReady.Describe(ch)
@@ -101,15 +117,36 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.r.elector != nil {
 		es = c.r.elector.Elector().Stats()
 	}
-	e.Counter(c.outOfRange, es.OutOfRange)
 	e.Counter(c.duplicateIdentity, es.DuplicateIdentity)
-	deaths := es.DeathTakeovers
+	deaths, outOfRange := es.DeathTakeovers, es.OutOfRange
 	c.r.mu.Lock()
 	sharded := slices.Clone(c.r.sharded)
 	c.r.mu.Unlock()
 	for _, s := range sharded {
-		deaths += s.sharder.Stats().DeathTakeovers
+		st := s.sharder.Stats()
+		deaths += st.DeathTakeovers
+		outOfRange += st.OutOfRange
+		c.collectRing(ch, s, st)
 	}
+	e.Counter(c.outOfRange, outOfRange)
 	e.Counter(c.deathTakeovers, deaths)
 	c.termReady.Collect(ch)
+}
+
+// collectRing sends the metrics of one sharded controller's ring, labelled with the
+// ring's name.
+func (c *collector) collectRing(ch chan<- prometheus.Metric, s *Sharded, st sharding.Stats) {
+	ring := s.config.Name
+	e := metrics.NewEmitter(ch)
+	e.Gauge(c.ringShapeMismatch, float64(len(s.sharder.Mismatched())), ring)
+	e.Counter(c.ringShapeRefusals, st.ShapeRefusals, ring)
+	e.Gauge(c.ringOwned, float64(len(s.sharder.Owned())), ring)
+	e.Counter(c.ringMoves, st.Acquisitions, ring, "in")
+	e.Counter(c.ringMoves, st.HandOvers, ring, "out")
+	h := s.sharder.Ownerless()
+	buckets := make(map[float64]uint64, len(h.Buckets))
+	for i, b := range h.Buckets {
+		buckets[b] = h.Counts[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(c.ringOwnerless, h.Count, h.Sum, buckets, ring)
 }

@@ -48,7 +48,10 @@ type Options struct {
 	// it is required with LeaderElectionID.
 	LeaderElectionNamespace string
 	// Identity names this replica in the Lease's holderIdentity; it must be unique among
-	// the replicas. Default: the hostname, "_", and a random UUID, as the manager does.
+	// the replicas. A sharded controller's ring also names its member Lease after it
+	// ("<ring>-member-<Identity>"), which must be a DNS-1123 subdomain: lowercase
+	// letters, digits, '-' and '.'. Default: the hostname, "-", and a random UUID
+	// (defaultIdentity), a valid name; the manager's "<hostname>_<uuid>" is not one.
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod are the election timings, defaults
 	// (nil) 15s, 10s and 2s (the manager's). LeaseDuration whole seconds from 1s to 1h,
@@ -166,7 +169,7 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 		if err != nil {
 			return s, fmt.Errorf("%w: Identity is empty and the hostname is unknown (%v); set Identity", ErrInvalidOptions, err)
 		}
-		s.election.Identity = host + "_" + uuid.NewString()
+		s.election.Identity = defaultIdentity(host)
 	}
 	if s.logger.GetSink() == nil {
 		s.logger = managerLogger.WithName("baton")
@@ -236,4 +239,26 @@ func (o Options) deathSignal(election *k8sle.Config, cs kubernetes.Interface, lo
 	logger.Info("death signal on: a leader whose container the kubelet reports terminated is taken over at once",
 		"incarnation", election.Incarnation)
 	return w, nil
+}
+
+// defaultIdentity returns the default Identity on host: the hostname in lowercase, its
+// characters other than letters, digits and '-' as '-', then "-" and a random
+// UUID, so that a member Lease name made of it is a DNS-1123 subdomain (unlike the
+// manager's "<hostname>_<uuid>"). A hostname is at most 64 characters, so the
+// identity fits in the name with a ring name of up to 140.
+func defaultIdentity(host string) string {
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, host)
+	clean = strings.Trim(clean, "-")
+	if clean == "" {
+		return uuid.NewString()
+	}
+	return clean + "-" + uuid.NewString()
 }

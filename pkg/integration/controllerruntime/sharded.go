@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -41,6 +42,15 @@ type ShardedController struct {
 	// Reconciler is called for objects of the shards this replica leads, with a
 	// context that carries the shard and its term (termctx.Get) and ends with that
 	// term. Required.
+	//
+	// Requests name objects, shards hold UIDs: when an object is deleted and created
+	// again under its name, the old one's shard owner may reconcile the name (finding
+	// it gone, in its cache) while the new one's owner reconciles it (found), at once
+	// and under different shard terms, each fence passing its writes. So a reconcile
+	// that finds its object gone must not act on other objects by name alone (delete
+	// a child named after it): use ownerReferences, which the garbage collector
+	// follows by UID, or a finalizer, which keeps the name taken until the cleanup
+	// is done under the old object's shard.
 	Reconciler reconcile.Reconciler
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.
@@ -50,7 +60,9 @@ type ShardedController struct {
 	// informers of CacheOwnShards.
 	Predicates []predicate.Predicate
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
-	// live); Name defaults to the controller's Name, Identity to the Runtime's.
+	// live); Name defaults to the controller's Name, Identity to the Runtime's. The
+	// ring's Lease names must be DNS-1123 subdomains (sharding.Config's Name and
+	// Identity): a controller Name with capitals needs a lowercase Sharding.Name.
 	// Shards, the timings and SettleDelay default as sharding.Config's. Incarnation
 	// and DeathWatch default to the Runtime's death signal (Options.DeathSignal).
 	Sharding sharding.Config
@@ -174,7 +186,25 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if err := r.addSharded(s); err != nil {
 		return nil, err
 	}
+	if err := r.mgr.AddReadyzCheck(RingReadyzCheckPrefix+c.Name, s.readyz); err != nil {
+		return nil, fmt.Errorf("controllerruntime: adding the readyz check of sharded controller %q: %w", c.Name, err)
+	}
 	return s, nil
+}
+
+// RingReadyzCheckPrefix starts the name of each sharded controller's readyz check,
+// "baton-ring-<controller>": it fails while the replica refuses to campaign for the
+// ring's shards because replicas of another shape (Shards) are active (see
+// sharding's package doc, # Ring shape).
+const RingReadyzCheckPrefix = "baton-ring-"
+
+// readyz fails while the ring's sharder refuses to campaign.
+func (s *Sharded) readyz(*http.Request) error {
+	if s.sharder.Refusing() {
+		return fmt.Errorf("controllerruntime: sharded controller %q refuses to campaign: replicas of ring %q with another Shards are active (%v)",
+			s.spec.Name, s.config.Name, s.sharder.Mismatched())
+	}
+	return nil
 }
 
 // addSharded takes s's name, adds s to the manager and counts it in the metrics.
@@ -460,8 +490,11 @@ func (s *Sharded) shardOf(ctx context.Context, key types.NamespacedName) (shard 
 	err = s.Reader().Get(ctx, key, obj)
 	switch {
 	case err == nil:
+		// An object of this name deleted and created again: the request is the new
+		// one's, and the old one's recorded shard is no longer needed (it would stay
+		// for good when the new one is in another replica's shard).
 		s.mu.Lock()
-		delete(s.gone, key) // an owner enqueued before the cache had it
+		delete(s.gone, key)
 		s.mu.Unlock()
 		return s.ring.ShardOf(string(obj.GetUID())), true, nil
 	case apierrors.IsNotFound(err):

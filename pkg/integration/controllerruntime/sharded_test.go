@@ -337,6 +337,9 @@ func TestAddShardedControllerRefusesBadInput(t *testing.T) {
 		{"no For", ShardedController{Name: "a", Reconciler: rec, Sharding: sharding.Config{Namespace: "default"}}, "For is nil"},
 		{"no namespace", ShardedController{Name: "a", Reconciler: rec, For: &corev1.ConfigMap{}}, "Sharding.Namespace is empty"},
 		{"bad shards", ShardedController{Name: "a", Reconciler: rec, For: &corev1.ConfigMap{}, Sharding: sharding.Config{Namespace: "default", Shards: -1}}, "Shards"},
+		// The ring's name defaults to the controller's: capitals make shard Lease names
+		// the API server refuses (issue 25, defect 4).
+		{"capital ring name", ShardedController{Name: "ConfigMapMirror", Reconciler: rec, For: &corev1.ConfigMap{}, Sharding: sharding.Config{Namespace: "default"}}, `Name: "ConfigMapMirror"`},
 	} {
 		_, err := n.rt.AddShardedController(tc.c)
 		if !errors.Is(err, ErrInvalidRegistration) || !strings.Contains(err.Error(), tc.want) {

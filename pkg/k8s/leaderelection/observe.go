@@ -223,13 +223,8 @@ func (c *campaign) sentRecently(at time.Time) bool {
 // leaseDuration is how long the holder of r may go without renewing, by its record:
 // its leaseDuration up to MaxLeaseDuration, the configured one when it has none.
 func (c *campaign) leaseDuration(r LeaseRecord) time.Duration {
-	switch {
-	case r.LeaseDuration <= 0:
-		return c.e.config.LeaseDuration
-	case r.LeaseDuration > MaxLeaseDuration:
-		return MaxLeaseDuration
-	}
-	return r.LeaseDuration
+	d, _ := BoundLeaseDuration(r.LeaseDuration, c.e.config.LeaseDuration)
+	return d
 }
 
 // checkRange logs at WARN, once per record (by resourceVersion), each value of r out of

@@ -19,13 +19,19 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}{
 		{"identity", func(c *sharding.Config, _ *sharding.Stores) { c.Identity = "" }, "Identity"},
 		{"name", func(c *sharding.Config, _ *sharding.Stores) { c.Name = "" }, "Name"},
-		{"namespace", func(c *sharding.Config, _ *sharding.Stores) { c.Namespace = "" }, "Namespace"},
+		{"empty namespace", func(c *sharding.Config, _ *sharding.Stores) { c.Namespace = "" }, "Namespace"},
 		{"shards", func(c *sharding.Config, _ *sharding.Stores) { c.Shards = -3 }, "Shards: -3"},
 		{"durations", func(c *sharding.Config, _ *sharding.Stores) { c.RenewDeadline = time.Hour }, "LeaseDuration: lease duration 15s must be greater than renew deadline 1h0m0s"},
 		{"settle", func(c *sharding.Config, _ *sharding.Stores) { c.SettleDelay = time.Minute }, "SettleDelay: 1m0s"},
 		{"members", func(_ *sharding.Config, s *sharding.Stores) { s.Members = nil }, "Stores.Members"},
 		{"shard stores", func(_ *sharding.Config, s *sharding.Stores) { s.Shard = nil }, "Stores.Shard"},
 		{"too few shard stores", func(c *sharding.Config, _ *sharding.Stores) { c.Shards = 9 }, "Stores.Shard(8) is nil"},
+		// Names the API server would refuse (issue 25, defect 4).
+		{"capital name", func(c *sharding.Config, _ *sharding.Stores) { c.Name = "ConfigMapMirror" }, `Name: "ConfigMapMirror" is not valid`},
+		{"long name", func(c *sharding.Config, _ *sharding.Stores) { c.Name = strings.Repeat("r", 64) }, "Name: "},
+		{"underscore identity", func(c *sharding.Config, _ *sharding.Stores) { c.Identity = "host_0b7c" }, `Identity: "host_0b7c" is not valid`},
+		{"long identity", func(c *sharding.Config, _ *sharding.Stores) { c.Identity = strings.Repeat("a", 250) }, "Identity: "},
+		{"namespace", func(c *sharding.Config, _ *sharding.Stores) { c.Namespace = "Default" }, `Namespace: "Default" is not valid`},
 		// Checked by the shard electors' config, and still ErrInvalidConfig.
 		{"incarnation", func(c *sharding.Config, _ *sharding.Stores) { c.Incarnation = strings.Repeat("x", 2000) }, "Incarnation"},
 	}

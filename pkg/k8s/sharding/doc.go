@@ -14,6 +14,47 @@
 // (Ring.Selector), and a client without it can compute an object's shard itself
 // (Ring.ShardOf). Every UID is in exactly one shard.
 //
+// # Ring shape
+//
+// A ring's shape is what decides its hash ranges (Ring.Shape: the hash, what it
+// hashes, the range rule and S). Every replica of a ring must use the same: shard i's
+// Lease is one Lease to all of them, but a different hash range to replicas of another
+// S, and both fences pass the writes of each, since each names a Lease its writer
+// holds (one replica at S=4 and one at S=8 reconciled 2,549 of 10,000 objects both at
+// once, before shapes were recorded). So each replica records its shape on its member
+// Lease (ShapeAnnotation), with its state in the ring (MemberStateAnnotation:
+// MemberActive, MemberWaiting, MemberLeaving), and replicas of one shape never lead
+// shards while one of another shape does:
+//
+//   - Admission. A replica joins by writing its member Lease active, and campaigns
+//     only once a view of the members that includes that write shows no live member
+//     of another shape that is active or leaving. Seeing one, it refuses: it writes
+//     its Lease waiting, leads nothing (a shard handed to it is resigned at once), logs
+//     at WARN, counts Stats.ShapeRefusals, and reports Refusing (not ready); once no
+//     such member is live it writes active again (after a random part of a
+//     RetryPeriod, so that two refusing shapes do not collide forever) and checks again.
+//     A replica already admitted keeps leading: members of another shape that appear
+//     later are left out of its placement and listed by Mismatched.
+//   - Why two shapes never lead at once: suppose X and Y of different shapes are both
+//     admitted, X's active write first. The member watch delivers whole states in
+//     order, so Y's admitting view, which includes Y's later write, includes X's
+//     Lease, and it still says active, unless X wrote it since (an admitted replica
+//     writes it only leaving, which still blocks Y), deleted it (only after every shard
+//     term of X ended: Run deletes its member Lease after its electors stopped) or it
+//     expired in Y's view. Y counts it live until LeaseDuration after it last saw it
+//     change; X gives up every shard (Elector.Resign) and its admission when its own
+//     renews have not succeeded for RenewDeadline < LeaseDuration, measured from when
+//     the last good renew was sent (before Y could see it), as the elector bounds a
+//     holder's term. Member Leases without a shape (a Baton version before shapes)
+//     count as every shape: the check starts once every replica records its shape.
+//   - Changing S deliberately: stop every replica of the old S before the first of the
+//     new one starts (a Deployment's Recreate strategy, or scale to zero and back). The
+//     new replicas start at once when the old ones left gracefully, or wait for a
+//     crashed one's member Lease to expire. A rolling update that changes S stalls: the
+//     new replicas refuse, and are not ready, while old ones run. A new ring Name does
+//     not help during a rolling update: rings of two names do not see each other, and
+//     both would lead every object.
+//
 // # Placement
 //
 // Place decides which member owns which shard, from the set of live members alone,
@@ -28,7 +69,11 @@
 // # Membership
 //
 // Each replica writes a member Lease of its own ("<ring>-member-<identity>") when it
-// joins, renews it every RetryPeriod, and deletes it when it leaves. Every replica
+// joins, renews it every RetryPeriod, marks it leaving when it leaves, and deletes it
+// once its shard terms ended. A member Lease's leaseDurationSeconds is bounded as the
+// elector bounds a holder's: above leaderelection.MaxLeaseDuration (1h) it is taken as
+// 1h, logged at WARN once per record and counted in Stats.OutOfRange, so that a
+// leftover or hand-written Lease cannot keep a share of shards without owner for longer. Every replica
 // watches the ring's member Leases and counts a member live until LeaseDuration after
 // it last saw that member's Lease change, by its own clock, as the elector judges a
 // holder: clocks of different nodes need not agree. A replica always counts itself
@@ -91,9 +136,11 @@
 //
 // A replica starting (Run) reads the members, starts its electors and waits until
 // each has seen its Lease, and only then writes its member Lease, so the others
-// never hand it a shard it is not yet watching. When Run's context ends it leaves:
-// it stops campaigning, deletes its member Lease, hands each shard it leads to its
-// owner in the placement without it, then stops (releasing any shard still held).
+// never hand it a shard it is not yet watching; it campaigns once it is admitted (#
+// Ring shape). When Run's context ends it leaves: it stops campaigning, marks its
+// member Lease leaving (the others stop placing shards on it), hands each shard it
+// leads to its owner in the placement without it, stops (releasing any shard still
+// held), and then deletes its member Lease.
 // Its shard work keeps its term until that shard is handed over.
 //
 // A replica that crashes stops renewing: its shard terms end by their

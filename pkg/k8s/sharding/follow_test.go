@@ -56,7 +56,7 @@ type phantom struct {
 func startPhantom(t *testing.T, members sharding.MemberStore, id string) *phantom {
 	p := &phantom{members: members, id: id, stop: make(chan struct{}), done: make(chan struct{})}
 	renew := func() {
-		if err := members.Renew(context.Background(), id, testLease); err != nil {
+		if _, err := members.Renew(context.Background(), sharding.MemberLease{Identity: id, LeaseDuration: testLease}); err != nil {
 			t.Errorf("renewing the member lease of %s: %v", id, err)
 		}
 	}

@@ -20,6 +20,12 @@ import (
 // RingLabel is the label of a ring's member Leases; its value is the ring's name.
 const RingLabel = "sharding.baton.dev/ring"
 
+// Annotations of a member Lease: the writer's Ring.Shape and its MemberState.
+const (
+	ShapeAnnotation       = "sharding.baton.dev/shape"
+	MemberStateAnnotation = "sharding.baton.dev/state"
+)
+
 // ShardLeaseName returns the name of shard's Lease in ring.
 func ShardLeaseName(ring string, shard int) string { return fmt.Sprintf("%s-shard-%d", ring, shard) }
 
@@ -92,18 +98,19 @@ func NewKubeMembers(clientset kubernetes.Interface, namespace, ring string) (*Ku
 	}, nil
 }
 
-// Renew updates identity's member lease on its last write, and when that fails (a
-// conflict, or the lease is gone) reads it and updates it, or creates it.
-func (k *KubeMembers) Renew(ctx context.Context, identity string, leaseDuration time.Duration) error {
+// Renew updates lease.Identity's member lease on its last write, and when that fails
+// (a conflict, or the lease is gone) reads it and updates it, or creates it.
+func (k *KubeMembers) Renew(ctx context.Context, lease MemberLease) (string, error) {
+	identity := lease.Identity
 	k.mu.Lock()
 	last := k.own[identity]
 	k.mu.Unlock()
 	if last != nil {
-		if out, err := k.leases.Update(ctx, k.renewal(last, identity, leaseDuration), metav1.UpdateOptions{}); err == nil {
+		if out, err := k.leases.Update(ctx, k.renewal(last, lease), metav1.UpdateOptions{}); err == nil {
 			k.remember(identity, out)
-			return nil
+			return out.ResourceVersion, nil
 		} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("sharding: renew member lease of %s: %w", identity, err)
+			return "", fmt.Errorf("sharding: renew member lease of %s: %w", identity, err)
 		}
 	}
 	name := MemberLeaseName(k.ring, identity)
@@ -111,26 +118,32 @@ func (k *KubeMembers) Renew(ctx context.Context, identity string, leaseDuration 
 	switch {
 	case apierrors.IsNotFound(err):
 		fresh := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		cur, err = k.leases.Create(ctx, k.renewal(fresh, identity, leaseDuration), metav1.CreateOptions{})
+		cur, err = k.leases.Create(ctx, k.renewal(fresh, lease), metav1.CreateOptions{})
 	case err == nil:
-		cur, err = k.leases.Update(ctx, k.renewal(cur, identity, leaseDuration), metav1.UpdateOptions{})
+		cur, err = k.leases.Update(ctx, k.renewal(cur, lease), metav1.UpdateOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("sharding: renew member lease of %s: %w", identity, err)
+		return "", fmt.Errorf("sharding: renew member lease of %s: %w", identity, err)
 	}
 	k.remember(identity, cur)
-	return nil
+	return cur.ResourceVersion, nil
 }
 
-// renewal returns a copy of l renewed now by identity.
-func (k *KubeMembers) renewal(l *coordinationv1.Lease, identity string, leaseDuration time.Duration) *coordinationv1.Lease {
+// renewal returns a copy of l renewed now as lease says.
+func (k *KubeMembers) renewal(l *coordinationv1.Lease, lease MemberLease) *coordinationv1.Lease {
 	out := l.DeepCopy()
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}
 	out.Labels[RingLabel] = k.ring
-	seconds := int32(leaseDuration.Round(time.Second) / time.Second)
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	setOrDelete(out.Annotations, ShapeAnnotation, lease.Shape)
+	setOrDelete(out.Annotations, MemberStateAnnotation, string(lease.State))
+	seconds := int32(lease.LeaseDuration.Round(time.Second) / time.Second)
 	now := metav1.NewMicroTime(time.Now())
+	identity := lease.Identity
 	out.Spec.HolderIdentity = &identity
 	out.Spec.LeaseDurationSeconds = &seconds
 	out.Spec.RenewTime = &now
@@ -138,6 +151,14 @@ func (k *KubeMembers) renewal(l *coordinationv1.Lease, identity string, leaseDur
 		out.Spec.AcquireTime = &now
 	}
 	return out
+}
+
+func setOrDelete(m map[string]string, key, value string) {
+	if value == "" {
+		delete(m, key)
+		return
+	}
+	m[key] = value
 }
 
 func (k *KubeMembers) remember(identity string, l *coordinationv1.Lease) {
@@ -237,7 +258,8 @@ func put(members map[string]MemberLease, l *coordinationv1.Lease) {
 	if l.Spec.LeaseDurationSeconds != nil {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion}
+	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion,
+		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation])}
 }
 
 func snapshot(members map[string]MemberLease) []MemberLease {

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // MemberLease is one replica's member Lease as a MemberStore reports it.
@@ -16,8 +19,40 @@ type MemberLease struct {
 	// LeaseDuration is how long the others count the replica live after they saw its
 	// lease change last.
 	LeaseDuration time.Duration
-	// Version changes with every write of the lease (its resourceVersion).
+	// Version changes with every write of the lease (its resourceVersion): a decimal
+	// number that grows with every write of the ring's member Leases.
 	Version string
+	// Shape is the writer's Ring.Shape: replicas of different shapes must never lead
+	// shards at once (see the package doc, # Ring shape). "" for a lease written
+	// without one (a Baton version before shapes were recorded): taken as every shape.
+	Shape string
+	// State is the writer's part in the ring; "" (a lease written without one) is
+	// MemberActive.
+	State MemberState
+}
+
+// MemberState is a member's part in the ring, as its member Lease says.
+type MemberState string
+
+const (
+	// MemberActive: the member campaigns for its shards, or is about to: placement
+	// counts it, and a member of another shape that sees it waits.
+	MemberActive MemberState = "active"
+	// MemberWaiting: the member saw an active member of another shape and leads no
+	// shard: placement does not count it, and nobody waits for it.
+	MemberWaiting MemberState = "waiting"
+	// MemberLeaving: the member is handing its shards over and stopping: placement
+	// does not count it, but a member of another shape still waits for it, until its
+	// Lease is deleted (after its shard terms ended) or expires.
+	MemberLeaving MemberState = "leaving"
+)
+
+// state returns m's state, MemberActive for a lease written without one.
+func (m MemberLease) state() MemberState {
+	if m.State == "" {
+		return MemberActive
+	}
+	return m.State
 }
 
 // MemberEvent is one observation of a ring's member Leases.
@@ -31,17 +66,19 @@ type MemberEvent struct {
 
 // MemberStore keeps the member Leases of one ring: one per replica, which only that
 // replica writes. Implementations are safe for concurrent use. Stores in this
-// package: MemoryMembers.
+// package: MemoryMembers, KubeMembers.
 type MemberStore interface {
-	// Renew writes identity's member lease, creating it when absent, with a new
-	// Version every time.
-	Renew(ctx context.Context, identity string, leaseDuration time.Duration) error
+	// Renew writes lease.Identity's member lease with lease's duration, shape and
+	// state (lease.Version is not used), creating it when absent, with a new Version
+	// every time, and returns that Version.
+	Renew(ctx context.Context, lease MemberLease) (version string, err error)
 	// Leave deletes identity's member lease; nil when it is absent.
 	Leave(ctx context.Context, identity string) error
 	// Watch delivers every member lease of the ring at once, then again after every
-	// change; a store may skip to the latest. The store closes the channel when ctx
-	// ends or the watch breaks (after an event with Err set if it knows why); the
-	// caller then watches again.
+	// change; a store may skip to the latest, but each event is the whole state at
+	// one instant (every write before that instant is in it). The store closes the
+	// channel when ctx ends or the watch breaks (after an event with Err set if it
+	// knows why); the caller then watches again.
 	Watch(ctx context.Context) (<-chan MemberEvent, error)
 }
 
@@ -62,20 +99,21 @@ func NewMemoryMembers() *MemoryMembers {
 	return &MemoryMembers{members: map[string]MemberLease{}, watchers: map[chan MemberEvent]struct{}{}}
 }
 
-// Renew creates or renews identity's member lease.
-func (m *MemoryMembers) Renew(ctx context.Context, identity string, leaseDuration time.Duration) error {
+// Renew creates or renews lease.Identity's member lease.
+func (m *MemoryMembers) Renew(ctx context.Context, lease MemberLease) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return "", err
 	}
-	if identity == "" {
-		return fmt.Errorf("%w: renew of a member with no identity", ErrInvalidConfig)
+	if lease.Identity == "" {
+		return "", fmt.Errorf("%w: renew of a member with no identity", ErrInvalidConfig)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.version++
-	m.members[identity] = MemberLease{Identity: identity, LeaseDuration: leaseDuration, Version: strconv.FormatUint(m.version, 10)}
+	lease.Version = strconv.FormatUint(m.version, 10)
+	m.members[lease.Identity] = lease
 	m.notifyLocked()
-	return nil
+	return lease.Version, nil
 }
 
 // Leave deletes identity's member lease.
@@ -163,8 +201,14 @@ type seenMember struct {
 	dead       bool // proven dead (kill) since lease was seen: not live
 }
 
-// observe takes a snapshot of the member leases seen at now.
-func (l *liveness) observe(now time.Time, members []MemberLease) {
+// observe takes a snapshot of the member leases seen at now. A lease's duration is
+// bounded as the elector bounds a holder's (leaderelection.BoundLeaseDuration: at
+// most MaxLeaseDuration, configured when it has none), so that a leftover or
+// hand-written member Lease with a huge leaseDurationSeconds does not count live, and
+// keep its share of shards without owner, for longer than an hour. It returns each
+// lease seen in a new version whose duration was out of that range, as written, for
+// the caller to log and count once per version.
+func (l *liveness) observe(now time.Time, members []MemberLease, configured time.Duration) (outOfRange []MemberLease) {
 	next := make(map[string]seenMember, len(members))
 	for _, m := range members {
 		prev, ok := l.seen[m.Identity]
@@ -172,9 +216,16 @@ func (l *liveness) observe(now time.Time, members []MemberLease) {
 			next[m.Identity] = prev
 			continue
 		}
+		written := m
+		var bad bool
+		m.LeaseDuration, bad = leaderelection.BoundLeaseDuration(m.LeaseDuration, configured)
+		if bad {
+			outOfRange = append(outOfRange, written)
+		}
 		next[m.Identity] = seenMember{lease: m, observedAt: now}
 	}
 	l.seen = next
+	return outOfRange
 }
 
 // kill counts id dead until its lease is seen written again (a new Version: a new
@@ -189,16 +240,22 @@ func (l *liveness) kill(id string) bool {
 	return true
 }
 
-// live returns the identities live at now, sorted.
-func (l *liveness) live(now time.Time) []string {
-	var out []string
-	for id, m := range l.seen {
+// live returns the leases of the members live at now, sorted by identity.
+func (l *liveness) live(now time.Time) []MemberLease {
+	var out []MemberLease
+	for _, m := range l.seen {
 		if !m.dead && now.Before(m.observedAt.Add(m.lease.LeaseDuration)) {
-			out = append(out, id)
+			out = append(out, m.lease)
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b MemberLease) int { return strings.Compare(a.Identity, b.Identity) })
 	return out
+}
+
+// version returns the Version of id's lease as last seen, and whether it was seen.
+func (l *liveness) version(id string) (string, MemberState, bool) {
+	m, ok := l.seen[id]
+	return m.lease.Version, m.lease.state(), ok
 }
 
 // nextExpiry returns the earliest instant after now at which a live member expires.

@@ -48,6 +48,13 @@ func NewRing(shards int) (Ring, error) {
 // Shards returns the number of shards S; they are numbered 0 to S-1.
 func (r Ring) Shards() int { return r.shards }
 
+// Shape returns what decides the ring's hash ranges, as recorded on every member
+// Lease (ShapeAnnotation): the hash, what it hashes, the range rule and S, e.g.
+// "fnv1a64-uid-ranges/64". Two replicas whose shapes differ give one shard name
+// different objects, so they must never lead shards at once (see the package doc, #
+// Ring shape).
+func (r Ring) Shape() string { return fmt.Sprintf("fnv1a64-uid-ranges/%d", r.shards) }
+
 // Hash returns the 64-bit FNV-1a hash of uid, the hash a shard selector's
 // shardRange(object.metadata.uid, ...) compares with its bounds.
 func Hash(uid string) uint64 {

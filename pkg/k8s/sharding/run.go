@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -16,25 +17,27 @@ import (
 //  2. It starts one elector per shard, each following its shard's Lease (campaigning
 //     only for the shards placement gives it), and waits until every one has seen
 //     its Lease (so a hand-over to it is taken at once).
-//  3. It joins: it writes its member Lease and renews it every RetryPeriod. The
-//     others see it and hand it its shards.
+//  3. It joins: it writes its member Lease, active, and renews it every RetryPeriod.
+//     The others see it and hand it its shards. It campaigns once admitted: a view of
+//     the members that includes its write shows no active member of another ring
+//     shape (shape.go; the package doc's # Ring shape).
 //  4. Until ctx ends, it keeps its view of the members and the placement over them
 //     (a member whose holder incarnation a shard elector proved dead is gone at once),
 //     campaigns for the shards placement gives it (its electors take a shard when its
 //     Lease is free, expired, its holder proven dead, or handed over to it), and hands
 //     each shard it leads but placement gives to another live member over to that
 //     member, SettleDelay after the last change (in waves: see handOverWaves).
-//  5. When ctx ends it leaves: it stops campaigning, deletes its member Lease, hands
-//     every shard it leads to its owner in the placement without it, then stops its
-//     electors (which release any shard still held). Shard work keeps its term
-//     context until its shard is handed over.
+//  5. When ctx ends it leaves: it stops campaigning, marks its member Lease leaving,
+//     hands every shard it leads to its owner in the placement without it, then stops
+//     its electors (which release any shard still held), and deletes its member
+//     Lease. Shard work keeps its term context until its shard is handed over.
 //
 // A second call returns ErrAlreadyStarted.
 func (s *Sharder) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
-	l := &loop{s: s}
+	l := &loop{s: s, want: MemberActive, rand: newShapeRand(s.config.Identity)}
 	// Electors run under their own context: after ctx ended they keep leading until
 	// their shards are handed over.
 	electorsCtx, stopElectors := context.WithCancel(context.WithoutCancel(ctx))
@@ -71,6 +74,11 @@ func (s *Sharder) Run(ctx context.Context) error {
 		l.run(ctx)
 	}
 	l.leave(ctx)
+	// The member Lease goes only once every shard term ended: until then a replica of
+	// another shape waits for it (# Ring shape).
+	stopElectors()
+	electors.Wait()
+	l.depart(ctx)
 	return nil
 }
 
@@ -91,6 +99,15 @@ type loop struct {
 	// changed since the last time.
 	rebalanceAt time.Time
 	handovers   sync.WaitGroup
+	// The member Lease and admission (shape.go): want is the state the next renew
+	// writes; activeVersion the Version of the write that made it active, until this
+	// replica is admitted ("" before that write); lastRenewOK when the last renew
+	// that succeeded was sent; retryActiveAt when a waiting replica may try again.
+	want          MemberState
+	activeVersion string
+	lastRenewOK   time.Time
+	retryActiveAt time.Time
+	rand          *rand.Rand
 }
 
 // firstMembers opens the member watch and takes its first event; it reports false
@@ -213,7 +230,12 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 		return false
 	}
 	now := l.s.clock.Now()
-	l.liveness.observe(now, ev.Members)
+	for _, m := range l.liveness.observe(now, ev.Members, l.s.config.LeaseDuration) {
+		l.s.outOfRange.Add(1)
+		bounded, _ := leaderelection.BoundLeaseDuration(m.LeaseDuration, l.s.config.LeaseDuration)
+		l.s.logger.Warn("member lease value out of range", "field", "leaseDurationSeconds", "value", m.LeaseDuration.String(),
+			"taken_as", bounded.String(), "member", m.Identity, "version", m.Version)
+	}
 	l.replace(now)
 	return true
 }
@@ -223,12 +245,13 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 // lock and only stores it under it.
 func (l *loop) replace(now time.Time) {
 	s := l.s
+	v := l.view(now)
+	l.admit(now, v)
 	s.mu.Lock()
-	leaving, prev := s.leaving, s.live
+	leaving, admitted, prev := s.leaving, s.admitted, s.live
 	s.mu.Unlock()
-	live := l.liveness.live(now)
-	live = slices.DeleteFunc(live, func(id string) bool { return id == s.config.Identity })
-	if !leaving {
+	live := v.peers
+	if admitted && !leaving {
 		live = append(live, s.config.Identity)
 		slices.Sort(live)
 	}
@@ -237,20 +260,41 @@ func (l *loop) replace(now time.Time) {
 	}
 	placement := Place(s.ring, live)
 	s.mu.Lock()
+	prevPlacement := s.placement
 	s.live, s.placement = live, placement
 	s.mu.Unlock()
+	l.notePlaced(now, prevPlacement, placement)
 	s.place(placement, leaving)
 	s.logger.Info("members changed", "members", live, "assigned", len(placement.Shards(s.config.Identity)))
 	l.rebalanceAt = now.Add(s.config.SettleDelay)
 }
 
-// renew writes this replica's member Lease.
+// renew writes this replica's member Lease, in state l.want. While admitted, the
+// write is given up by RenewDeadline after the last one that succeeded, when
+// checkMembership ends the admission.
 func (l *loop) renew(ctx context.Context) {
 	s := l.s
-	cctx, cancel := context.WithTimeout(ctx, s.config.RenewDeadline)
+	now := s.clock.Now()
+	timeout := s.config.RenewDeadline
+	s.mu.Lock()
+	admitted := s.admitted
+	s.mu.Unlock()
+	if left := l.lastRenewOK.Add(s.config.RenewDeadline).Sub(now); admitted && left > 0 && left < timeout {
+		timeout = left
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := s.members.Renew(cctx, s.config.Identity, s.config.LeaseDuration); err != nil && ctx.Err() == nil {
+	want := l.want
+	version, err := s.members.Renew(cctx, MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration,
+		Shape: s.ring.Shape(), State: want})
+	switch {
+	case err != nil && ctx.Err() == nil:
 		s.logger.Warn("renewing member lease failed", "error", err)
+	case err == nil:
+		l.lastRenewOK = now
+		if want == MemberActive && l.activeVersion == "" {
+			l.activeVersion = version
+		}
 	}
 	l.renewAt = s.clock.Now().Add(s.config.RetryPeriod)
 }
@@ -261,8 +305,13 @@ func (l *loop) run(ctx context.Context) {
 	wake := make(chan struct{}, 1)
 	for ctx.Err() == nil {
 		now := s.clock.Now()
+		l.checkMembership(now)
 		if !now.Before(l.renewAt) {
 			l.renew(ctx)
+			// The renew may have taken until the admission's deadline: look again
+			// now, before anything else (a stale now let electors campaign past it).
+			now = s.clock.Now()
+			l.checkMembership(now)
 		}
 		for _, id := range s.takeDead() {
 			if l.liveness.kill(id) {
@@ -291,6 +340,7 @@ func (l *loop) run(ctx context.Context) {
 		if !l.rebalanceAt.IsZero() {
 			at = earlier(at, l.rebalanceAt)
 		}
+		at = earlier(at, l.admissionAt(now))
 		t := s.clock.AfterFunc(at.Sub(now), func() {
 			select {
 			case wake <- struct{}{}:
@@ -394,7 +444,9 @@ func (l *loop) handOverNow(ctx context.Context, shard int) {
 // RetryPeriod.
 func (l *loop) handOver(ctx context.Context, shard int, target string) {
 	s := l.s
+	s.ownerless.handingOver(shard, s.clock.Now())
 	err := s.electors[shard].HandOver(ctx, target)
+	s.ownerless.handedOver(shard, s.clock.Now(), err == nil)
 	done := func() {
 		s.mu.Lock()
 		delete(s.handingOver, shard)
@@ -423,11 +475,61 @@ func (l *loop) leave(ctx context.Context) {
 	l.replace(now)
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.config.LeaseDuration)
 	defer cancel()
-	if err := s.members.Leave(lctx, s.config.Identity); err != nil {
-		s.logger.Warn("deleting member lease failed", "error", err)
+	// Leaving: the others stop placing shards here at once; the Lease itself stays
+	// until every shard term here ended (depart).
+	if _, err := s.members.Renew(lctx, MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration,
+		Shape: s.ring.Shape(), State: MemberLeaving}); err != nil {
+		s.logger.Warn("marking member lease leaving failed", "error", err)
 	}
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
 	l.rebalance(lctx)
 	l.handovers.Wait()
 	s.logger.Info("left", "stillLeading", len(s.Owned()))
+}
+
+// depart deletes this replica's member Lease, once its shard terms ended.
+func (l *loop) depart(ctx context.Context) {
+	s := l.s
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.config.RenewDeadline)
+	defer cancel()
+	if err := s.members.Leave(lctx, s.config.Identity); err != nil {
+		s.logger.Warn("deleting member lease failed", "error", err)
+	}
+}
+
+// admissionAt is when Run's loop must look at the admission again: when its member
+// Lease's renew deadline passes while admitted, or when a waiting replica may try
+// again; far ahead when neither.
+func (l *loop) admissionAt(now time.Time) time.Time {
+	s := l.s
+	s.mu.Lock()
+	admitted := s.admitted
+	s.mu.Unlock()
+	switch {
+	case admitted:
+		return l.lastRenewOK.Add(s.config.RenewDeadline)
+	case l.want == MemberWaiting && l.retryActiveAt.After(now):
+		return l.retryActiveAt
+	}
+	return now.Add(time.Hour)
+}
+
+// notePlaced tells the ownerless measure which shards placement now gives this
+// replica, and which of them it gives because their owner in the previous placement
+// went (no longer live at all: expired or proven dead, not leaving).
+func (l *loop) notePlaced(now time.Time, prev, next Placement) {
+	s := l.s
+	liveIDs := map[string]bool{}
+	for _, m := range l.liveness.live(now) {
+		liveIDs[m.Identity] = true
+	}
+	mine := map[int]bool{}
+	var fromGone []int
+	for _, shard := range next.Shards(s.config.Identity) {
+		mine[shard] = true
+		if was := prev.Owner(shard); was != "" && was != s.config.Identity && !liveIDs[was] {
+			fromGone = append(fromGone, shard)
+		}
+	}
+	s.ownerless.placed(now, mine, fromGone)
 }

@@ -21,12 +21,17 @@ const DefaultSettleDelay = 200 * time.Millisecond
 // Config configures a Sharder. Zero durations take the defaults written on each field.
 type Config struct {
 	// Identity names this replica: in its member Lease and as the holder of the shard
-	// Leases it leads. Required; unique among the replicas (a pod name).
+	// Leases it leads. Required; unique among the replicas (a pod name). The member
+	// Lease name "<Name>-member-<Identity>" must be a DNS-1123 subdomain (lowercase
+	// letters, digits, '-' and '.', at most 253 characters): New refuses it otherwise.
 	Identity string
 	// Name names the ring: its shard Leases are "<Name>-shard-<i>", its member Leases
-	// "<Name>-member-<identity>". Required; every replica of a ring uses the same.
+	// "<Name>-member-<identity>", labelled RingLabel=<Name>. Required; every replica
+	// of a ring uses the same. New refuses a Name that makes a Lease name the API
+	// server would refuse (not a DNS-1123 subdomain: capitals, '_') or that is not a
+	// label value (over 63 characters).
 	Name string
-	// Namespace is the namespace of the ring's Leases. Required.
+	// Namespace is the namespace of the ring's Leases. Required; a DNS-1123 label.
 	Namespace string
 	// Shards is the number of shards S, from 1 to MaxShards; 0 means DefaultShards
 	// (64). Every replica of a ring must use the same, for the life of the ring.
@@ -120,7 +125,8 @@ type Sharder struct {
 	electors  []*leaderelection.Elector
 	started   atomic.Bool
 	// Counters of Stats.
-	handOvers, handOverFailures atomic.Uint64
+	handOvers, handOverFailures, outOfRange, shapeRefusals, acquisitions atomic.Uint64
+	ownerless                                                            *ownerless
 	// kicks wakes Run's loop when a shard was acquired or a hand-over finished;
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
@@ -134,6 +140,9 @@ type Sharder struct {
 	owned       map[int]uint64 // the shards this replica leads, with their terms
 	handingOver map[int]bool   // shards with a hand-over under way
 	dead        []string       // members proven dead, not yet taken by Run's loop
+	admitted    bool           // may campaign: no member of another shape was active when it joined (shape.go)
+	refusing    bool           // refused to campaign for a member of another shape, not admitted since
+	mismatched  []string       // live members of another shape, as Run's loop last saw them
 }
 
 // NewWithStores returns a Sharder for config's ring on stores (NewMemoryStores, or any). It returns an error wrapping
@@ -157,6 +166,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		deathKicks:  make(chan struct{}, 1),
 		owned:       map[int]uint64{},
 		handingOver: map[int]bool{},
+		ownerless:   newOwnerless(),
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -191,6 +201,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
 			OnHolderDead:     s.holderDead,
+			OnNewLeader:      func(string) { s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration) },
 		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
 			// A field the elector checks (Incarnation): the same for every shard.
@@ -222,6 +233,7 @@ func (config Config) check(stores Stores) (Config, Ring, error) {
 		bad("Shards", "%d is not from 1 to %d", config.Shards, MaxShards)
 	}
 	config.Shards = ring.Shards()
+	errs = append(errs, config.checkNames()...)
 	config.LeaseDuration = orDefault(config.LeaseDuration, leaderelection.DefaultLeaseDuration)
 	config.RenewDeadline = orDefault(config.RenewDeadline, leaderelection.DefaultRenewDeadline)
 	config.RetryPeriod = orDefault(config.RetryPeriod, leaderelection.DefaultRetryPeriod)
@@ -300,16 +312,36 @@ func (s *Sharder) Assigned() []int {
 	return s.placement.Shards(s.config.Identity)
 }
 
-// Members returns the members this replica sees live, itself included while it runs
-// and has not begun to leave, sorted.
+// Members returns the members placement counts in this replica's view: the live
+// active members of its ring shape, itself included while it runs, is admitted (see
+// the package doc, # Ring shape) and has not begun to leave, sorted.
 func (s *Sharder) Members() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.live)
 }
 
+// Refusing reports whether this replica refuses to campaign because members of
+// another ring shape (another Shards) are active: it leads no shard until they are
+// gone. A replica in this state should report not ready.
+func (s *Sharder) Refusing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusing
+}
+
+// Mismatched returns the live members of another ring shape this replica sees,
+// sorted: non-empty means the ring's replicas disagree on Shards.
+func (s *Sharder) Mismatched() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.mismatched)
+}
+
 // Stats are counters of a Sharder since it was created, for metrics and tests.
 type Stats struct {
+	// Acquisitions counts the shard terms this replica started: shards moved to it.
+	Acquisitions uint64
 	// HandOvers counts the shards this replica handed over to their owner in
 	// placement: two Lease writes each (its release, the new owner's takeover).
 	HandOvers uint64
@@ -321,13 +353,24 @@ type Stats struct {
 	// holder's container terminated (the sum of the shard electors'
 	// leaderelection.Stats.DeathTakeovers).
 	DeathTakeovers uint64
+	// OutOfRange counts the values read from the ring's Leases outside the range Baton
+	// writes, each logged at WARN once per record: a member Lease's leaseDurationSeconds
+	// above leaderelection.MaxLeaseDuration (taken as it) or negative (taken as
+	// LeaseDuration), plus the shard electors' leaderelection.Stats.OutOfRange.
+	OutOfRange uint64
+	// ShapeRefusals counts the times this replica refused to campaign because members
+	// of another ring shape were active (see the package doc, # Ring shape).
+	ShapeRefusals uint64
 }
 
 // Stats returns the sharder's counters.
 func (s *Sharder) Stats() Stats {
-	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load()}
+	st := Stats{HandOvers: s.handOvers.Load(), HandOverFailures: s.handOverFailures.Load(), OutOfRange: s.outOfRange.Load(),
+		ShapeRefusals: s.shapeRefusals.Load(), Acquisitions: s.acquisitions.Load()}
 	for _, e := range s.electors {
-		st.DeathTakeovers += e.Stats().DeathTakeovers
+		es := e.Stats()
+		st.DeathTakeovers += es.DeathTakeovers
+		st.OutOfRange += es.OutOfRange
 	}
 	return st
 }
@@ -364,13 +407,24 @@ func (s *Sharder) takeDead() []string {
 	return dead
 }
 
-// leading is shard's OnStartedLeading.
+// leading is shard's OnStartedLeading. A replica not admitted (shape.go) resigns at
+// once: it may not lead, even a shard handed over to it.
 func (s *Sharder) leading(ctx context.Context, shard int) {
 	ctx = withShard(ctx, shard, s.ring.Shards())
 	term, _ := termctx.FromContext(ctx)
 	s.mu.Lock()
-	s.owned[shard] = term
+	admitted := s.admitted
+	if admitted {
+		s.owned[shard] = term
+	}
 	s.mu.Unlock()
+	if !admitted {
+		s.logger.Warn("resigning a shard taken while not admitted", "shard", shard, "term", term)
+		s.electors[shard].Resign(term)
+		return
+	}
+	s.acquisitions.Add(1)
+	s.ownerless.acquired(shard, s.clock.Now())
 	s.kick()
 	if f := s.callbacks.OnAcquired; f != nil {
 		f(ctx)
@@ -380,10 +434,11 @@ func (s *Sharder) leading(ctx context.Context, shard int) {
 // notLeading is shard's OnStoppedLeading.
 func (s *Sharder) notLeading(shard int) {
 	s.mu.Lock()
-	t := ShardTerm{Shard: shard, Term: s.owned[shard]}
+	term, ok := s.owned[shard]
 	delete(s.owned, shard)
 	s.mu.Unlock()
-	if f := s.callbacks.OnLost; f != nil {
+	t := ShardTerm{Shard: shard, Term: term}
+	if f := s.callbacks.OnLost; f != nil && ok { // not for a term resigned at once (leading)
 		f(t)
 	}
 }

@@ -95,6 +95,13 @@ type replica struct {
 
 func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingtest.History) *replica {
 	t.Helper()
+	return startReplicaOf(t, shared, id, testShards, h.OnAcquired(t, id))
+}
+
+// startReplicaOf starts replica id of a ring of the given shards, calling onAcquired
+// for each of its terms.
+func startReplicaOf(t *testing.T, shared sharding.Stores, id string, shards int, onAcquired func(context.Context)) *replica {
+	t.Helper()
 	r := &replica{id: id, done: make(chan struct{}), down: make(chan struct{})}
 	stores := shardingtest.Cut(shared, r.down, memberLag)
 	var logger *slog.Logger
@@ -102,11 +109,11 @@ func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingte
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
 	}
 	s, err := sharding.NewWithStores(sharding.Config{
-		Identity: id, Name: "ring", Namespace: "default", Shards: testShards,
+		Identity: id, Name: "ring", Namespace: "default", Shards: shards,
 		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
 		JitterSource: func(shard int) rand.Source { return rand.NewPCG(idSeed(id), uint64(shard)) },
 	}, stores, sharding.Callbacks{
-		OnAcquired: h.OnAcquired(t, id),
+		OnAcquired: onAcquired,
 	}, logger)
 	if err != nil {
 		t.Fatal(err)

@@ -470,12 +470,16 @@ func newNodeMembers(inner sharding.MemberStore, n *node) *nodeMembers {
 	return &nodeMembers{inner: inner, n: n, renew: n.stream(0, opRenew, 0), leave: n.stream(0, opLeave, 0), open: n.stream(0, opWatch, 0)}
 }
 
-func (m *nodeMembers) Renew(ctx context.Context, id string, d time.Duration) error {
+func (m *nodeMembers) Renew(ctx context.Context, l sharding.MemberLease) (string, error) {
 	tr := m.renew.trip()
 	if err := m.n.enter(ctx, tr); err != nil {
-		return err
+		return "", err
 	}
-	return m.n.leave(ctx, m.inner.Renew(ctx, id, d), tr)
+	version, err := m.inner.Renew(ctx, l)
+	if err = m.n.leave(ctx, err, tr); err != nil {
+		return "", err
+	}
+	return version, nil
 }
 
 func (m *nodeMembers) Leave(ctx context.Context, id string) error {

@@ -71,11 +71,11 @@ type cutMembers struct {
 	lag  time.Duration
 }
 
-func (c *cutMembers) Renew(ctx context.Context, id string, d time.Duration) error {
+func (c *cutMembers) Renew(ctx context.Context, l sharding.MemberLease) (string, error) {
 	if isDown(c.down) {
-		return ErrCut
+		return "", ErrCut
 	}
-	return c.MemberStore.Renew(ctx, id, d)
+	return c.MemberStore.Renew(ctx, l)
 }
 
 func (c *cutMembers) Leave(ctx context.Context, id string) error {
