@@ -80,7 +80,7 @@ func TestGetAndErr(t *testing.T) {
 		Token: termctx.Token{Holder: "a", Acquired: time.Unix(1, 0)}}
 	parent, cancel := context.WithCancelCause(context.Background())
 	ctx := termctx.With(parent, term)
-	derived := context.WithValue(ctx, struct{}{}, 1)
+	derived := context.WithValue(ctx, otherKey{}, 1)
 	if got, ok := termctx.Get(derived); !ok || got != term || !got.Sharded() {
 		t.Fatalf("Get = %+v, %v; want %+v, sharded", got, ok, term)
 	}
@@ -134,3 +134,6 @@ func (c *endedContext) Err() error {
 	}
 	return nil
 }
+
+// otherKey is a context key of the test's own, for a context derived from the term's.
+type otherKey struct{}

@@ -5,9 +5,10 @@
 // Key, which only they can make, and returns the operations bound to that store.
 package hand
 
-// Key is the argument of leaderelection's MemoryStore.Faults. Its unexported field
-// keeps any package that cannot import this one from making a value of it.
-type Key struct{ key struct{} }
+// Key is the argument of leaderelection's MemoryStore.Faults. This package is
+// internal to leaderelection, so only its packages (leaderelectiontest among them)
+// can name the type, and so call Faults.
+type Key struct{}
 
 // Faults are the hand operations of one store, on its records of type R.
 type Faults[R any] struct {
