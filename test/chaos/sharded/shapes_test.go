@@ -165,10 +165,10 @@ func runShapesHistory(t *testing.T, seed uint64, uids []string) (terms int, refu
 	start("r0", shapes[0])
 	start("r1", shapes[0])
 	for _, ev := range events {
-		time.Sleep(begin.Add(ev.at).Sub(time.Now()))
+		time.Sleep(time.Until(begin.Add(ev.at)))
 		ev.do()
 	}
-	time.Sleep(begin.Add(warmUp + faultPhase + shapesBound).Sub(time.Now()))
+	time.Sleep(time.Until(begin.Add(warmUp + faultPhase + shapesBound)))
 	problems = checkShapesSettled(live, get)
 	mu.Lock()
 	for _, r := range replicas {
