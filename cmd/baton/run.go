@@ -38,6 +38,8 @@ type runFlags struct {
 	// terminationLog is the container's terminationMessagePath.
 	deathSignal    explicitBool
 	terminationLog string
+	// debugOOMAfter is --debug-oom-after (debugOOM): 0 is off.
+	debugOOMAfter time.Duration
 	// getenv reads the pod identity; nil is os.Getenv (tests set it).
 	getenv func(string) string
 }
@@ -61,6 +63,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	r.deathSignal.v = true
 	fs.Var(&r.deathSignal, "death-signal", "in a pod, take the lease at once when the kubelet reports the leader's container terminated, instead of waiting the lease out (needs POD_NAMESPACE, POD_NAME, POD_UID and CONTAINER_NAME; off outside a pod, and off with a warning when some are missing unless the flag is given)")
 	fs.StringVar(&r.terminationLog, "termination-message-path", incarnation.DefaultTerminationLog, "the container's terminationMessagePath, where the death signal writes this run's nonce (nothing else may overwrite it)")
+	fs.DurationVar(&r.debugOOMAfter, "debug-oom-after", 0, "for tests only: this long after the start, allocate memory until the container's memory limit kills the process (0: off)")
 	r.logs.register(fs, "info")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: baton run [flags]\n\nRuns one replica of the controller against a Kubernetes cluster. SIGTERM or SIGINT\nstops it gracefully: leader work stops, then the lease is released.\n\n")
@@ -100,6 +103,9 @@ func (r *runFlags) check() []error {
 		bad("--pod-selector %q: %v", c.PodSelector, err)
 	}
 	errs = append(errs, checkTimings(c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)...)
+	if r.debugOOMAfter < 0 {
+		bad("--debug-oom-after %v: want 0 (off) or a positive duration", r.debugOOMAfter)
+	}
 	for _, a := range []struct{ flag, v string }{{"--metrics-addr", r.metrics}, {"--probe-addr", r.probes}} {
 		if a.v == "" {
 			continue
@@ -179,6 +185,12 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErrors(stderr, "run", []error{err})
 		}
 		defer stop()
+	}
+	if rf.debugOOMAfter > 0 {
+		oomCtx, stopOOM := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); debugOOM(oomCtx, rf.debugOOMAfter, logger) }()
+		defer func() { stopOOM(); <-done }()
 	}
 	c := rf.c
 	logger.Info("baton run starting", "identity", c.Identity, "namespace", c.Namespace,
