@@ -246,10 +246,18 @@ func (l *leaseLog) history() []leaseState {
 }
 
 // checkHistory fails the test when the recorded history has a term with two
-// holders or a transition count that went back.
+// holders or a transition count that went back; it returns the history.
 func (l *leaseLog) checkHistory(t *testing.T) []leaseState {
 	t.Helper()
 	h := l.history()
+	checkStates(t, l.ns+"/"+l.name, h)
+	return h
+}
+
+// checkStates fails the test when a Lease's observed states have two holders
+// under one leaseTransitions value, or a leaseTransitions that went back.
+func checkStates(t *testing.T, lease string, h []leaseState) {
+	t.Helper()
 	holderOf := map[int32]string{}
 	var prev int32 = -1
 	for _, s := range h {
@@ -257,24 +265,26 @@ func (l *leaseLog) checkHistory(t *testing.T) []leaseState {
 			continue // released
 		}
 		if s.Transitions < prev {
-			t.Errorf("Lease %s/%s: leaseTransitions went back from %d to %d at version %s", l.ns, l.name, prev, s.Transitions, s.Version)
+			t.Errorf("Lease %s: leaseTransitions went back from %d to %d at version %s", lease, prev, s.Transitions, s.Version)
 		}
 		prev = s.Transitions
 		if h, ok := holderOf[s.Transitions]; ok && h != s.Holder {
-			t.Errorf("Lease %s/%s: transition %d has two holders, %s and %s", l.ns, l.name, s.Transitions, h, s.Holder)
+			t.Errorf("Lease %s: transition %d has two holders, %s and %s", lease, s.Transitions, h, s.Holder)
 		}
 		holderOf[s.Transitions] = s.Holder
 	}
-	return h
 }
 
-// watch lists and watches the one object name with watchFn, restarting the
-// watch when the server ends it, until ctx ends; the events come on the
-// channel, which is closed after ctx ended.
+// watch lists and watches the one object name (every object for "") with
+// watchFn, restarting the watch when the server ends it, until ctx ends; the
+// events come on the channel, which is closed after ctx ended.
 func (c *cluster) watch(t *testing.T, ctx context.Context, watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), name string) <-chan watch.Event {
 	t.Helper()
 	out := make(chan watch.Event, 64)
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	sel := ""
+	if name != "" {
+		sel = fields.OneTermEqualSelector("metadata.name", name).String()
+	}
 	go func() {
 		defer close(out)
 		rv := ""
