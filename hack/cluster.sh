@@ -216,7 +216,7 @@ start_control_plane() {
   start etcd "$bin/etcd" --name default --data-dir "$state/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$((etcd_port + 1))" --initial-advertise-peer-urls "http://127.0.0.1:$((etcd_port + 1))" \
-    --initial-cluster "default=http://127.0.0.1:$((etcd_port + 1))" --listen-metrics-urls ""
+    --initial-cluster "default=http://127.0.0.1:$((etcd_port + 1))"
   start kube-apiserver "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
     --advertise-address "$(node_ip)" --bind-address "$(node_ip)" --secure-port "$apiserver_port" \
     --cert-dir "$state/apiserver" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -286,6 +286,7 @@ healthzBindAddress: 127.0.0.1
 podCIDR: $pod_cidr
 resolvConf: /etc/resolv.conf
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
+podLogsDir: $state/pod-logs
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
@@ -437,6 +438,10 @@ down() {
     rm -f "$ns"
   done
   ip link delete "$bridge" 2>/dev/null || true
+  # libcni's cache of our network's results, and the kubelet's links to our
+  # containers' logs.
+  rm -f /var/lib/cni/results/baton-*
+  find /var/log/containers -maxdepth 1 -lname "$state/*" -delete 2>/dev/null || true
   delete_chains
   if [ -f "$state/ip_forward.before" ]; then
     cat "$state/ip_forward.before" >/proc/sys/net/ipv4/ip_forward
