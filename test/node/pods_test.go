@@ -107,19 +107,21 @@ func (c *cluster) fresh(t *testing.T, withDeployment, fence bool) {
 	c.waitServiceAccount(t)
 }
 
-// waitServiceAccount waits for the ServiceAccount's token to be issuable:
-// a pod created before the service account controller saw the namespace is
-// refused.
+// waitServiceAccount waits until the controller manager has set the namespace
+// up: its default ServiceAccount and the kube-root-ca.crt ConfigMap that
+// every pod's service account volume mounts.
 func (c *cluster) waitServiceAccount(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if _, err := c.cs.CoreV1().ServiceAccounts(ns).Get(context.Background(), "default", metav1.GetOptions{}); err == nil {
+		_, errSA := c.cs.CoreV1().ServiceAccounts(ns).Get(context.Background(), "default", metav1.GetOptions{})
+		_, errCA := c.cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "kube-root-ca.crt", metav1.GetOptions{})
+		if errSA == nil && errCA == nil {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatal("the namespace's default ServiceAccount was not created within 1m")
+	t.Fatal("the namespace's default ServiceAccount or kube-root-ca.crt not there within 1m: is kube-controller-manager running?")
 }
 
 // podOptions vary a pod of `baton run` from the shipped template.

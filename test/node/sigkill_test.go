@@ -46,13 +46,16 @@ func (c *cluster) killRounds(t *testing.T, deathSignal bool) {
 	lease.await(t, 2*time.Minute, "a holder", func(s leaseState) bool { return s.Holder != "" })
 	pods = append(pods, newPod())
 	var report, takeover stats
+	killed := map[string]bool{}
 	for i := range kills(t) {
+		cur, _, _ := lease.last()
+		killed[cur.Holder] = true
 		r, tk, holder := c.killLeader(t, lease, i)
 		report, takeover = append(report, r), append(takeover, tk)
 		// Replace every pod that was killed and does not lead now.
 		var keep []string
 		for _, p := range pods {
-			if p == holder || c.pod(t, p).Status.ContainerStatuses[0].RestartCount == 0 {
+			if p == holder || !killed[p] {
 				keep = append(keep, p)
 				continue
 			}
@@ -84,7 +87,7 @@ func (c *cluster) killLeader(t *testing.T, lease *leaseLog, round int) (report, 
 		t.Fatalf("the holder %s has no running container: %s", cur.Holder, describe(pod))
 	}
 	log := c.watchPod(t, ns, cur.Holder)
-	time.Sleep(500 * time.Millisecond) // the pod watch is established
+	log.await(t, 10*time.Second, "the pod watch", func(*corev1.Pod) bool { return true })
 	at := c.sigkill(t, id)
 	p, seen := log.await(t, time.Minute, "the kubelet's terminated status of "+cur.Holder, func(p *corev1.Pod) bool {
 		return terminatedRun(p, container, id) != nil
