@@ -23,7 +23,8 @@
 # kubelet (cgroupfs driver; cgroup v1 allowed with failCgroupV1: false), containerd
 # with its own socket and state (restrict_oom_score_adj = true: runc cannot set the
 # negative OOM score the kubelet asks for without CAP_SYS_RESOURCE) and kube-proxy
-# (iptables). Pods get addresses in 10.244.0.0/24 on the bridge baton0; a chain
+# (iptables). Pods get addresses in 10.244.0.0/24 on the bridge baton0, with
+# routes to the node's address and the Service range only (no default route); a chain
 # BATON-NODE drops what pods would send out of, or receive from, the machine's
 # other interfaces, so pod and Service traffic stays on the machine. The CNI
 # plugins from Debian do not enforce NetworkPolicy.
@@ -262,7 +263,8 @@ EOF
   "name": "baton",
   "plugins": [
     {"type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr"}]], "dataDir": "$state/cni/ipam"}},
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr"}]], "dataDir": "$state/cni/ipam",
+              "routes": [{"dst": "$(node_ip)/32"}, {"dst": "$service_cidr"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
