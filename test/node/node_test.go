@@ -419,9 +419,11 @@ func ready(pod *corev1.Pod) bool {
 	return false
 }
 
-// nonceOf is the nonce of the incarnation a Lease names ("" when none).
+// nonceOf is the nonce of the incarnation a Lease names ("" when none). The
+// annotation is the acquire time, a space, and the incarnation.
 func nonceOf(s leaseState) string {
-	inc, err := incarnation.Parse(s.Incarnation)
+	_, v, _ := strings.Cut(s.Incarnation, " ")
+	inc, err := incarnation.Parse(v)
 	if err != nil {
 		return ""
 	}

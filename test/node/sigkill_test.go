@@ -50,7 +50,10 @@ func (c *cluster) killRounds(t *testing.T, deathSignal bool) {
 	for i := range kills(t) {
 		cur, _, _ := lease.last()
 		killed[cur.Holder] = true
-		r, tk, holder := c.killLeader(t, lease, i)
+		// Space the kills: the new follower has seen a renewal of the term by a
+		// watch event (a term first seen on a list is not taken on a death).
+		time.Sleep(settle)
+		r, tk, holder := c.killLeader(t, lease, i, deathSignal)
 		report, takeover = append(report, r), append(takeover, tk)
 		// Replace every pod that was killed and does not lead now.
 		var keep []string
@@ -74,10 +77,15 @@ func (c *cluster) killRounds(t *testing.T, deathSignal bool) {
 	}
 }
 
+// settle is how long a kill waits after the follower turned Ready.
+const settle = 5 * time.Second
+
 // killLeader SIGKILLs the Lease holder's container and returns the times from
 // the kill to the kubelet's terminated status and to the next term, and the
-// next term's holder.
-func (c *cluster) killLeader(t *testing.T, lease *leaseLog, round int) (report, takeover time.Duration, holder string) {
+// next term's holder. With the death signal the terminated state must carry
+// the killed run's nonce line; when the next term took longer than 5s its
+// holder's log lines about the death signal are logged.
+func (c *cluster) killLeader(t *testing.T, lease *leaseLog, round int, deathSignal bool) (report, takeover time.Duration, holder string) {
 	t.Helper()
 	cur, _, _ := lease.last()
 	nonce := nonceOf(cur)
@@ -92,11 +100,19 @@ func (c *cluster) killLeader(t *testing.T, lease *leaseLog, round int) (report, 
 	p, seen := log.await(t, time.Minute, "the kubelet's terminated status of "+cur.Holder, func(p *corev1.Pod) bool {
 		return terminatedRun(p, container, id) != nil
 	})
-	checkTerminated(t, terminatedRun(p, container, id), nonce, "Error")
+	term := terminatedRun(p, container, id)
+	if deathSignal {
+		checkTerminated(t, term, nonce, "Error")
+	} else if term.ExitCode != exitSIGKILL {
+		t.Errorf("terminated: exit %d, want %d", term.ExitCode, exitSIGKILL)
+	}
 	nextTerm := lease.await(t, 2*time.Minute, "the next term", func(s leaseState) bool {
 		return s.Holder != "" && s.term() != cur.term()
 	})
 	report, takeover = seen.Sub(at), nextTerm.Seen.Sub(at)
+	if deathSignal && takeover > 5*time.Second {
+		c.logDeathLines(t, nextTerm.Holder)
+	}
 	t.Logf("kill %d: %s killed (term of %s); kubelet reported it terminated after %s; %s's term started after %s",
 		round, cur.Holder, cur.Acquired.Format(time.RFC3339), ms(report), nextTerm.Holder, ms(takeover))
 	return report, takeover, nextTerm.Holder
@@ -160,19 +176,21 @@ func TestRestartInPlaceKeepsLease(t *testing.T) {
 	first := lease.await(t, time.Minute, "restart-a leads", func(s leaseState) bool { return s.Holder == "restart-a" })
 	c.run(t, batonPod(t, "restart-b", opts))
 	// restart-a is killed and restarts in place; restart-b leads.
-	_, _, holder := c.killLeader(t, lease, 0)
+	time.Sleep(settle)
+	_, _, holder := c.killLeader(t, lease, 0, true)
 	if holder != "restart-b" {
 		t.Fatalf("after restart-a's kill the Lease is held by %s", holder)
 	}
-	a := c.awaitReady(t, "restart-a")
+	c.awaitReady(t, "restart-a")
+	time.Sleep(settle)
 	// restart-b is killed: restart-a's new run takes over, its pod still
 	// reporting the first run's termination.
-	_, _, holder = c.killLeader(t, lease, 1)
+	_, _, holder = c.killLeader(t, lease, 1, true)
 	if holder != "restart-a" {
 		t.Fatalf("after restart-b's kill the Lease is held by %s", holder)
 	}
 	cur, _, _ := lease.last()
-	a = c.pod(t, "restart-a")
+	a := c.pod(t, "restart-a")
 	last := a.Status.ContainerStatuses[0].LastTerminationState.Terminated
 	if last == nil || !strings.Contains(last.Message, "baton-incarnation:"+nonceOf(first)) || nonceOf(cur) == nonceOf(first) {
 		t.Fatalf("restart-a's lastState %+v does not carry the first run's nonce %s (now %s)", last, nonceOf(first), nonceOf(cur))
@@ -192,4 +210,20 @@ func TestRestartInPlaceKeepsLease(t *testing.T) {
 	lease.checkHistory(t)
 	c.deletePod(t, "restart-a")
 	c.deletePod(t, "restart-b")
+}
+
+// logDeathLines logs the lines of the pod's log about the death signal and
+// the lease.
+func (c *cluster) logDeathLines(t *testing.T, pod string) {
+	t.Helper()
+	raw, err := c.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	if err != nil {
+		t.Logf("the log of %s: %v", pod, err)
+		return
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.Contains(line, "death") || strings.Contains(line, "dead") || strings.Contains(line, "lease") || strings.Contains(line, "term") {
+			t.Logf("%s: %s", pod, line)
+		}
+	}
 }
