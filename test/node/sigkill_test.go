@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -77,8 +78,15 @@ func (c *cluster) killRounds(t *testing.T, deathSignal bool) {
 	}
 }
 
-// settle is how long a kill waits after the follower turned Ready.
-const settle = 5 * time.Second
+// settle is how long a kill waits after the follower turned Ready
+// (BATON_NODE_SETTLE overrides it, e.g. 0s to kill at once).
+var settle = 5 * time.Second
+
+func init() {
+	if v, err := time.ParseDuration(os.Getenv("BATON_NODE_SETTLE")); err == nil {
+		settle = v
+	}
+}
 
 // killLeader SIGKILLs the Lease holder's container and returns the times from
 // the kill to the kubelet's terminated status and to the next term, and the
