@@ -386,7 +386,7 @@ remove_containers() {
 kill_shims() {
   local p
   for p in /proc/[0-9]*; do
-    if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "-address $sock "; then
+    if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q -- "-address $sock "; then
       kill -KILL "${p#/proc/}" 2>/dev/null || true
     fi
   done
@@ -409,7 +409,7 @@ delete_chains() {
   for ipt in iptables ip6tables; do
     command -v $ipt >/dev/null || continue
     for table in filter nat mangle raw; do
-      $ipt -t $table -S 2>/dev/null | grep -E -- '^-A .* -j (KUBE-|CNI-|BATON-NODE)' | grep -Ev '^-A (KUBE-|CNI-|BATON-NODE)' |
+      { $ipt -t $table -S 2>/dev/null | grep -E -- '^-A .* -j (KUBE-|CNI-|BATON-NODE)' | grep -Ev '^-A (KUBE-|CNI-|BATON-NODE)' || true; } |
         while read -r rule; do
           eval "$ipt -t $table ${rule/-A/-D}" 2>/dev/null || true
         done
