@@ -282,15 +282,20 @@ func (c *cluster) rollingUpdate(t *testing.T, lease *leaseLog) stats {
 	}
 	c.awaitRollout(t)
 	var out stats
-	h := lease.history()
-	for i, s := range h {
-		if s.Holder == "" || !s.Seen.After(before.Seen) || i == 0 || h[i-1].term() == s.term() {
+	var prev leaseState // the last held state before s
+	for _, s := range lease.history() {
+		if s.Holder == "" {
+			continue // the release of a graceful stop
+		}
+		newTerm := prev.Holder != "" && prev.term() != s.term()
+		last := prev
+		prev = s
+		if !newTerm || !s.Seen.After(before.Seen) {
 			continue
 		}
-		prev := h[i-1].Holder
-		if at, ok := deleting.at(prev); ok {
+		if at, ok := deleting.at(last.Holder); ok {
 			out = append(out, s.Seen.Sub(at))
-			t.Logf("rolling update: %s marked for deletion; %s's term started %s later", prev, s.Holder, ms(s.Seen.Sub(at)))
+			t.Logf("rolling update: %s marked for deletion; %s's term started %s later", last.Holder, s.Holder, ms(s.Seen.Sub(at)))
 		}
 	}
 	if len(out) == 0 {
