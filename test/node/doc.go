@@ -50,18 +50,30 @@
 // # Figures
 //
 // Measured on 2026-12-04 on a 2-core VM shared with other builds (load 20 to
-// 30), kubelet v1.37.2, containerd 1.6.20, runc 1.1.5, lease 15s/10s/2s:
+// 30), kubelet v1.37.2, containerd 1.6.20, runc 1.1.5, the shipped lease
+// timings 15s/10s/2s; each kill 5s after the follower turned Ready:
 //
-//   - SIGKILL → the kubelet's terminated status: median 1.08s, max 2.17s (5
-//     kills; 0.88 to 1.83s over 15 kills in three runs).
-//   - SIGKILL → next term with the death signal: median 1.14s, max 2.21s (5
-//     kills, each 5s after the follower turned Ready). Killed at once after
-//     the follower turned Ready, 3 of 5 waited the lease out (14.8 to 15.0s).
-//   - SIGKILL → next term without it: median 14.56s, max 14.84s (5 kills).
+//   - SIGKILL → the kubelet's terminated status (seen on a watch): median
+//     0.96s, max 1.93s with the death signal; median 1.07s, max 1.27s without
+//     (5 kills each).
+//   - SIGKILL → next term with the death signal: median 1.01s, max 1.93s (5
+//     kills; 0.88 to 2.21s over 10 kills in two runs). Without it: median
+//     14.48s, max 15.00s (5 kills), the lease waited out.
 //   - OOM kill → OOMKilled status 1.29s, → next term 1.24s (from the
 //     process's disappearance on the host).
-//   - The envtest figures they replace: the benchmark's kubelet stand-in
-//     writes the status 500ms after the kill.
+//   - Graceful delete of the leader's pod → next term: median 169ms, max
+//     189ms (3 deletes); rolling update of the Deployment: one handover, 75ms
+//     from the leader's pod marked for deletion to the next term.
+//   - Sharded example, 30 shards, 60 objects: 3 → 5 replicas balanced and
+//     restamped in 4.1s, 5 → 2 in 15.6s; SIGKILL of a replica owning 15
+//     shards: each in a new term 1.68 to 2.25s later (median 2.22s), balanced
+//     again after its restart in 5.1s; rolling update balanced in 8.0s.
+//
+// These replace the envtest figures that rest on a stand-in kubelet writing
+// the status 500ms after the kill: the real kubelet reports in about a
+// second. A follower that turned Ready just before the kill did not always
+// take over on the death signal: killed at once, 3 of 5 kills waited the
+// lease out (14.8 to 15.0s). BATON_NODE_SETTLE=0s repeats that.
 //
 // # What it does not show
 //
