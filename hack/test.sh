@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh is the project's one test command: it builds the kube-apiserver and
 # etcd the integration tests need (once per machine, see testenv.sh), then runs
-# go vet and every test with the race detector.
+# go vet, staticcheck (hack/lint.sh) and every test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,7 @@ assets=$(hack/testenv.sh | tail -n 1)
 export KUBEBUILDER_ASSETS="$assets"
 
 go vet ./...
+hack/lint.sh
 # Why -p 4 on a 2-core machine: most packages wait on an API server or on
 # lease timings rather than compute (the whole run uses about a third of two
 # cores at the default -p 2), so four at a time keeps the suite near 4 minutes

@@ -22,10 +22,11 @@ type demoFlags struct {
 	live     string
 	logs     logFlags
 	logFile  string
+	fs       *flag.FlagSet // where the flags are registered (the names typed)
 }
 
 // demoFlagOf names the flag of each demo.Options field a flag sets, but
-// for the election's durations, which timingFlagOf names.
+// for the election's durations, which demoTimingFlags names.
 var demoFlagOf = map[string]string{
 	"Replicas":  "--replicas",
 	"Failovers": "--failovers",
@@ -46,6 +47,7 @@ func (d *demoFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.live, "live", "auto", "redraw a live view in place: auto (when stdout is a terminal), always or never")
 	fs.StringVar(&d.logFile, "log-file", "", "write the replicas' own logs to this file instead of stderr")
 	d.logs.register(fs, "off")
+	d.fs = fs
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: baton demo [flags]
 
@@ -64,11 +66,12 @@ under "go run" the go command reports "exit status 130" and exits 1 itself).
 // does not start.
 func (d *demoFlags) check(stdout io.Writer) []error {
 	var errs []error
+	timingFlag := timingBlame(d.fs, demoTimingFlags)
 	if err := d.o.Check(); err != nil {
 		for _, e := range unjoin(err) {
 			var oe *demo.OptionError
 			if errors.As(e, &oe) {
-				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], timingFlagOf[field], field) }))
+				e = errors.New(oe.Describe(func(field string) string { return cmp.Or(demoFlagOf[field], timingFlag(field)) }))
 			}
 			errs = append(errs, e)
 		}

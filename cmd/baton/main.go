@@ -75,6 +75,9 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK, true
 	case err != nil:
+		if hint := suggest(fs, err); hint != "" {
+			fmt.Fprintf(fs.Output(), "baton %s: %v%s\n", fs.Name(), err, hint)
+		}
 		return exitUsage, true
 	case fs.NArg() > 0:
 		fmt.Fprintf(fs.Output(), "baton %s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))

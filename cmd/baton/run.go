@@ -42,6 +42,12 @@ type runFlags struct {
 	debugOOMAfter time.Duration
 	// getenv reads the pod identity; nil is os.Getenv (tests set it).
 	getenv func(string) string
+	// fs is the flag set the flags are registered on, which tells the
+	// names the user typed.
+	fs *flag.FlagSet
+	// leaderElect is --leader-elect, kubebuilder's flag: baton run always
+	// elects, and refuses false.
+	leaderElect bool
 }
 
 func (r *runFlags) register(fs *flag.FlagSet) {
@@ -49,22 +55,25 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	fs.StringVar(&c.Identity, "identity", os.Getenv("POD_NAME"), "lease holder identity, unique per replica (default $POD_NAME)")
 	fs.StringVar(&c.Namespace, "namespace", cmp.Or(os.Getenv("POD_NAMESPACE"), "default"), "namespace of the configuration ConfigMap, the pods and the published ConfigMap ($POD_NAMESPACE when set)")
-	fs.StringVar(&c.LeaseNamespace, "lease-namespace", "", "namespace of the Lease (default: --namespace)")
-	fs.StringVar(&c.LeaseName, "lease-name", app.DefaultLeaseName, "name of the Lease")
+	fs.StringVar(&c.LeaseNamespace, "leader-elect-resource-namespace", "", "namespace of the Lease (default: --namespace)")
+	fs.StringVar(&c.LeaseName, "leader-elect-resource-name", app.DefaultLeaseName, "name of the Lease")
+	fs.BoolVar(&r.leaderElect, "leader-elect", true, "run the leader election (baton run always does; false is refused)")
 	fs.StringVar(&c.ConfigMap, "config-configmap", app.DefaultConfigName, "ConfigMap holding the controller's configuration")
 	fs.StringVar(&c.ConfigKey, "config-key", "config.yaml", "key of the configuration in that ConfigMap")
 	fs.StringVar(&c.PodSelector, "pod-selector", "app=haproxy", "label selector of the target pods")
 	fs.StringVar(&c.PublishedConfigMap, "published-configmap", app.DefaultPublishedName, "ConfigMap the leader publishes to")
-	fs.StringVar(&r.metrics, "metrics-addr", "127.0.0.1:8080", "address serving /metrics, /healthz and /readyz, without authentication (localhost by default; widen it only behind a NetworkPolicy); off when empty")
-	fs.StringVar(&r.probes, "probe-addr", "", "address serving /healthz and /readyz for the kubelet, status code and a word only (e.g. :8081 in a pod); off when empty")
-	fs.DurationVar(&c.LeaseDuration, "lease-duration", k8sle.DefaultLeaseDuration, "lease duration")
-	fs.DurationVar(&c.RenewDeadline, "renew-deadline", k8sle.DefaultRenewDeadline, "renew deadline (below the lease duration)")
-	fs.DurationVar(&c.RetryPeriod, "retry-period", k8sle.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
+	fs.StringVar(&r.metrics, "metrics-bind-address", "127.0.0.1:8080", "address serving /metrics, /healthz and /readyz, without authentication (localhost by default; widen it only behind a NetworkPolicy); off when empty")
+	fs.StringVar(&r.probes, "health-probe-bind-address", "", "address serving /healthz and /readyz for the kubelet, status code and a word only (e.g. :8081 in a pod); off when empty")
+	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", k8sle.DefaultLeaseDuration, "lease duration")
+	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", k8sle.DefaultRenewDeadline, "renew deadline (below the lease duration)")
+	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", k8sle.DefaultRetryPeriod, "retry period (renew deadline above 1.2 × this)")
 	r.deathSignal.v = true
 	fs.Var(&r.deathSignal, "death-signal", "in a pod, take the lease at once when the kubelet reports the leader's container terminated, instead of waiting the lease out (needs POD_NAMESPACE, POD_NAME, POD_UID and CONTAINER_NAME; off outside a pod, and off with a warning when some are missing unless the flag is given)")
 	fs.StringVar(&r.terminationLog, "termination-message-path", incarnation.DefaultTerminationLog, "the container's terminationMessagePath, where the death signal writes this run's nonce (nothing else may overwrite it)")
 	fs.DurationVar(&r.debugOOMAfter, "debug-oom-after", 0, "for tests only: this long after the start, allocate memory until the container's memory limit kills the process (0: off)")
 	r.logs.register(fs, "info")
+	addAliases(fs)
+	r.fs = fs
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: baton run [flags]\n\nRuns one replica of the controller against a Kubernetes cluster. SIGTERM or SIGINT\nstops it gracefully: leader work stops, then the lease is released.\n\n")
 		fs.PrintDefaults()
@@ -77,19 +86,23 @@ func (r *runFlags) check() []error {
 	c := &r.c
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	named := flagNamer(r.fs)
+	if !r.leaderElect {
+		bad("%s=false: baton run runs its leader-only work only in a term of the Lease; drop the flag", named("leader-elect"))
+	}
 	if c.Identity == "" {
 		bad("--identity is empty and $POD_NAME is not set: each replica needs a unique identity")
 	}
 	namespaces := []struct{ flag, v string }{{"--namespace", c.Namespace}}
 	if c.LeaseNamespace != "" { // "" means --namespace
-		namespaces = append(namespaces, struct{ flag, v string }{"--lease-namespace", c.LeaseNamespace})
+		namespaces = append(namespaces, struct{ flag, v string }{named("leader-elect-resource-namespace"), c.LeaseNamespace})
 	}
 	for _, ns := range namespaces {
 		if msgs := validation.IsDNS1123Label(ns.v); len(msgs) > 0 {
 			bad("%s %q: %s", ns.flag, ns.v, strings.Join(msgs, "; "))
 		}
 	}
-	for _, n := range []struct{ flag, v string }{{"--lease-name", c.LeaseName}, {"--config-configmap", c.ConfigMap}, {"--published-configmap", c.PublishedConfigMap}} {
+	for _, n := range []struct{ flag, v string }{{named("leader-elect-resource-name"), c.LeaseName}, {"--config-configmap", c.ConfigMap}, {"--published-configmap", c.PublishedConfigMap}} {
 		if msgs := validation.IsDNS1123Subdomain(n.v); len(msgs) > 0 {
 			bad("%s %q: %s", n.flag, n.v, strings.Join(msgs, "; "))
 		}
@@ -102,11 +115,12 @@ func (r *runFlags) check() []error {
 	} else if _, err := labels.Parse(c.PodSelector); err != nil {
 		bad("--pod-selector %q: %v", c.PodSelector, err)
 	}
-	errs = append(errs, checkTimings(c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)...)
+	errs = append(errs, checkTimings(c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, timingBlame(r.fs, runTimingFlags))...)
 	if r.debugOOMAfter < 0 {
 		bad("--debug-oom-after %v: want 0 (off) or a positive duration", r.debugOOMAfter)
 	}
-	for _, a := range []struct{ flag, v string }{{"--metrics-addr", r.metrics}, {"--probe-addr", r.probes}} {
+	metricsFlag, probesFlag := named("metrics-bind-address"), named("health-probe-bind-address")
+	for _, a := range []struct{ flag, v string }{{metricsFlag, r.metrics}, {probesFlag, r.probes}} {
 		if a.v == "" {
 			continue
 		}
@@ -115,7 +129,7 @@ func (r *runFlags) check() []error {
 		}
 	}
 	if r.metrics != "" && r.metrics == r.probes {
-		bad("--probe-addr %q is also --metrics-addr: give the probes their own address, or leave --probe-addr empty (the metrics address serves the probes too)", r.probes)
+		bad("%s %q is also %s: give the probes their own address, or leave %s empty (the metrics address serves the probes too)", probesFlag, r.probes, metricsFlag, probesFlag)
 	}
 	if _, err := r.logs.logger(io.Discard); err != nil {
 		errs = append(errs, err)
@@ -123,17 +137,25 @@ func (r *runFlags) check() []error {
 	return errs
 }
 
-// timingFlagOf names the flag of each election duration, by its
-// k8sle.ConfigError.Field (the demo's options use the same names).
-var timingFlagOf = map[string]string{
-	"LeaseDuration": "--lease-duration",
-	"RenewDeadline": "--renew-deadline",
-	"RetryPeriod":   "--retry-period",
-}
+// runTimingFlags and demoTimingFlags name the flag of each election
+// duration, by its k8sle.ConfigError.Field (the demo's options use the same
+// field names).
+var (
+	runTimingFlags = map[string]string{
+		"LeaseDuration": "leader-elect-lease-duration",
+		"RenewDeadline": "leader-elect-renew-deadline",
+		"RetryPeriod":   "leader-elect-retry-period",
+	}
+	demoTimingFlags = map[string]string{
+		"LeaseDuration": "lease-duration",
+		"RenewDeadline": "renew-deadline",
+		"RetryPeriod":   "retry-period",
+	}
+)
 
 // checkTimings checks the election's timing flags with the election's own
-// check; each error names its flag.
-func checkTimings(lease, renew, retry time.Duration) []error {
+// check; each error names the flag flagOf gives for its field.
+func checkTimings(lease, renew, retry time.Duration, flagOf func(field string) string) []error {
 	err := k8sle.CheckDurations(lease, renew, retry)
 	if err == nil {
 		return nil
@@ -142,7 +164,7 @@ func checkTimings(lease, renew, retry time.Duration) []error {
 	for _, e := range unjoin(err) {
 		var ce *k8sle.ConfigError
 		if errors.As(e, &ce) {
-			e = fmt.Errorf("%s: %s", cmp.Or(timingFlagOf[ce.Field], ce.Field), ce.Reason)
+			e = fmt.Errorf("%s: %s", flagOf(ce.Field), ce.Reason)
 		}
 		errs = append(errs, e)
 	}
@@ -171,7 +193,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer deaths.Wait()
 	}
 	if rf.metrics != "" {
-		stop, err := serveRun("--metrics-addr", "serving metrics", rf.metrics, r.Handler(), logger)
+		stop, err := serveRun(flagNamer(rf.fs)("metrics-bind-address"), "serving metrics", rf.metrics, r.Handler(), logger)
 		if err != nil {
 			r.Close()
 			return usageErrors(stderr, "run", []error{err})
@@ -179,7 +201,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer stop()
 	}
 	if rf.probes != "" {
-		stop, err := serveRun("--probe-addr", "serving probes", rf.probes, probeHandler(r.Healthy, r.Ready), logger)
+		stop, err := serveRun(flagNamer(rf.fs)("health-probe-bind-address"), "serving probes", rf.probes, probeHandler(r.Healthy, r.Ready), logger)
 		if err != nil {
 			r.Close()
 			return usageErrors(stderr, "run", []error{err})

@@ -91,3 +91,33 @@ func TestProbeHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFlagNames: baton run takes the flag names of kubebuilder and
+// component-base, and keeps its old names as aliases of the same values.
+func TestRunFlagNames(t *testing.T) {
+	for _, name := range []string{"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline",
+		"leader-elect-retry-period", "leader-elect-resource-name", "leader-elect-resource-namespace",
+		"metrics-bind-address", "health-probe-bind-address"} {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		var rf runFlags
+		rf.register(fs)
+		if fs.Lookup(name) == nil {
+			t.Errorf("no --%s", name)
+		}
+	}
+	for old, name := range aliasOf {
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		var rf runFlags
+		rf.register(fs)
+		value := map[string]string{"lease-duration": "20s", "renew-deadline": "5s", "retry-period": "1s"}[old]
+		if value == "" {
+			value = "x-" + old
+		}
+		if err := fs.Parse([]string{"--" + old + "=" + value}); err != nil {
+			t.Fatal(err)
+		}
+		if got := fs.Lookup(name).Value.String(); got != value {
+			t.Errorf("--%s=%s: --%s is %q", old, value, name, got)
+		}
+	}
+}

@@ -118,15 +118,13 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Runtime, error) {
 		}
 		return reqs
 	})
-	err = rt.AddController(batoncr.Controller{
-		Name:       "mirror",
-		Reconciler: &Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil), Source: cfg.Source},
-		Watches: []batoncr.Watch{
-			{Object: &corev1.Namespace{}},
-			{Object: &corev1.ConfigMap{}, Handler: all}, // the source, and copies edited by hand
-		},
-	})
-	return mgr, rt, err
+	// The builder of controller-runtime, from Baton's package: a leader-only controller.
+	err = batoncr.NewControllerManagedBy(rt.Manager()).
+		For(&corev1.Namespace{}).
+		Watches(&corev1.ConfigMap{}, all). // the source, and copies edited by hand
+		Named("mirror").
+		Complete(&Mirror{Reader: mgr.GetCache(), Writer: rt.FencedClient(nil), Source: cfg.Source})
+	return rt.Manager(), rt, err
 }
 
 func main() {

@@ -40,6 +40,7 @@ import (
 
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Label marks the ConfigMaps the controller reconciles; the manager caches no others.
@@ -61,7 +62,7 @@ type Stamper struct {
 // Reconcile is called only for ConfigMaps of the shards this replica leads, under a
 // context that carries the shard and its term and ends when the shard moves.
 func (s *Stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	st, _ := sharding.ShardTermFromContext(ctx)
+	st, _ := sharding.ShardTermOf(termctx.Get(ctx))
 	logger := log.FromContext(ctx).WithValues("term", st.Term) // it names the object and the shard
 	var cm corev1.ConfigMap
 	if err := s.Reader.Get(ctx, req.NamespacedName, &cm); err != nil {
@@ -125,16 +126,18 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Sharded, error) {
 	}
 	ring := cfg.Ring // its Leases: sharded-shard-<i>, sharded-member-<identity>
 	ring.Name, ring.Namespace = "sharded", cfg.LeaseNamespace
-	h, err := rt.AddShardedController(batoncr.ShardedController{
-		Name:       "stamper",
-		For:        &corev1.ConfigMap{},
-		Reconciler: &Stamper{Identity: rt.Identity(), Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)},
-		Sharding:   ring,
-	})
+	// The builder of controller-runtime, from Baton's package: a sharded controller.
+	h, err := batoncr.NewControllerManagedBy(rt.Manager()).
+		For(&corev1.ConfigMap{}).
+		Named("stamper").
+		Sharded(ring).
+		Build(&Stamper{Identity: rt.Identity(), Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
 	if err != nil {
 		return nil, nil, err
 	}
 	logger := mgr.GetLogger().WithName("shards").WithValues("identity", rt.Identity())
+	// On the manager itself, which runs it on every replica (rt.Manager() would
+	// refuse a RunnableFunc: the manager runs those as leader-only work).
 	err = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		logShards(ctx, h, logger)
 		return nil

@@ -132,6 +132,10 @@ func TestRunPasses(t *testing.T) {
 			} else if f.FaultTerm != f.OldTerm {
 				t.Errorf("%s failover: fault term %d, handed over from %d", f.Fault, f.FaultTerm, f.OldTerm)
 			}
+			// The crash says its kubelet is quicker than a real one.
+			if f.Fault == demo.FaultCrash && !strings.Contains(out.String(), "this demo's kubelet reports at once") {
+				t.Errorf("the crash step does not say that its kubelet reports at once, unlike a real one")
+			}
 		}
 		checkPausesEnd(t, rep)
 		// Terms: at least the first one and one per failover, each ended.

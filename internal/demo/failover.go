@@ -107,7 +107,7 @@ func (r *failoverRun) fault() string {
 		e.view.logf("failover %d: pausing %s (term %d) for %v: its store calls hang", f.N, old.id, r.oldTerm, o.LeaseDuration+o.RenewDeadline)
 		old.gate.pause()
 	case FaultCrash:
-		e.view.logf("failover %d: crashing %s (term %d): its stores fail from now on; the lease is left held, and the kubelet reports once the process is over", f.N, old.id, r.oldTerm)
+		e.view.logf("failover %d: crashing %s (term %d): its stores fail from now on; the lease is left held, and the kubelet reports once the process is over (this demo's kubelet reports at once; a real one reports at its next pod status sync, about a second or more later, and the takeover waits for that report)", f.N, old.id, r.oldTerm)
 		old.kill()
 		// kill returned once the replica's Run did: its elector and
 		// components are over, as a process is when its kubelet sees the
@@ -115,6 +115,8 @@ func (r *failoverRun) fault() string {
 		f.ReportAt = e.kubelet.terminated(old.pod, 137)
 		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkCrash, Replica: old.id, Term: r.oldTerm,
 			Text: fmt.Sprintf("crashed; the kubelet reported its container terminated %v later", round(f.ReportAt.Sub(f.FaultAt)))})
+		e.rec.mark(Mark{At: f.ReportAt, Kind: MarkReport, Replica: old.id, Term: r.oldTerm,
+			Text: "the kubelet reported the container terminated (this demo's kubelet at once)"})
 		e.view.logf("failover %d: kubelet: %s's container terminated (incarnation %s…), %v after the crash", f.N, old.id, old.pod.Nonce[:8], round(f.ReportAt.Sub(f.FaultAt)))
 	case FaultRelease:
 		e.rec.mark(Mark{At: f.FaultAt, Kind: MarkRelease, Replica: old.id, Term: r.oldTerm, Text: "released"})

@@ -102,7 +102,7 @@ func (r *failoverRun) hang() string {
 	}
 	r.checkStuck(stuckTerm)
 	f.FaultAt, r.oldTerm, f.OldTerm = time.Now(), stuckTerm, stuckTerm
-	e.rec.mark(Mark{At: f.FaultAt, Kind: MarkRelease, Replica: old.id, Term: stuckTerm, Text: "leads without " + StallComponent})
+	e.rec.mark(Mark{At: f.FaultAt, Kind: MarkStall, Replica: old.id, Term: stuckTerm, Text: "leads without " + StallComponent})
 	e.view.logf("failover %d: %s leads term %d without %q: unhealthy; it must resign after %v",
 		f.N, old.id, stuckTerm, StallComponent, o.stepDownGrace())
 	return ""

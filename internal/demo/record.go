@@ -66,6 +66,8 @@ const (
 	MarkPause    = "pause"
 	MarkResume   = "resume"
 	MarkRelease  = "release"
+	MarkStall    = "stall"  // a replica leads without a leader-only component
+	MarkReport   = "report" // the kubelet reported a container terminated
 	MarkRestart  = "restart"
 	MarkConfig   = "config"
 	MarkInvalid  = "invalid"

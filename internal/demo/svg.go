@@ -56,7 +56,10 @@ type svg struct {
 }
 
 func newSVG(r *Report) *svg {
-	s := &svg{r: r, rows: append([]string{"world"}, r.Replicas...), end: r.Duration}
+	// The axis runs a sixteenth past the run's end: a run stops right after its
+	// last hand-over, and the last term (a sliver at that scale) and its label
+	// need room after it.
+	s := &svg{r: r, rows: append([]string{"world"}, r.Replicas...), end: r.Duration + r.Duration/16}
 	if s.end <= 0 {
 		s.end = time.Second
 	}
@@ -145,10 +148,15 @@ func (s *svg) term(i int, t TermRecord) {
 	}
 	s.p(`<rect x="%.1f" y="%.1f" width="%.1f" height="%d" rx="3" fill="%s"><title>%s</title></rect>`+"\n",
 		x0, y, wd, svgBarH, termColors[i%len(termColors)], esc(title))
-	// The label goes inside a bar wide enough for it, else just after it.
-	if wd > 34 {
+	// The label goes inside a bar wide enough for it, else just after it, or
+	// just before it where after it would leave the drawing.
+	label := fmt.Sprintf("t%d", t.Term)
+	switch {
+	case wd > 34:
 		s.p(`<text x="%.1f" y="%.1f" fill="white" font-weight="bold">t%d</text>`+"\n", x0+4, y+svgBarH/2+4, t.Term)
-	} else {
+	case x0+wd+2+labelWidth(label) > svgWidth:
+		s.p(`<text x="%.1f" y="%.1f" fill="#333" font-size="10" font-weight="bold" text-anchor="end">t%d</text>`+"\n", x0-2, y+svgBarH/2+4, t.Term)
+	default:
 		s.p(`<text x="%.1f" y="%.1f" fill="#333" font-size="10" font-weight="bold">t%d</text>`+"\n", x0+wd+2, y+svgBarH/2+4, t.Term)
 	}
 	// The marks of a term's start are simultaneous at this scale: the ready
@@ -176,11 +184,12 @@ func (s *svg) mark(m Mark) {
 	esc := html.EscapeString
 	mx := s.x(m.At)
 	switch m.Kind {
-	case MarkKill, MarkCrash, MarkRelease, MarkRestart, MarkResume:
+	case MarkKill, MarkCrash, MarkRelease, MarkStall, MarkRestart, MarkResume, MarkReport:
 		g := glyphs[m.Kind]
 		y := s.rowY(m.Replica) + 12
-		if m.Kind == MarkRestart {
-			y += svgRowH - 16 // below, where it does not cover a release at the same moment
+		if m.Kind == MarkRestart || m.Kind == MarkReport {
+			// Below, where it does not cover a release or the crash at the same moment.
+			y += svgRowH - 16
 		}
 		s.p(`<text x="%.1f" y="%.1f" text-anchor="middle" font-size="15" fill="%s">%s<title>%s %s at %s</title></text>`+"\n",
 			mx, y, g.color, g.sym, esc(m.Replica), esc(m.Text), secs(m.At, s.r.Started))
@@ -198,7 +207,7 @@ func (s *svg) mark(m Mark) {
 	}
 }
 
-// legendItems are the legend's entries, in two lines of five.
+// legendItems are the legend's entries, in two lines of six.
 var legendItems = []struct{ shape, text string }{
 	{`<rect x="0" y="-9" width="22" height="12" rx="2" fill="#4e79a7"/>`, "term (one colour each)"},
 	{`<line x1="11" y1="-10" x2="11" y2="-1" stroke="#1f4e99" stroke-width="2"/>`, "replays ran"},
@@ -207,6 +216,8 @@ var legendItems = []struct{ shape, text string }{
 	{`<text x="11" y="0" text-anchor="middle" font-size="15" fill="#d62728">✕</text>`, "kill (purple: crash, reported)"},
 	{`<rect x="0" y="-10" width="22" height="13" fill="#bbb" fill-opacity="0.45" stroke="#888" stroke-dasharray="3,2"/>`, "paused"},
 	{`<text x="11" y="0" text-anchor="middle" font-size="15">⏏</text>`, "release"},
+	{`<text x="11" y="0" text-anchor="middle" font-size="15" fill="#9467bd">⚑</text>`, "kubelet's report"},
+	{`<text x="11" y="0" text-anchor="middle" font-size="15" fill="#e15759">⚠</text>`, "leads without a component"},
 	{`<text x="11" y="0" text-anchor="middle" font-size="15">↻</text>`, "restart"},
 	{`<path d="M11 -9 l5 5 l-5 5 l-5 -5 z" fill="#1f77b4"/>`, "config change (red: invalid)"},
 	{`<path d="M11 -9 l5 5 l-5 5 l-5 -5 z" fill="#2ca02c"/>`, "pods change"},
@@ -215,7 +226,7 @@ var legendItems = []struct{ shape, text string }{
 func (s *svg) legend() {
 	lx, ly := float64(svgLeft), s.axisY+40
 	for i, it := range legendItems {
-		if i == 5 {
+		if i == 6 {
 			lx, ly = svgLeft, ly+24
 		}
 		s.p(`<g transform="translate(%.1f %.1f)">%s<text x="28" y="0">%s</text></g>`+"\n", lx, ly, it.shape, html.EscapeString(it.text))
@@ -228,6 +239,8 @@ var glyphs = map[string]struct{ sym, color string }{
 	MarkKill:    {"✕", "#d62728"},
 	MarkCrash:   {"✕", "#9467bd"},
 	MarkRelease: {"⏏", "#444"},
+	MarkStall:   {"⚠", "#e15759"},
+	MarkReport:  {"⚑", "#9467bd"},
 	MarkRestart: {"↻", "#444"},
 	MarkResume:  {"▶", "#444"},
 }
@@ -243,5 +256,8 @@ func tickStep(end time.Duration) time.Duration {
 	}
 	return 5 * time.Minute
 }
+
+// labelWidth is about how wide a term's label is drawn at font size 10.
+func labelWidth(label string) float64 { return 7 * float64(len(label)) }
 
 func secs(t, start time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(start).Seconds()) }

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +25,7 @@ var core = []string{
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
 	"pkg/termctx",
+	"pkg/fence",
 	"pkg/integration/...",
 	"pkg/batontest",
 }
@@ -55,10 +54,7 @@ type graph map[string][]string
 // returns the import graph of everything listed, test files excluded.
 func goList(t *testing.T, patterns ...string) graph {
 	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	gobin := goBinary(t)
 	args := []string{"list", "-deps", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}"}
 	for _, p := range patterns {
 		args = append(args, module+"/"+p)
@@ -165,10 +161,7 @@ func TestExamplesUseOnlyTheCore(t *testing.T) {
 // TestExamplesTestsUseOnlyPublicPackages: a user copies an example with its test, so
 // the tests import nothing internal to this module either.
 func TestExamplesTestsUseOnlyPublicPackages(t *testing.T) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
+	gobin := goBinary(t)
 	out, err := exec.Command(gobin, "list", "-f", "{{.ImportPath}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", module+"/examples/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -256,4 +249,15 @@ func Example_chain() {
 	}
 	fmt.Println(chain(parent, module+"/pkg/controller/config"))
 	// Output: pkg/controller/lifecycle -> pkg/controller/events -> pkg/controller/config
+}
+
+// goBinary returns the go command the test lists packages with: the one on
+// PATH, the one that runs the tests.
+func goBinary(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the layout tests list packages with the go command, which is not on PATH: %v", err)
+	}
+	return gobin
 }

@@ -22,7 +22,42 @@
 // in flight so that r.Switch.Heal() delivers them after the next leader wrote, and
 // r.Stop(t) stops it gracefully, as SIGTERM does. [WaitFor] waits for what the
 // replicas do on their own, and [WatchStamps] fails the test if a term stamp on any
-// ConfigMap ever goes back.
+// ConfigMap ever goes back; [WatchStampsOf] does the same for any kind, custom
+// resources included.
+//
+// # Custom resources
+//
+// [WithCRDs] installs the CustomResourceDefinitions of a directory (a kubebuilder
+// project's config/crd/bases) before [StartEnv] returns, and waits until the API
+// server serves them; [WithCRDInstallOptions] takes envtest's CRDInstallOptions
+// whole:
+//
+//	env := batontest.StartEnv(t, batontest.WithCRDs(filepath.Join("..", "..", "config", "crd", "bases")))
+//	monitor := batontest.WatchStampsOf(t, env.Config(), myv1.GroupVersion.WithKind("Widget"), controllerruntime.TermAnnotation)
+//
+// # Ginkgo
+//
+// Every function of the kit takes a testing.TB, and Ginkgo's GinkgoTB() is one
+// (Ginkgo v2.13 and later): pass it where a plain test passes t. Its Cleanup is
+// Ginkgo's DeferCleanup, so what the kit starts in a BeforeAll (or BeforeSuite) is
+// stopped after the container's (or suite's) last spec, and a failure fails the
+// spec. In a kubebuilder project's suite_test.go, in place of envtest.Environment:
+//
+//	var env *batontest.Env
+//
+//	var _ = BeforeSuite(func() {
+//		env = batontest.StartEnv(GinkgoTB(), batontest.WithCRDs(filepath.Join("..", "..", "config", "crd", "bases")))
+//	})
+//
+//	var _ = Describe("the controller", func() {
+//		It("fails over", func() {
+//			rs := batontest.NewReplicas(GinkgoTB(), 3, env.Config())
+//			// build and Run the replicas as above, with GinkgoTB() for t
+//		})
+//	})
+//
+// ginkgo_test.go runs such a suite. The wrapper does not implement testing.TB's
+// ArtifactDir (Go 1.26), which the kit never calls.
 //
 // # Finding the binaries
 //

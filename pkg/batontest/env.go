@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -26,6 +28,8 @@ const (
 
 // Env is a running etcd and kube-apiserver: a real API server for a test.
 type Env struct {
+	// crds are the CustomResourceDefinitions installed at start.
+	crds      []*apiextensionsv1.CustomResourceDefinition
 	config    *rest.Config
 	clientset kubernetes.Interface
 	// kubeconfig is a kubeconfig file's content for the admin user.
@@ -43,10 +47,11 @@ type Env struct {
 }
 
 // StartEnv starts etcd and kube-apiserver for t, registers t.Cleanup to stop
-// them, and fails t (never skips) when they cannot be started.
-func StartEnv(t testing.TB) *Env {
+// them, and fails t (never skips) when they cannot be started. t may be a
+// *testing.T, a *testing.B, or Ginkgo's GinkgoTB() (see the package doc).
+func StartEnv(t testing.TB, opts ...EnvOption) *Env {
 	t.Helper()
-	e, err := NewEnv()
+	e, err := NewEnv(opts...)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -61,7 +66,14 @@ func StartEnv(t testing.TB) *Env {
 // NewEnv starts etcd and kube-apiserver. The caller must call [Env.Close]. It
 // is meant for TestMain, to share one API server between a package's tests;
 // a test of its own uses [StartEnv].
-func NewEnv() (*Env, error) {
+func NewEnv(opts ...EnvOption) (*Env, error) {
+	var o envOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -82,6 +94,7 @@ func NewEnv() (*Env, error) {
 		// server per package, several at once) kube-apiserver can take over
 		// envtest's default 20s to get ready.
 		ControlPlaneStartTimeout: 90 * time.Second,
+		CRDInstallOptions:        o.crds,
 	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = filepath.Join(dir, "kube-apiserver")
@@ -103,6 +116,7 @@ func NewEnv() (*Env, error) {
 		return nil, fmt.Errorf("batontest: clientset: %w", err)
 	}
 	return &Env{
+		crds:       env.CRDs,
 		config:     cfg,
 		clientset:  cs,
 		kubeconfig: env.KubeConfig,
@@ -170,6 +184,9 @@ func checkBinaries(dir string) error {
 	}
 	return nil
 }
+
+// CRDs returns the CustomResourceDefinitions installed at start ([WithCRDs]).
+func (e *Env) CRDs() []*apiextensionsv1.CustomResourceDefinition { return slices.Clone(e.crds) }
 
 // Config returns a copy of the admin user's REST config.
 func (e *Env) Config() *rest.Config { return rest.CopyConfig(e.config) }

@@ -520,8 +520,8 @@ func (c *typeCounts) load() (v [3]uint64) {
 // them, and the Publish calls alone (a Republish may be refused by a
 // route that has newer state).
 type publishCounts struct {
-	begun, ended, published, queued typeCounts
-	publishBegun, publishEnded      typeCounts
+	begun, ended, queued       typeCounts
+	publishBegun, publishEnded typeCounts
 }
 
 // leaveSub is a subscription of the concurrent test.

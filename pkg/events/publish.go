@@ -78,7 +78,7 @@ func (b *EventBus) publishSlow(e Event, seq uint64, replay bool) int {
 	// Log the first drop of a type and then at powers of two.
 	if total > 0 && total&(total-1) == 0 {
 		b.logger.Warn("event bus not started and its buffer is full; held event dropped",
-			"type", dropped, "capacity", b.capacity, "dropped_total", total)
+			"type", dropped, "capacity", b.capacity, "droppedTotal", total)
 	}
 	return 0
 }
@@ -209,7 +209,7 @@ func (b *EventBus) reportDrop(s *subscription, d Drop) {
 	// never reads cannot flood the log.
 	if d.Total&(d.Total-1) == 0 {
 		b.logger.Warn("critical subscriber buffer full, event dropped",
-			"subscriber", d.Subscriber, "type", d.EventType, "dropped_total", d.Total)
+			"subscriber", d.Subscriber, "type", d.EventType, "droppedTotal", d.Total)
 	}
 	s.cfg.onDrop(d)
 }

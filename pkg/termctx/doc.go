@@ -3,15 +3,32 @@
 //
 // # Usage
 //
-// The elector (pkg/k8s/leaderelection) stamps the context of each term it
-// leads, and the controller runtime (pkg/controller/lifecycle) stamps the
-// context of each term it runs; a leader-only component reads the term it
-// runs in, to fence its writes with:
+// A leader-only component reads the term it runs in, to fence its writes with:
 //
-//	term, ok := termctx.FromContext(ctx)
+//	term, ok := termctx.Get(ctx)  // the Lease, the shard, the number, the token
+//	n, ok := termctx.FromContext(ctx) // the number alone
+//	if err := termctx.Err(ctx); err != nil { ... } // the term is over
+//
+// # The model
+//
+// A term is one term of a Lease: the Lease (namespace and name), the term
+// number (the fencing token compared in process) and the token that names
+// the term on the Lease itself (holder and acquireTime, for a fence the API
+// server applies). A single leader's term is the one-shard case of a ring's
+// shard term: Shard and Shards are 0.
+//
+// The elector (pkg/k8s/leaderelection) stamps the context of each term it
+// leads with all of it; the sharder (pkg/k8s/sharding) adds the shard to
+// its shard electors' terms; the controller runtime (pkg/controller/lifecycle)
+// stamps the context of each term it runs with its source's term (the
+// elector's), or with the number alone when it has no source. The
+// controller-runtime integration's fenced client reads all of it from here.
 //
 // A context derived from a stamped one carries the same term; a term
-// stamped later, on a derived context, shadows it.
+// stamped later, on a derived context, shadows it. Err asks the context the
+// term was stamped on, at the call, so an end that context reports by a
+// clock of its own (an elector's renew deadline) is seen through contexts
+// derived from it before any cancellation reached them.
 //
 // # Layers
 //

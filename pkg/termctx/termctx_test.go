@@ -2,8 +2,10 @@ package termctx_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/baton-dev/baton/pkg/termctx"
 )
@@ -68,4 +70,67 @@ func TestStampedContext(t *testing.T) {
 	if ctx.Err() != context.Canceled || context.Cause(child) != cause {
 		t.Errorf("Err %v, child's cause %v", ctx.Err(), context.Cause(child))
 	}
+}
+
+// TestGetAndErr: Get gives the whole term, through derived contexts; Err is nil while
+// the context the term was stamped on runs, its cause once it ended (also asked
+// through a context derived from a later, unrelated value), and ErrNoTerm without one.
+func TestGetAndErr(t *testing.T) {
+	term := termctx.Term{Lease: termctx.Lease{Namespace: "ns", Name: "ring-shard-3"}, Shard: 3, Shards: 8, Number: 42,
+		Token: termctx.Token{Holder: "a", Acquired: time.Unix(1, 0)}}
+	parent, cancel := context.WithCancelCause(context.Background())
+	ctx := termctx.With(parent, term)
+	derived := context.WithValue(ctx, struct{}{}, 1)
+	if got, ok := termctx.Get(derived); !ok || got != term || !got.Sharded() {
+		t.Fatalf("Get = %+v, %v; want %+v, sharded", got, ok, term)
+	}
+	if n, ok := termctx.FromContext(derived); !ok || n != 42 {
+		t.Errorf("FromContext = %d, %v; want 42", n, ok)
+	}
+	if err := termctx.Err(derived); err != nil {
+		t.Errorf("Err of a running term: %v", err)
+	}
+	over := errors.New("lease lost")
+	cancel(over)
+	if err := termctx.Err(derived); err != over {
+		t.Errorf("Err of an ended term: %v, want its cause", err)
+	}
+	if err := termctx.Err(context.Background()); !errors.Is(err, termctx.ErrNoTerm) {
+		t.Errorf("Err without a term: %v, want ErrNoTerm", err)
+	}
+	if single, _ := termctx.Get(termctx.NewContext(context.Background(), 1)); single.Sharded() {
+		t.Error("a term stamped by number alone is a shard's")
+	}
+}
+
+// TestErrReadsTheStampedContext: a context the term was stamped on may report its end
+// by a clock of its own (an elector's renew deadline) before anything cancelled it;
+// Err asks that context, not the one it is given.
+func TestErrReadsTheStampedContext(t *testing.T) {
+	clocked := &endedContext{Context: context.Background()}
+	ctx, cancel := context.WithCancel(termctx.With(clocked, termctx.Term{Number: 1}))
+	defer cancel()
+	if termctx.Err(ctx) != nil {
+		t.Fatal("Err of a running term")
+	}
+	clocked.ended = true
+	if ctx.Err() != nil {
+		t.Fatal("the derived context ended: the test shows nothing")
+	}
+	if termctx.Err(ctx) == nil {
+		t.Error("Err missed the end the stamped context reports")
+	}
+}
+
+// endedContext reports itself ended, by Err alone, once ended is set.
+type endedContext struct {
+	context.Context
+	ended bool
+}
+
+func (c *endedContext) Err() error {
+	if c.ended {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -114,7 +114,7 @@ func (w *worker) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	iv := interval{replica: w.replica, shard: -1, start: time.Now()}
 	if w.kind == sharded {
-		if st, ok := sharding.ShardTermFromContext(ctx); ok {
+		if st, ok := sharding.ShardTermOf(termctx.Get(ctx)); ok {
 			iv.shard, iv.term = st.Shard, st.Term
 		}
 	} else {

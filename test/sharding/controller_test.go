@@ -29,6 +29,7 @@ import (
 	"github.com/baton-dev/baton/pkg/batontest"
 	batoncr "github.com/baton-dev/baton/pkg/integration/controllerruntime"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fleetConfig is what every replica of one sharded controller shares: a ring over
@@ -331,7 +332,7 @@ type recordingReconciler struct {
 
 func (r *recordingReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	start := time.Now()
-	st, ok := sharding.ShardTermFromContext(ctx)
+	st, ok := sharding.ShardTermOf(termctx.Get(ctx))
 	if !ok {
 		r.log.violate("%s reconciled %s without a shard term in its context", r.replica, req.Name)
 		return reconcile.Result{}, nil
@@ -493,7 +494,7 @@ type termSpan struct {
 // onAcquired returns the OnAcquired of replica id.
 func (l *termLog) onAcquired(id string) func(ctx context.Context) {
 	return func(ctx context.Context) {
-		st, _ := sharding.ShardTermFromContext(ctx)
+		st, _ := sharding.ShardTermOf(termctx.Get(ctx))
 		l.mu.Lock()
 		i := len(l.spans)
 		l.spans = append(l.spans, termSpan{shard: st.Shard, owner: id, start: time.Now()})

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/baton-dev/baton/pkg/controller/configchange"
 	"github.com/baton-dev/baton/pkg/controller/configpublisher"
@@ -149,6 +152,10 @@ func (o Options) check() error {
 	}
 	if !o.Election.SingleReplica && o.LeaseStore == nil {
 		bad("leaseStore is nil")
+	}
+	if errs := validation.IsValidLabelValue(o.Election.LeaseName); o.LeaseStore != nil && len(errs) > 0 {
+		bad("election.leaseName %q is not a valid label value, which the publisher marks its object with for the API server's fence: %s",
+			o.Election.LeaseName, strings.Join(errs, "; "))
 	}
 	if o.ConfigSource == nil {
 		bad("configSource is nil")

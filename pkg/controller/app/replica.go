@@ -23,6 +23,7 @@ import (
 	refmetrics "github.com/baton-dev/baton/pkg/controller/metrics/reference"
 	"github.com/baton-dev/baton/pkg/controller/reconciler"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/fence"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
@@ -121,6 +122,26 @@ func holdsLease(leases k8sle.LeaseStore, identity string) configpublisher.HoldsL
 	}
 }
 
+// leaseToken reads the Lease from leases, for the publisher's stamp of the term's
+// token (the API server's fence): this replica's holder and acquireTime while it holds
+// the Lease in term, else an error wrapping configpublisher.ErrStaleTerm.
+func leaseToken(leases k8sle.LeaseStore, identity, lease string) configpublisher.LeaseToken {
+	if leases == nil {
+		return nil
+	}
+	return func(ctx context.Context, term uint64) (string, fence.Token, error) {
+		rec, err := leases.Get(ctx)
+		if err != nil {
+			return "", fence.Token{}, err
+		}
+		current, ok := termctx.FromContext(ctx)
+		if rec.HolderIdentity != identity || !ok || current != term || ctx.Err() != nil {
+			return "", fence.Token{}, fmt.Errorf("%w: the Lease %s is not held by %s in term %d", configpublisher.ErrStaleTerm, leases, identity, term)
+		}
+		return lease, fence.Token{Holder: rec.HolderIdentity, Acquired: rec.AcquireTime}, nil
+	}
+}
+
 // buildCore builds the election adapter and the runtime.
 func (r *Replica) buildCore(opts Options) (err error) {
 	// 2. The election adapter, on the observed lease store.
@@ -198,6 +219,7 @@ func (r *Replica) buildLeaderOnly(opts Options) (err error) {
 		OnWrite:       opts.Hooks.OnPublish,
 		Logger:        r.logger,
 		HoldsLease:    holdsLease(opts.LeaseStore, r.identity),
+		LeaseToken:    leaseToken(opts.LeaseStore, r.identity, opts.Election.LeaseName),
 	}); err != nil {
 		return fmt.Errorf("app: %w", err)
 	}

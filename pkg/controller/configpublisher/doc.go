@@ -55,6 +55,14 @@
 // term. Other write failures are retried after RetryInterval, with the
 // newest state.
 //
+// The stamp, the check and ErrStaleTerm are pkg/fence's, the one fencing
+// implementation every writer of Baton uses. With Options.LeaseToken every write
+// of a term also carries the Lease's token of the term and the fence's label
+// (fence.Stamps.WithLease), so the API server's fence of deploy/admission-fence.yaml
+// refuses a write of the term that arrives after the Lease passed on, which the
+// compare-and-swap alone lets through when no newer term wrote the object yet
+// (the first Create above all). cmd/baton's replica (pkg/controller/app) sets it.
+//
 // A stamp of no term: with Options.HoldsLease, a write that finds a greater
 // term on the object reads the Lease once, and if this replica still holds
 // it in its term (so no term of this Lease wrote that stamp: an object

@@ -33,6 +33,6 @@ func ExampleWrite() {
 	fmt.Println(p.Term, p.ConfigVersion, p.Status)
 	// Output:
 	// true
-	// configpublisher: object written by a newer term: memory/baton-published records term 8, this write is for term 7
+	// fence: object written by a newer term: memory/baton-published carries term 8, the writer's term is 7
 	// 8 v2 valid
 }

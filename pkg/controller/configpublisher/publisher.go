@@ -3,6 +3,7 @@ package configpublisher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	"github.com/baton-dev/baton/pkg/controller/store"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/fence"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
@@ -62,7 +64,19 @@ type Options struct {
 	// term of this Lease, and the write replaces it with a WARN naming the object (see
 	// WriteHolding). Nil: such a write is refused with ErrStaleTerm.
 	HoldsLease HoldsLease
+	// LeaseToken, if set, returns the name of the Lease and this replica's token of
+	// the term on it. The publisher reads it once per term, before its first write,
+	// and stamps it on every write of the term (Record.Lease and Token), so that the
+	// API server's fence (deploy/admission-fence.yaml) refuses a write of the term
+	// that arrives after the Lease passed on. An error wrapping ErrStaleTerm (the
+	// Lease is no longer this replica's in the term) fences the term as a refused
+	// write does; another error is retried after RetryInterval. Nil: no token.
+	LeaseToken LeaseToken
 }
+
+// LeaseToken returns the name of the Lease and this replica's token of term on it, or
+// an error wrapping ErrStaleTerm when this replica no longer holds it in term.
+type LeaseToken func(ctx context.Context, term uint64) (lease string, tok fence.Token, err error)
 
 // WriteReport describes one write the publisher attempted.
 type WriteReport struct {
@@ -112,6 +126,7 @@ type Component struct {
 	store    store.Store
 	identity string
 	holds    HoldsLease
+	token    LeaseToken
 	content  Content
 	retry    time.Duration
 	onWrite  func(WriteReport)
@@ -142,6 +157,7 @@ func New(bus *busevents.EventBus, opts Options) (*Component, error) {
 		store:    opts.Store,
 		identity: opts.Identity,
 		holds:    opts.HoldsLease,
+		token:    opts.LeaseToken,
 		content:  opts.Content,
 		retry:    opts.RetryInterval,
 		onWrite:  opts.OnWrite,
@@ -188,6 +204,9 @@ type term struct {
 	fenced  bool
 	last    Record // last record written or found unchanged, if wrote
 	wrote   bool
+	// lease and token are the term's Lease token (Options.LeaseToken), once read.
+	lease string
+	token fence.Token
 }
 
 // Start runs one term: it subscribes (leader-only) to configuration and pod
@@ -382,6 +401,21 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 	if !ok || (t.wrote && sameRecord(t.last, rec)) {
 		return false
 	}
+	if c.token != nil && t.lease == "" {
+		lease, tok, err := c.token(ctx, t.number)
+		switch {
+		case errors.Is(err, ErrStaleTerm):
+			c.fence(t, err)
+			return false
+		case err != nil:
+			if ctx.Err() == nil {
+				c.fail(fmt.Errorf("configpublisher: reading the Lease token of term %d: %w", t.number, err))
+			}
+			return ctx.Err() == nil
+		}
+		t.lease, t.token = lease, tok
+	}
+	rec.Lease, rec.Token = t.lease, t.token
 	res, err := WriteHolding(ctx, c.store, rec, c.holds)
 	if res.NoTermStamp != 0 && err == nil {
 		c.logger.Warn("replaced a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
@@ -399,13 +433,7 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 	}()
 	switch {
 	case errors.Is(err, ErrStaleTerm):
-		t.fenced = true
-		c.mu.Lock()
-		c.state.Fenced = true
-		c.state.StaleRefusals++
-		c.state.LastError = err.Error()
-		c.mu.Unlock()
-		c.logger.Warn("not publishing: the object was written by a newer term", "term", t.number, "object", c.store.String(), "error", err)
+		c.fence(t, err)
 		return false
 	case errors.Is(err, ErrStaleGeneration):
 		c.mu.Lock()
@@ -437,6 +465,17 @@ func (c *Component) publish(ctx context.Context, t *term) (retry bool) {
 			"reasons", pub.Reasons, "unchanged", res.Unchanged, "conflicts", res.Conflicts)
 	}
 	return false
+}
+
+// fence ends t's writes for a refusal of a stale term, err.
+func (c *Component) fence(t *term, err error) {
+	t.fenced = true
+	c.mu.Lock()
+	c.state.Fenced = true
+	c.state.StaleRefusals++
+	c.state.LastError = err.Error()
+	c.mu.Unlock()
+	c.logger.Warn("not publishing: the object was written by a newer term, or the Lease moved on", "term", t.number, "object", c.store.String(), "error", err)
 }
 
 func (c *Component) fail(err error) {

@@ -317,7 +317,7 @@ func TestFencedPublisherStopsWriting(t *testing.T) {
 		r.pods.SetPod(config.Pod{Namespace: "lb", Name: "haproxy-9", IP: "10.0.0.9"})
 		synctest.Wait()
 		s := r.pub.State()
-		if !s.Fenced || s.StaleRefusals != 1 || !strings.Contains(s.LastError, "records term 5, this write is for term 4") {
+		if !s.Fenced || s.StaleRefusals != 1 || !strings.Contains(s.LastError, "carries term 5, the writer's term is 4") {
 			t.Fatalf("state after fencing: %+v", s)
 		}
 		r.pods.SetPod(config.Pod{Namespace: "lb", Name: "haproxy-8", IP: "10.0.0.8"})

@@ -9,13 +9,15 @@ import (
 	"strconv"
 
 	"github.com/baton-dev/baton/pkg/controller/store"
+	"github.com/baton-dev/baton/pkg/fence"
 )
 
 // Keys of the published object.
 const (
 	// AnnotationTerm records the term of the leader that wrote the object:
-	// the fencing token every write checks.
-	AnnotationTerm = "baton.dev/term"
+	// the fencing token every write checks (pkg/fence's TermAnnotation, the one
+	// every writer of Baton stamps).
+	AnnotationTerm = fence.TermAnnotation
 	// AnnotationConfigVersion and AnnotationPodGeneration record the inputs
 	// the content was built from.
 	AnnotationConfigVersion = "baton.dev/config-version"
@@ -55,8 +57,10 @@ const (
 var (
 	// ErrStaleTerm is returned by Write when the object records a term
 	// greater than the record's: a newer leader has written it, and this
-	// writer is fenced off.
-	ErrStaleTerm = errors.New("configpublisher: object written by a newer term")
+	// writer is fenced off. It is pkg/fence's, the one every writer of Baton
+	// returns; the publisher also returns it when its Lease token shows the
+	// term over (Options.LeaseToken).
+	ErrStaleTerm = fence.ErrStaleTerm
 	// ErrStaleGeneration is returned by Write when the record's content
 	// was built from a pod generation below the one the object records:
 	// generations only increase across replicas and terms, so such content
@@ -103,6 +107,11 @@ type Record struct {
 	Status         Status
 	Reasons        []string
 	InvalidVersion string
+	// Lease, if set, is the name of the Lease of the writer's term, and Token that
+	// term's token on it: the write carries them for the API server's fence
+	// (fence.Stamps.WithLease: the token's annotations and the fence's label).
+	Lease string
+	Token fence.Token
 }
 
 func (r Record) check() error {
@@ -193,17 +202,17 @@ func write(ctx context.Context, s store.Store, rec Record, attempts int, holds H
 		if err != nil {
 			return res, fmt.Errorf("%w: %s: %w", ErrBadObject, s, err)
 		}
-		if recorded > rec.Term && recorded != res.NoTermStamp {
-			noTerm := false
-			if holds != nil {
-				if noTerm, err = holds(ctx, rec.Term); err != nil {
-					return res, fmt.Errorf("configpublisher: %s records term %d above this write's %d, and the Lease could not be read: %w", s, recorded, rec.Term, err)
-				}
+		if recorded != res.NoTermStamp {
+			replaced, err := fence.Judge(ctx, s.String(), recorded, rec.Term, holdsTerm(holds, rec.Term))
+			if err != nil && !errors.Is(err, ErrStaleTerm) {
+				return res, fmt.Errorf("configpublisher: %s records term %d above this write's %d, and the Lease could not be read: %w", s, recorded, rec.Term, err)
 			}
-			if !noTerm {
-				return res, fmt.Errorf("%w: %s records term %d, this write is for term %d", ErrStaleTerm, s, recorded, rec.Term)
+			if err != nil {
+				return res, err
 			}
-			res.NoTermStamp = recorded
+			if replaced != 0 {
+				res.NoTermStamp = replaced
+			}
 		}
 		if err := checkGeneration(s, cur, rec); err != nil {
 			return res, err
@@ -243,16 +252,18 @@ func checkGeneration(s store.Store, cur store.Object, rec Record) error {
 	return nil
 }
 
+// termOf returns the term o records; 0 when it was never written by a leader.
 func termOf(o store.Object) (uint64, error) {
-	v, ok := o.Annotations[AnnotationTerm]
-	if !ok {
-		return 0, nil // never written by a leader
+	t, _, err := fence.Stamped(o.Annotations)
+	return t, err
+}
+
+// holdsTerm is holds of term, for fence.Judge (nil: nil).
+func holdsTerm(holds HoldsLease, term uint64) fence.HoldsLease {
+	if holds == nil {
+		return nil
 	}
-	t, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("annotation %s: %q is not a term", AnnotationTerm, v)
-	}
-	return t, nil
+	return func(ctx context.Context) (bool, error) { return holds(ctx, term) }
 }
 
 // apply returns o changed as rec says, and whether anything changed. It
@@ -264,6 +275,15 @@ func apply(o store.Object, rec Record) (store.Object, bool) {
 	labels, a := cow{m: o.Labels}, cow{m: o.Annotations}
 	labels.set(LabelManagedBy, ManagedBy)
 	a.setUint(AnnotationTerm, rec.Term)
+	if rec.Lease != "" {
+		tokAnnotations, tokLabels := fence.Stamps{}.WithLease(rec.Lease, rec.Token).Split()
+		for k, v := range tokAnnotations {
+			a.set(k, v)
+		}
+		for k, v := range tokLabels {
+			labels.set(k, v)
+		}
+	}
 	if rec.Identity != "" {
 		a.set(AnnotationPublishedBy, rec.Identity)
 	} else {

@@ -81,7 +81,7 @@ func TestWriteFencesOlderTerms(t *testing.T) {
 	if !errors.Is(err, configpublisher.ErrStaleTerm) {
 		t.Fatalf("write with an older term = %v, want ErrStaleTerm", err)
 	}
-	if !strings.Contains(err.Error(), "records term 10, this write is for term 9") {
+	if !strings.Contains(err.Error(), "carries term 10, the writer's term is 9") {
 		t.Errorf("message %q does not say both terms", err)
 	}
 	if p := decode(t, s); p.Term != 10 || p.ConfigVersion != "new" {

@@ -150,7 +150,7 @@ func (c *Component) Run(ctx context.Context) error {
 		return k8sle.ErrAlreadyStarted
 	}
 	c.logger.Info("leader election started", "identity", c.config.Identity,
-		"lease", c.config.LeaseNamespace+"/"+c.config.LeaseName, "single_replica", c.config.SingleReplica)
+		"lease", c.config.LeaseNamespace+"/"+c.config.LeaseName, "singleReplica", c.config.SingleReplica)
 	c.bus.Publish(leadership.NewLeaderElectionStartedEvent(c.config.Identity, c.config.LeaseNamespace, c.config.LeaseName))
 	return c.elector.Start(ctx)
 }

@@ -55,7 +55,7 @@ func (m *Manager) startAllReplica(procCtx context.Context) *campaignGate {
 		starts = append(starts, m.prepareLocked(u, procCtx, nil, nil))
 	}
 	m.mu.Unlock()
-	m.logger.Info("controller runtime started", "all_replica", len(m.allReplica), "leader_only", len(m.leaderOnly), "term_hooks", len(m.hooks))
+	m.logger.Info("controller runtime started", "allReplica", len(m.allReplica), "leaderOnly", len(m.leaderOnly), "termHooks", len(m.hooks))
 	m.launchAll(starts)
 	if len(gate.waiting) == 0 {
 		return nil
@@ -67,7 +67,7 @@ func (m *Manager) startAllReplica(procCtx context.Context) *campaignGate {
 	m.campaignWaiting = true
 	m.mu.Unlock()
 	m.logger.Info("waiting for the all-replica state a leader needs before campaigning",
-		"campaigners", names(gate.waiting), "waiting_for", gate.unsynced())
+		"campaigners", names(gate.waiting), "waitingFor", gate.unsynced())
 	gate.ticker = time.NewTicker(syncPoll)
 	return gate
 }

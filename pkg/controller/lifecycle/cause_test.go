@@ -201,26 +201,26 @@ func TestCausesAcrossTerms(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		termContext bool
-		// end ends term n; it returns what its cause must wrap and what
-		// the cause's message must contain.
-		end func(c *causeHarness, n uint64) (error, string)
+		// end ends term n; it returns what the cause's message must contain
+		// and what its cause must wrap.
+		end func(c *causeHarness, n uint64) (string, error)
 	}{
-		{"lost leadership reasons", false, func(c *causeHarness, n uint64) (error, string) {
+		{"lost leadership reasons", false, func(c *causeHarness, n uint64) (string, error) {
 			reason := []string{"lease taken", "lease taken", "renew failed", "lease taken", "renew failed"}[n-1]
 			c.lose(n, reason)
-			return lifecycle.ErrLeadershipLost, reason
+			return reason, lifecycle.ErrLeadershipLost
 		}},
-		{"source causes", true, func(c *causeHarness, n uint64) (error, string) {
+		{"source causes", true, func(c *causeHarness, n uint64) (string, error) {
 			err := []error{errA, errA, errB, errA, errB}[n-1]
 			(<-c.srcs)(err)
 			c.lose(n, "source ended")
-			return err, err.Error()
+			return err.Error(), err
 		}},
-		{"uncomparable source causes", true, func(c *causeHarness, n uint64) (error, string) {
+		{"uncomparable source causes", true, func(c *causeHarness, n uint64) (string, error) {
 			text := []string{"x", "x", "y", "y", "x"}[n-1]
 			(<-c.srcs)(valueError{parts: []string{"source", text}})
 			c.lose(n, "source ended")
-			return lifecycle.ErrLeadershipLost, "source, " + text
+			return "source, " + text, lifecycle.ErrLeadershipLost
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +229,7 @@ func TestCausesAcrossTerms(t *testing.T) {
 				for n := uint64(1); n <= 5; n++ {
 					c.lead(n)
 					run := <-c.runs
-					want, text := tc.end(c, n)
+					text, want := tc.end(c, n)
 					<-run.Done()
 					what := fmt.Sprintf("term %d", n)
 					checkCause(t, what, run, []error{lifecycle.ErrLeadershipLost, want})

@@ -448,7 +448,7 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			return
 		case e.Term <= m.lastTerm:
 			m.logger.Warn("ignoring BecameLeaderEvent for a term not newer than the last one started",
-				"term", e.Term, "last_term", m.lastTerm)
+				"term", e.Term, "lastTerm", m.lastTerm)
 			return
 		}
 		if cur != nil {
@@ -462,7 +462,7 @@ func (m *Manager) handleLeadership(base context.Context, ev busevents.Event) {
 			return
 		}
 		if e.Term != 0 && e.Term < cur.term {
-			m.logger.Debug("ignoring LostLeadershipEvent for an earlier term", "term", e.Term, "current_term", cur.term)
+			m.logger.Debug("ignoring LostLeadershipEvent for an earlier term", "term", e.Term, "currentTerm", cur.term)
 			return
 		}
 		reason, cause := "lost leadership", ErrLeadershipLost
@@ -563,7 +563,7 @@ func (m *Manager) exited(l launch, err error) {
 
 	switch {
 	case !clean:
-		m.logger.Error("component failed", "component", u.name, "leader_only", u.leaderOnly, "term", term, "error", err)
+		m.logger.Error("component failed", "component", u.name, "leaderOnly", u.leaderOnly, "term", term, "error", err)
 		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)

@@ -182,8 +182,7 @@ func readTerms(t *testing.T, seed uint64) {
 func TestTwoSubscriptionsOfOneNameEndWithTheTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		got := make(chan [2]<-chan *events.ConfigValidatedEvent, 1)
-		var h *harness
-		h = newHarness(t, lifecycle.Options{}, func(h *harness) {
+		h := newHarness(t, lifecycle.Options{}, func(h *harness) {
 			if err := h.m.AddLeaderOnly(funcComponent{name: "twice", fn: func(ctx context.Context) error {
 				a := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, h.bus, "cfg", 1)
 				b := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, h.bus, "cfg", 1)

@@ -21,8 +21,9 @@ type termState struct {
 	// ctx is the context the term's runs derive from; cancel ends it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	// stopWatch stops ending ctx with the term's source
-	// (Options.TermContext); nil without a source.
+	// sourced is ctx's source wrapper (Options.TermContext); stopWatch
+	// stops ending ctx with the term's source. Both nil without a source.
+	sourced   *sourcedContext
 	stopWatch func() bool
 	// stepDown is the cause of the term's end while the Manager asks
 	// Options.StepDown to end it, and after it agreed (nil otherwise).
@@ -65,15 +66,22 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 		acquired = now
 	}
 	t := &termState{term: e.Term, acquired: acquired}
-	t.ctx, t.cancel = context.WithCancelCause(termctx.NewContext(base, e.Term))
+	t.ctx, t.cancel = context.WithCancelCause(base)
+	stamped := termctx.Term{Number: e.Term}
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
-			t.ctx = &sourcedContext{Context: t.ctx, src: src, t: t}
+			t.sourced = &sourcedContext{Context: t.ctx, src: src, t: t}
+			t.ctx = t.sourced
 			t.stopWatch = context.AfterFunc(src, func() { t.sourceEnded(src) })
+			if st, ok := termctx.Get(src); ok && st.Number == e.Term {
+				stamped = st // the source's term: its Lease and token too
+			}
 		} else {
 			m.logger.Warn("no source context for the term; its context ends only with the term's LostLeadershipEvent", "term", e.Term)
 		}
 	}
+	// Stamped last, so that termctx.Err reads the term's end through the source.
+	t.ctx = termctx.With(t.ctx, stamped)
 
 	m.mu.Lock()
 	for _, u := range m.leaderOnly {
@@ -86,10 +94,10 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	m.mu.Unlock()
 
 	m.logger.Info("became leader; starting term", "term", t.term, "identity", e.Identity,
-		"leader_only", len(t.members), "since_acquired", now.Sub(acquired))
+		"leaderOnly", len(t.members), "sinceAcquired", now.Sub(acquired))
 	for _, b := range blocked {
 		m.logger.Warn("leader-only component still running from an earlier term; it starts in this term once it returns",
-			"component", b.name, "term", t.term, "running_term", b.runTerm)
+			"component", b.name, "term", t.term, "runningTerm", b.runTerm)
 	}
 	m.launchAll(starts)
 }
@@ -117,8 +125,8 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 // source ended, or the Manager stepped down: see endCause) and waits for
 // its components. It runs on Run's goroutine.
 func (m *Manager) endTerm(t *termState, reason string, cause error) {
-	if sc, ok := t.ctx.(*sourcedContext); ok {
-		sc.checkSource() // a source that has ended gives the cause
+	if t.sourced != nil {
+		t.sourced.checkSource() // a source that has ended gives the cause
 	}
 	m.mu.Lock()
 	m.term = nil
@@ -457,10 +465,10 @@ func (m *Manager) namesLocked(t *termState, out missing) missing {
 func (m *Manager) reportMissing(t *termState, miss missing) {
 	switch {
 	case miss.ended:
-		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missed_for", time.Since(miss.since))
+		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missedFor", time.Since(miss.since))
 	case miss.began:
 		m.logger.Error("leading without a leader-only component; the replica is unhealthy",
-			"term", t.term, "missing", miss.names, "step_down_in", m.stepDownIn())
+			"term", t.term, "missing", miss.names, "stepDownIn", m.stepDownIn())
 	}
 	if !miss.stepDown {
 		return

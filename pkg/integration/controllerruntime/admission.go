@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 )
 
@@ -38,6 +39,17 @@ type AdmissionFence struct {
 // DELETE (which has none) the object deleted, which the fenced client stamped first.
 const target = "(request.operation == 'DELETE' ? oldObject : object)"
 
+// stampedIn is the CEL condition that the request's object, or for an UPDATE or a
+// DELETE its old object, carries the annotation key: a write is judged when it is
+// stamped, and also when it drops the stamp of an object that had it (its result then
+// carries no token of the current term, and is refused).
+func stampedIn(key string) string {
+	has := func(obj string) string {
+		return "has(" + obj + ".metadata.annotations) && '" + key + "' in " + obj + ".metadata.annotations"
+	}
+	return "(request.operation != 'DELETE' && " + has("object") + ") || (request.operation != 'CREATE' && " + has("oldObject") + ")"
+}
+
 // fenceMessage starts every refusal of the fence's policy; the fenced client tells
 // them by it.
 const fenceMessage = "baton fence:"
@@ -46,8 +58,10 @@ const fenceMessage = "baton fence:"
 // API server refuse a stamped write of f.Users to f.Resources unless it carries the
 // Lease token of the current term: HolderAnnotation and AcquiredAnnotation equal to the
 // Lease's holderIdentity and acquireTime (for a DELETE, on the object deleted, which
-// the fenced client stamps first). Runtime.FencedClient stamps every write when
-// Options.ServerSideFence is set; writes without HolderAnnotation are not judged, so
+// the fenced client stamps first), and an UPDATE that drops the token from an object
+// that carried it. Runtime.FencedClient stamps every write when
+// Options.ServerSideFence is set; writes without HolderAnnotation, of objects without
+// it, are not judged, so
 // the policy can be installed before the controller turns the option on, and other
 // programs' writes of objects the controller never stamped pass. Errors wrap
 // ErrInvalidOptions and name the field.
@@ -55,10 +69,12 @@ const fenceMessage = "baton fence:"
 // The fence is cooperative: the writer stamps its own term, so it stops a stale writer,
 // it does not authenticate one. The API server reads the Lease through an informer, so
 // for a few milliseconds after the Lease changed hands it still judges by the old
-// holder (see the package doc, # The API server's fence). It refuses every stamped
-// write of f.Users to these resources while the Lease has no holder, and every write of
-// f.Users to them, stamped or not, while the Lease does not exist (the API server looks
-// the parameter up before it evaluates the match conditions).
+// holder (see docs/design/controllerruntime.md, # The API server's fence). It refuses every stamped
+// write of f.Users to these resources while the Lease has no holder. The binding
+// selects only objects a fenced write marked (FenceLabel set to f.LeaseName): while the
+// Lease does not exist it refuses every write to those, anyone's (the API server looks
+// the parameter up before it evaluates the match conditions), and never a write to an
+// object no fenced write marked. NewLeaseGuard keeps the Lease from being deleted.
 func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	rules, err := f.rules()
 	if err != nil {
@@ -67,9 +83,10 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 	policy := leasePolicy(f.Name, rules,
 		[]admissionv1.MatchCondition{
 			{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
-			// Only stamped writes: the controller's writes carry the token once
-			// Options.ServerSideFence is on, so the policy can be installed first.
-			{Name: "stamped-writes", Expression: "has(" + target + ".metadata.annotations) && '" + HolderAnnotation + "' in " + target + ".metadata.annotations"},
+			// Only stamped writes, and writes over a stamped object: the controller's
+			// writes carry the token once Options.ServerSideFence is on, so the policy
+			// can be installed first.
+			{Name: "stamped-writes", Expression: stampedIn(HolderAnnotation)},
 		},
 		[]admissionv1.Variable{
 			{Name: "meta", Expression: target + ".metadata"},
@@ -90,7 +107,7 @@ func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy
 					"'\", the Lease is held by \"' + params.spec.holderIdentity + '\" since \"' + string(params.spec.acquireTime) + '\"'",
 			},
 		})
-	binding := leaseBinding(f.Name, f.Name, f.LeaseName, f.LeaseNamespace, f.NamespaceSelector)
+	binding := leaseBinding(f.Name, f.Name, f.LeaseName, f.LeaseNamespace, f.NamespaceSelector, FenceLabel)
 	return policy, binding, nil
 }
 
@@ -113,9 +130,18 @@ func leasePolicy(name string, rules []admissionv1.NamedRuleWithOperations, condi
 }
 
 // leaseBinding returns the binding named name of policy to the Lease namespace/lease,
-// denying when that Lease does not exist, in the namespaces selector selects (nil:
-// all).
-func leaseBinding(name, policy, lease, namespace string, selector *metav1.LabelSelector) *admissionv1.ValidatingAdmissionPolicyBinding {
+// in the namespaces selector selects (nil: all), of the objects whose label is lease:
+// objects a fenced write of a term of that Lease marked. It denies a write of such an
+// object while the Lease does not exist.
+//
+// Why the object selector: the API server matches a binding's matchResources first,
+// then looks its parameter up (a missing one denies, by parameterNotFoundAction), and
+// evaluates the policy's match conditions last. Without the selector every write to
+// the resources in those namespaces, anyone's, was refused while the Lease did not
+// exist. With it, a write to an object no fenced write marked passes no binding (for
+// an UPDATE the selector matches the old or the new object, so a write that removes
+// the label is judged).
+func leaseBinding(name, policy, lease, namespace string, selector *metav1.LabelSelector, label string) *admissionv1.ValidatingAdmissionPolicyBinding {
 	b := &admissionv1.ValidatingAdmissionPolicyBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -125,11 +151,14 @@ func leaseBinding(name, policy, lease, namespace string, selector *metav1.LabelS
 				Name: lease, Namespace: namespace,
 				ParameterNotFoundAction: ptr.To(admissionv1.DenyAction),
 			},
+			MatchResources: &admissionv1.MatchResources{
+				ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{label: lease}},
+			},
 			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
 		},
 	}
 	if selector != nil {
-		b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: selector}
+		b.Spec.MatchResources.NamespaceSelector = selector
 	}
 	return b
 }
@@ -150,6 +179,9 @@ func (f AdmissionFence) rules() ([]admissionv1.NamedRuleWithOperations, error) {
 		return nil, fmt.Errorf("%w: AdmissionFence.LeaseName is empty; set it to Options.LeaderElectionID", ErrInvalidOptions)
 	case f.LeaseNamespace == "":
 		return nil, fmt.Errorf("%w: AdmissionFence.LeaseNamespace is empty; set it to Options.LeaderElectionNamespace", ErrInvalidOptions)
+	}
+	if err := labelValue("AdmissionFence.LeaseName", f.LeaseName); err != nil {
+		return nil, err
 	}
 	return fenceRules("AdmissionFence", f.Users, f.Resources)
 }
@@ -183,6 +215,17 @@ func fenceRules(what string, users []string, resources []schema.GroupResource) (
 	return rules, nil
 }
 
+// labelValue refuses a Lease name that cannot be the value of the label that marks
+// the objects of its fence (FenceLabel, ShardFenceLabel): at most 63 characters. The
+// error wraps ErrInvalidOptions and names field.
+func labelValue(field, lease string) error {
+	if errs := validation.IsValidLabelValue(lease); len(errs) > 0 {
+		return fmt.Errorf("%w: %s %q is not a valid label value, which the API server's fence marks objects with: %s",
+			ErrInvalidOptions, field, lease, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
 // celList is strs as a CEL list literal; strs hold no quote or backslash.
 func celList(strs []string) string { return "['" + strings.Join(strs, "', '") + "']" }
 
@@ -203,7 +246,7 @@ var lagRetries = []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20
 func sendFenced(ctx context.Context, ref *termRef, send func() error) error {
 	err := send()
 	for _, wait := range lagRetries {
-		if !isFenceDenial(err) || ref.ctx.Err() != nil {
+		if !isFenceDenial(err) || ref.ended() != nil {
 			return err
 		}
 		t := time.NewTimer(wait)

@@ -49,11 +49,12 @@ type ShardedAdmissionFence struct {
 // The binding of shard i takes that shard's Lease by name as its parameter and judges
 // only writes naming it; a policy binding names one parameter or selects several by
 // label, and only a name makes the API server read a parameter missing from its cache
-// from the API itself and apply parameterNotFoundAction Deny to that one Lease. So
-// while any shard Lease of the ring does not exist, every write of f.Users to these
-// resources is refused, stamped or not (the API server looks a binding's parameter
-// up before it evaluates the match conditions), and a stale write naming a deleted
-// shard Lease is never let through. See the package doc, # The API server's fence,
+// from the API itself and apply parameterNotFoundAction Deny to that one Lease. Each
+// binding selects only the objects marked with its Lease (ShardFenceLabel), so a write
+// passes the binding of its object's shard alone; while a shard Lease does not exist
+// every write to the objects marked with it is refused, anyone's (the API server looks
+// a binding's parameter up before it evaluates the match conditions), so a stale write
+// of a deleted shard Lease is never let through, and writes to other objects pass. See docs/design/controllerruntime.md, # The API server's fence,
 // for what it covers and the window it leaves.
 func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, []*admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	shards := f.Shards
@@ -74,10 +75,14 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := labelValue("ShardedAdmissionFence.Ring's shard Lease name", sharding.ShardLeaseName(f.Ring, shards-1)); err != nil {
+		return nil, nil, err
+	}
 	policy := f.policy(rules)
 	bindings := make([]*admissionv1.ValidatingAdmissionPolicyBinding, shards)
 	for i := range bindings {
-		bindings[i] = leaseBinding(fmt.Sprintf("%s-%d", f.Name, i), f.Name, sharding.ShardLeaseName(f.Ring, i), f.Namespace, f.NamespaceSelector)
+		lease := sharding.ShardLeaseName(f.Ring, i)
+		bindings[i] = leaseBinding(fmt.Sprintf("%s-%d", f.Name, i), f.Name, lease, f.Namespace, f.NamespaceSelector, ShardFenceLabel)
 	}
 	return policy, bindings, nil
 }
@@ -85,18 +90,24 @@ func NewShardedAdmissionFence(f ShardedAdmissionFence) (*admissionv1.ValidatingA
 // policy returns the fence's policy, judging writes to rules (see
 // NewShardedAdmissionFence).
 func (f ShardedAdmissionFence) policy(rules []admissionv1.NamedRuleWithOperations) *admissionv1.ValidatingAdmissionPolicy {
-	stamped := "has(" + target + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + target + ".metadata.annotations"
+	stamped := stampedIn(ShardLeaseAnnotation)
+	names := func(obj string) string {
+		return "has(" + obj + ".metadata.annotations) && '" + ShardLeaseAnnotation + "' in " + obj + ".metadata.annotations && " +
+			obj + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"
+	}
 	return leasePolicy(f.Name, rules,
 		[]admissionv1.MatchCondition{
 			{Name: "the-controllers-writes", Expression: "request.userInfo.username in " + celList(f.Users)},
-			// Only writes of a shard's term: sharded reconciles stamp the shard
-			// Lease once Options.ServerSideFence is on, so the policy can be
-			// installed first.
+			// Only writes of a shard's term, and writes over an object a shard's term
+			// wrote: sharded reconciles stamp the shard Lease once
+			// Options.ServerSideFence is on, so the policy can be installed first.
 			{Name: "shard-stamped-writes", Expression: stamped},
 			// Each binding's parameter is one shard Lease: it judges only the writes
-			// naming that Lease and skips the others (another binding judges them)
-			// before any validation is evaluated.
-			{Name: "names-this-shard-lease", Expression: stamped + " && " + target + ".metadata.annotations['" + ShardLeaseAnnotation + "'] == params.metadata.name"},
+			// naming that Lease, or over an object that named it, and skips the
+			// others (another binding judges them) before any validation is
+			// evaluated.
+			{Name: "names-this-shard-lease", Expression: "(request.operation != 'DELETE' && " + names("object") + ") || " +
+				"(request.operation != 'CREATE' && " + names("oldObject") + ")"},
 		},
 		[]admissionv1.Variable{
 			{Name: "meta", Expression: target + ".metadata"},

@@ -113,16 +113,17 @@ func (e *shardFenceEnv) setShardHolder(shard int, holder string) {
 
 // shardToken returns the stamps of holder's term in shard's Lease as it is now.
 func (e *shardFenceEnv) shardToken(shard int, holder string) stamps {
-	return stamps{ShardLeaseAnnotation: sharding.ShardLeaseName(fenceRing, shard), ShardHolderAnnotation: holder,
+	return stamps{ShardLeaseAnnotation: sharding.ShardLeaseName(fenceRing, shard), ShardFenceLabel: sharding.ShardLeaseName(fenceRing, shard), ShardHolderAnnotation: holder,
 		ShardAcquiredAnnotation: formatMicro(metav1.MicroTime{Time: e.acquired[shard]})}
 }
 
 // shardFenced returns a fenced client of holder in a term of shard, writing through c,
 // with the API server's fence on: what a sharded reconcile writes with.
 func (e *shardFenceEnv) shardFenced(c client.Client, shard int, holder string, term uint64) (client.Client, context.Context, func()) {
-	ctx, end := leaseTerm(term, &leaseReader{cs: shared.Clientset(), namespace: e.ns,
-		name: sharding.ShardLeaseName(fenceRing, shard), identity: holder, admission: true, shard: true})
-	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, readsLease: true, logger: slog.Default()}
+	ctx, end := fakeTerm(term)
+	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, logger: slog.Default(),
+		leases: onLease(&leaseReader{cs: shared.Clientset(), namespace: e.ns,
+			name: sharding.ShardLeaseName(fenceRing, shard), identity: holder, admission: true, shard: true})}
 	return f, ctx, end
 }
 
@@ -225,10 +226,11 @@ func TestShardedAdmissionFenceRefusesStaleWrites(t *testing.T) {
 	}
 }
 
-// TestShardedAdmissionFenceWithoutAShardLease: while one shard Lease of the ring does
-// not exist, every write of the controller's user is refused (422), whichever shard it
-// names (the binding of the missing Lease denies it), so a stale write naming a deleted shard
-// Lease never lands; once the Lease is created again, the new holder's writes pass and
+// TestShardedAdmissionFenceWithoutAShardLease (issue 25, 7): while one shard Lease of
+// the ring does not exist, every write to an object marked with it is refused (422),
+// anyone's, so a stale write naming a deleted shard Lease never lands, while writes to
+// the other shards' objects and to unmarked objects pass (before, every write of the
+// controller's user was refused, whichever shard it named); once the Lease is created again, the new holder's writes pass and
 // the old token stays refused. A released shard Lease refuses its last term's writes
 // and no other shard's.
 func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
@@ -239,16 +241,29 @@ func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
 	if err := shared.Clientset().CoordinationV1().Leases(e.ns).Delete(ctx, sharding.ShardLeaseName(fenceRing, 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for what, s := range map[string]stamps{
-		"the deleted shard's last token": staleOne,
-		"shard 0's current token":        liveZero,
-		"no token":                       {TermAnnotation: "1"},
+	// The API server answers 422 Invalid: a binding without its parameter is a
+	// configuration error, denied by parameterNotFoundAction. Only the objects marked
+	// with shard 1's Lease are held, anyone's writes to them.
+	shardOne := stamps{ShardFenceLabel: sharding.ShardLeaseName(fenceRing, 1)}
+	for what, w := range map[string]struct {
+		s    stamps
+		by   client.Client
+		held bool
+	}{
+		"the controller's write with the deleted shard's last token": {staleOne, e.writer, true},
+		"an administrator's write to an object marked for shard 1":   {shardOne, e.raw, true},
+		"the controller's write with shard 0's current token":        {liveZero, e.writer, false},
+		"the controller's write with no token":                       {stamps{TermAnnotation: "1"}, e.writer, false},
+		"an administrator's write to an unmarked object":             {stamps{}, e.raw, false},
 	} {
-		// The API server answers 422 Invalid: a binding without its parameter is a
-		// configuration error, denied by parameterNotFoundAction.
-		err := e.writeStamped(s)
-		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "baton-shard-fence-"+e.ns+"-1'") {
-			t.Errorf("a write with %s while shard 1's Lease does not exist: %v, want 422 from the binding of shard 1", what, err)
+		cm := configMap(e.ns, "probe")
+		w.s.stamp(cm)
+		err := w.by.Create(ctx, cm, client.DryRunAll)
+		switch {
+		case w.held && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "baton-shard-fence-"+e.ns+"-1'")):
+			t.Errorf("%s while shard 1's Lease does not exist: %v, want 422 from the binding of shard 1", what, err)
+		case !w.held && err != nil:
+			t.Errorf("%s while shard 1's Lease does not exist: %v, want it passed", what, err)
 		}
 	}
 	e.setShardHolder(1, "d")

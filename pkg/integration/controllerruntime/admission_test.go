@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -33,6 +32,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baton-dev/baton/pkg/batontest"
+	"github.com/baton-dev/baton/pkg/fence"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fenceWriter is the user the fenced writers of these tests write as (impersonated),
@@ -153,15 +154,21 @@ func newFenceEnv(t *testing.T) *fenceEnv {
 // does, and returns when the API server answered.
 func (e *fenceEnv) setHolder(holder string) {
 	e.t.Helper()
+	e.setHolderOf("fence", holder)
+}
+
+// setHolderOf is setHolder of the Lease name.
+func (e *fenceEnv) setHolderOf(name, holder string) {
+	e.t.Helper()
 	ctx := context.Background()
 	leases := shared.Clientset().CoordinationV1().Leases(e.ns)
 	e.acq = time.Now().Truncate(time.Microsecond)
 	spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To[int32](15),
 		AcquireTime: &metav1.MicroTime{Time: e.acq}, RenewTime: &metav1.MicroTime{Time: e.acq}}
-	l, err := leases.Get(ctx, "fence", metav1.GetOptions{})
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "fence", Namespace: e.ns}, Spec: spec}, metav1.CreateOptions{})
+		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Spec: spec}, metav1.CreateOptions{})
 	case err == nil:
 		l.Spec = spec
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
@@ -173,7 +180,7 @@ func (e *fenceEnv) setHolder(holder string) {
 
 // token returns the stamps of holder's term in the Lease as it is now.
 func (e *fenceEnv) token(holder string) stamps {
-	return stamps{HolderAnnotation: holder, AcquiredAnnotation: formatMicro(metav1.MicroTime{Time: e.acq})}
+	return stamps{HolderAnnotation: holder, AcquiredAnnotation: formatMicro(metav1.MicroTime{Time: e.acq}), FenceLabel: "fence"}
 }
 
 // probe sends a dry-run Create of a ConfigMap stamped with s as fenceWriter and
@@ -218,8 +225,9 @@ func (e *fenceEnv) waitPassed(s stamps) {
 // fenced returns a fenced client of holder in a term of its own, writing through c,
 // with the API server's fence on.
 func (e *fenceEnv) fenced(c client.Client, holder string, term uint64) (client.Client, context.Context, func()) {
-	ctx, end := leaseTerm(term, &leaseReader{cs: shared.Clientset(), namespace: e.ns, name: "fence", identity: holder, admission: true})
-	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, readsLease: true, logger: slog.Default()}
+	ctx, end := fakeTerm(term)
+	f := &fencedClient{Client: c, reader: e.raw, refused: &atomic.Uint64{}, logger: slog.Default(),
+		leases: onLease(&leaseReader{cs: shared.Clientset(), namespace: e.ns, name: "fence", identity: holder, admission: true})}
 	return f, ctx, end
 }
 
@@ -365,8 +373,7 @@ func TestAdmissionFenceRefusesStaleWrites(t *testing.T) {
 		fa, actx, endA := e.fenced(e.writer, "a", term-1)
 		defer endA()
 		// a's term began while it held the Lease: its token is the one it read then.
-		ref, _ := termOf(actx)
-		ref.token = &leaseToken{holder: "a", acquired: "2000-01-01T00:00:00.000000Z"}
+		fa.(*fencedClient).leases(termctx.Term{}).keep(term-1, fence.Token{Holder: "a", Acquired: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)})
 		err := fa.DeleteAllOf(actx, &corev1.ConfigMap{}, client.InNamespace(e.ns), client.MatchingLabels{"set": "all"})
 		if !isFenceDenial(firstJoined(err)) {
 			t.Fatalf("a's stale DeleteAllOf: %v, want the API server's fence to refuse it", err)
@@ -511,7 +518,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 	// Wait for the policy: a write with a token of no term is refused.
 	waitForPolicy(t, func() bool {
 		cm := configMap(ns, "probe")
-		stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"}.stamp(cm)
+		stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z", FenceLabel: "e2e-fence"}.stamp(cm)
 		return isFenceDenial(writer.Create(ctx, cm, client.DryRunAll))
 	})
 
@@ -575,7 +582,7 @@ func TestRuntimeWritesThroughTheAdmissionFence(t *testing.T) {
 	if err := raw.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	want := stamps{HolderAnnotation: "fenced-1", AcquiredAnnotation: formatMicro(*lease.Spec.AcquireTime)}
+	want := stamps{HolderAnnotation: "fenced-1", AcquiredAnnotation: formatMicro(*lease.Spec.AcquireTime), FenceLabel: "e2e-fence"}
 	if !want.carried(&cm) || cm.Data["k"] != "updated" {
 		t.Fatalf("the leader's object: %v %v, want its update stamped with %v", cm.Annotations, cm.Data, want)
 	}
@@ -591,7 +598,7 @@ func waitForPolicy(t *testing.T, ready func() bool) {
 }
 
 // TestDeployedAdmissionFence: deploy/admission-fence.yaml is NewAdmissionFence's policy
-// and binding for deploy/'s Lease, ServiceAccount and namespace.
+// and binding and NewLeaseGuard's for deploy/'s Lease, ServiceAccount and namespace.
 func TestDeployedAdmissionFence(t *testing.T) {
 	wantPolicy, wantBinding, err := NewAdmissionFence(AdmissionFence{
 		Name: "baton-fence", LeaseName: "baton-leader", LeaseNamespace: "baton",
@@ -602,25 +609,15 @@ func TestDeployedAdmissionFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile("../../../deploy/admission-fence.yaml")
+	wantGuard, wantGuardBinding, err := NewLeaseGuard(LeaseGuard{Name: "baton-fence-lease", Namespace: "baton", Leases: []string{"baton-leader"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs := strings.Split(string(raw), "\n---\n")
-	if len(docs) != 3 { // the comments, the policy, the binding
-		t.Fatalf("deploy/admission-fence.yaml has %d documents, want the policy and the binding", len(docs)-1)
-	}
-	var policy admissionv1.ValidatingAdmissionPolicy
-	var binding admissionv1.ValidatingAdmissionPolicyBinding
-	if err := yaml.UnmarshalStrict([]byte(docs[1]), &policy); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict([]byte(docs[2]), &binding); err != nil {
-		t.Fatal(err)
-	}
-	if !equality.Semantic.DeepEqual(&policy, wantPolicy) || !equality.Semantic.DeepEqual(&binding, wantBinding) {
-		want, _ := yaml.Marshal(wantPolicy)
-		wantB, _ := yaml.Marshal(wantBinding)
-		t.Fatalf("deploy/admission-fence.yaml differs from NewAdmissionFence's output; regenerate it:\n---\n%s---\n%s", want, wantB)
+	policy, guard, binding, guardBinding := deployedFence(t)
+	for i, pair := range [][2]any{{policy, wantPolicy}, {binding, wantBinding}, {guard, wantGuard}, {guardBinding, wantGuardBinding}} {
+		if !equality.Semantic.DeepEqual(pair[0], pair[1]) {
+			want, _ := yaml.Marshal(pair[1])
+			t.Errorf("document %d of deploy/admission-fence.yaml differs from NewAdmissionFence's and NewLeaseGuard's output; regenerate it:\n%s", i+1, want)
+		}
 	}
 }

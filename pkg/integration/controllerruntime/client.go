@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,14 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/baton-dev/baton/pkg/fence"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // TermAnnotation is the annotation a fenced client stamps on every object it creates,
-// updates or patches: the decimal term of the writer.
-const TermAnnotation = "baton.dev/term"
+// updates or patches: the decimal term of the writer (pkg/fence's, the one every
+// writer of Baton stamps).
+const TermAnnotation = fence.TermAnnotation
 
 // NewFencedClient wraps c so that its writes are fenced by the term of their context
-// (see the package doc, # Fencing). Reads go to c unchanged; the fence's own reads
+// (see docs/design/controllerruntime.md, # Fencing). Reads go to c unchanged; the fence's own reads
 // (Delete by name, patches of an object without a resourceVersion, DeleteAllOf) go to
 // c too. Runtime.FencedClient is the same with the refusals counted in the Runtime's
 // metrics, fresh reads, the check of the Lease before refusing a stamp of no term, and
@@ -32,13 +35,13 @@ func NewFencedClient(c client.Client) client.Client {
 // FencedClient wraps c (nil: the manager's client) in a fenced client whose refusals are
 // counted in baton_fenced_writes_refused_total. Its fence reads the objects it checks
 // with the manager's API reader (not the cache), and reads the Lease before it refuses
-// a write over a newer stamp (see # Fencing).
+// a write over a newer stamp (see docs/design/controllerruntime.md, # Fencing).
 func (r *Runtime) FencedClient(c client.Client) client.Client {
 	if c == nil {
 		c = r.mgr.GetClient()
 	}
 	return &fencedClient{Client: c, reader: r.mgr.GetAPIReader(), refused: &r.metrics.refused,
-		readsLease: true, logger: r.slogger}
+		leases: r.leaseOf, logger: r.slogger}
 }
 
 // fencedClient is a client.Client whose writes are fenced.
@@ -46,11 +49,11 @@ type fencedClient struct {
 	client.Client
 	reader  client.Reader  // the fence's reads
 	refused *atomic.Uint64 // nil: not counted
-	// readsLease: the fence reads the term's Lease (termRef.lease) before it refuses a
-	// newer stamp, and stamps the Lease token where the API server's fence is bound to
-	// that Lease. False for NewFencedClient.
-	readsLease bool
-	logger     *slog.Logger
+	// leases gives the reader of a term's Lease (termctx.Term.Lease), which the fence
+	// reads before it refuses a newer stamp, and whose token it stamps where the API
+	// server's fence is bound to that Lease; nil (NewFencedClient): none is read.
+	leases func(termctx.Term) *leaseReader
+	logger *slog.Logger
 }
 
 // refuse counts err, a refusal of the fence, and returns it.
@@ -61,8 +64,41 @@ func (f *fencedClient) refuse(err error) error {
 	return err
 }
 
-// stamps are the annotations a write of one term carries.
-type stamps map[string]string
+// stamps are the annotations a write of one term carries, and with the API server's
+// fence the label that marks the object for it: fence.Stamps, with the methods this
+// package's objects need.
+type stamps fence.Stamps
+
+// split returns the annotations and the labels of s.
+func (s stamps) split() (annotations, labels map[string]string) { return fence.Stamps(s).Split() }
+
+// tokened reports whether s carries a Lease token, for the API server's fence.
+func (s stamps) tokened() bool { return fence.Stamps(s).Tokened() }
+
+// stamp sets the stamps on obj's annotations and labels.
+func (s stamps) stamp(obj client.Object) {
+	annotations, labels := s.split()
+	obj.SetAnnotations(merged(obj.GetAnnotations(), annotations))
+	if labels != nil {
+		obj.SetLabels(merged(obj.GetLabels(), labels))
+	}
+}
+
+// merged returns m (a new map if nil) with every entry of add set.
+func merged(m, add map[string]string) map[string]string {
+	if m == nil {
+		m = make(map[string]string, len(add))
+	}
+	for k, v := range add {
+		m[k] = v
+	}
+	return m
+}
+
+// carried reports whether obj already carries every stamp.
+func (s stamps) carried(obj client.Object) bool {
+	return fence.Stamps(s).Carried(obj.GetAnnotations(), obj.GetLabels())
+}
 
 // begin refuses a write under ctx outside a running term and returns the stamps of the
 // write: the term, and with the API server's fence the Lease token of the term.
@@ -71,7 +107,10 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 	if err != nil {
 		return nil, nil, f.refuse(err)
 	}
-	s := stamps{TermAnnotation: strconv.FormatUint(ref.term, 10)}
+	if f.leases != nil {
+		ref.lease = f.leases(ref.t)
+	}
+	s := stamps(fence.ForTerm(ref.term))
 	if l := f.leaseOf(ref); l != nil && l.admission {
 		tok, err := l.token(ctx, ref)
 		if err != nil {
@@ -91,37 +130,32 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 // stamp (a later term needs a later acquisition), so the write goes ahead, under the
 // resourceVersion precondition every fenced write carries, and a WARN names the object.
 func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Object) error {
-	v, ok := base.GetAnnotations()[TermAnnotation]
-	if !ok {
-		return nil
-	}
-	stamped, err := strconv.ParseUint(v, 10, 64)
+	stamped, _, err := fence.Stamped(base.GetAnnotations())
 	if err != nil || stamped <= ref.term {
 		return nil // unparsable: not ours to judge; the resourceVersion precondition holds
 	}
+	var holds fence.HoldsLease
 	if l := f.leaseOf(ref); l != nil {
-		_, holds, err := l.holds(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if holds {
-			f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
-				"which is older than the stamp (an object restored from another cluster, or written by another program)",
-				"object", describe(base), "stamp", v, "term", ref.term,
-				"lease", l.namespace+"/"+l.name)
-			return nil
+		holds = func(ctx context.Context) (bool, error) {
+			_, held, err := l.holds(ctx, ref)
+			return held, err
 		}
 	}
-	return f.refuse(fmt.Errorf("%w: %s carries term %d, the writer's term is %d", ErrStaleTerm, describe(base), stamped, ref.term))
+	replaced, err := fence.Judge(ctx, describe(base), stamped, ref.term, holds)
+	if replaced != 0 {
+		l := f.leaseOf(ref)
+		f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
+			"which is older than the stamp (an object restored from another cluster, or written by another program)",
+			"object", describe(base), "stamp", replaced, "term", ref.term, "lease", l.namespace+"/"+l.name)
+	}
+	if errors.Is(err, fence.ErrStaleTerm) {
+		return f.refuse(err)
+	}
+	return err
 }
 
 // leaseOf returns the Lease of ref's term the fence may read, or nil.
-func (f *fencedClient) leaseOf(ref *termRef) *leaseReader {
-	if !f.readsLease {
-		return nil
-	}
-	return ref.lease
-}
+func (f *fencedClient) leaseOf(ref *termRef) *leaseReader { return ref.lease }
 
 func describe(obj client.Object) string {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -132,29 +166,6 @@ func describe(obj client.Object) string {
 		return kind + " " + obj.GetName()
 	}
 	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
-}
-
-// stamp sets the stamps on obj's annotations.
-func (s stamps) stamp(obj client.Object) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = make(map[string]string, len(s))
-	}
-	for k, v := range s {
-		a[k] = v
-	}
-	obj.SetAnnotations(a)
-}
-
-// carried reports whether obj already carries every stamp.
-func (s stamps) carried(obj client.Object) bool {
-	a := obj.GetAnnotations()
-	for k, v := range s {
-		if a[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // needVersion refuses a write of obj without a resourceVersion.
@@ -236,9 +247,9 @@ func (f *fencedClient) Patch(ctx context.Context, obj client.Object, patch clien
 		}
 		version = base.GetResourceVersion()
 	}
-	hadAnnotations := base.GetAnnotations() != nil // before obj, maybe base, is stamped
+	sp := &stampedPatch{inner: patch, stamps: s, version: version}
+	sp.had(base) // before obj, maybe base, is stamped
 	s.stamp(obj)
-	sp := &stampedPatch{inner: patch, stamps: s, version: version, hadAnnotations: hadAnnotations}
 	return f.send(ctx, ref, func() error { return f.Client.Patch(ctx, obj, sp, opts...) })
 }
 
@@ -284,8 +295,8 @@ func (f *fencedClient) deleteChecked(ctx context.Context, ref *termRef, s stamps
 	}
 	if s.tokened() && !s.carried(base) {
 		stamped := base.DeepCopyObject().(client.Object)
-		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s,
-			version: base.GetResourceVersion(), hadAnnotations: base.GetAnnotations() != nil}
+		sp := &stampedPatch{inner: client.RawPatch(mergePatch, []byte("{}")), stamps: s, version: base.GetResourceVersion()}
+		sp.had(base)
 		if err := f.send(ctx, ref, func() error { return f.Client.Patch(ctx, stamped, sp) }); err != nil {
 			return err
 		}
@@ -352,7 +363,8 @@ func (f *fencedClient) SubResource(name string) client.SubResourceClient {
 
 // fencedSubResource fences the writes of a subresource. A subresource ignores
 // metadata, so the stamp is compared but not written (and the API server's fence does
-// not cover subresources); Update is still a compare-and-swap.
+// not cover subresources); Update and Patch are still compare-and-swaps on the version
+// the object was checked at, as the main resource's are.
 type fencedSubResource struct {
 	f *fencedClient
 	w client.SubResourceWriter
@@ -383,15 +395,32 @@ func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts 
 	return s.w.Update(ctx, obj, opts...)
 }
 
+// Patch refuses obj stamped with a newer term and sends patch with the
+// resourceVersion obj was read at added to its body (obj without one is read first), so
+// that a patch of an ended term delivered late conflicts with any write since, as
+// fencedClient.Patch does. An apply patch carries no version (an apply may create).
 func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 	ref, _, err := s.f.begin(ctx)
 	if err != nil {
 		return err
 	}
-	if err := s.f.admit(ctx, ref, obj); err != nil {
+	if isApply(patch.Type()) {
+		if err := s.f.admit(ctx, ref, obj); err != nil {
+			return err
+		}
+		return s.w.Patch(ctx, obj, patch, opts...)
+	}
+	base := obj
+	if obj.GetResourceVersion() == "" {
+		if base, err = s.f.read(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if err := s.f.admit(ctx, ref, base); err != nil {
 		return err
 	}
-	return s.w.Patch(ctx, obj, patch, opts...)
+	sp := &stampedPatch{inner: patch, version: base.GetResourceVersion()}
+	return s.w.Patch(ctx, obj, sp, opts...)
 }
 
 func (s *fencedSubResource) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.SubResourceApplyOption) error {

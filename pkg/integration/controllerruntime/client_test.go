@@ -26,17 +26,20 @@ import (
 
 	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fakeTerm returns a context of term whose end is end: what a Runtime hands a
 // leader-only run, without the elector. It ends as the runtime's term context does
 // when leadership is lost, with lifecycle.ErrLeadershipLost for its cause.
-func fakeTerm(term uint64) (ctx context.Context, end func()) { return leaseTerm(term, nil) }
-
-// leaseTerm is fakeTerm of a term of lease.
-func leaseTerm(term uint64, lease *leaseReader) (ctx context.Context, end func()) {
+func fakeTerm(term uint64) (ctx context.Context, end func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx, lease: lease}), func() { cancel(lifecycle.ErrLeadershipLost) }
+	return termctx.NewContext(ctx, term), func() { cancel(lifecycle.ErrLeadershipLost) }
+}
+
+// onLease returns a fenced client's leases that give lease for every term.
+func onLease(lease *leaseReader) func(termctx.Term) *leaseReader {
+	return func(termctx.Term) *leaseReader { return lease }
 }
 
 func newClient(t *testing.T) client.Client {
@@ -159,12 +162,11 @@ func TestFencedClientRandomSchedules(t *testing.T) {
 
 // writer is one term's view in a schedule.
 type writer struct {
-	ctx    context.Context
-	end    context.CancelFunc
-	term   uint64
-	ended  bool
-	last   *corev1.ConfigMap // what it last read
-	reread bool
+	ctx   context.Context
+	end   context.CancelFunc
+	term  uint64
+	ended bool
+	last  *corev1.ConfigMap // what it last read
 }
 
 func fenceSchedule(t *testing.T, raw client.Client, seed uint64) error {
@@ -400,13 +402,13 @@ func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
 	var logs bytes.Buffer
 	var logsMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logsMu}, nil))
-	f := &fencedClient{Client: raw, reader: raw, refused: &atomic.Uint64{}, logger: logger, readsLease: true}
-	inTerm := func(identity string) context.Context {
-		ctx, end := leaseTerm(7, &leaseReader{cs: shared.Clientset(), namespace: ns, name: "noterm", identity: identity})
-		t.Cleanup(end)
-		return ctx
+	fencedAs := func(identity string) *fencedClient {
+		return &fencedClient{Client: raw, reader: raw, refused: &atomic.Uint64{}, logger: logger,
+			leases: onLease(&leaseReader{cs: shared.Clientset(), namespace: ns, name: "noterm", identity: identity})}
 	}
-	term, otherTerm := inTerm("me"), inTerm("other")
+	f, fOther := fencedAs("me"), fencedAs("other")
+	term, end := fakeTerm(7)
+	t.Cleanup(end)
 	for i, stamp := range []string{"18446744073709551615", "8"} {
 		name := fmt.Sprint("restored-", i)
 		obj := configMap(ns, name)
@@ -418,7 +420,7 @@ func TestFencedClientOverwritesAStampOfNoTerm(t *testing.T) {
 		if err := raw.Get(ctx, client.ObjectKeyFromObject(obj), &cm); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Update(otherTerm, cm.DeepCopy()); !errors.Is(err, ErrStaleTerm) {
+		if err := fOther.Update(term, cm.DeepCopy()); !errors.Is(err, ErrStaleTerm) {
 			t.Fatalf("stamp %s, a replica not holding the Lease: %v, want ErrStaleTerm", stamp, err)
 		}
 		if err := f.Update(term, cm.DeepCopy()); err != nil {

@@ -156,7 +156,6 @@ func (c *controllerComponent) warm(ctx context.Context) error {
 // Start runs the warmed instance (or a new one) until the term ends, then warms the
 // instance of the next term before it returns.
 func (c *controllerComponent) Start(ctx context.Context) error {
-	ctx = withTermRef(ctx, c.r.lease)
 	Subscribed(ctx) // a controller takes no replayed events
 	base := c.r.baseContext()
 	if err := c.warm(base); err != nil {

@@ -1,6 +1,10 @@
 package controllerruntime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/baton-dev/baton/pkg/fence"
+)
 
 // Sentinel errors. Errors returned by this package wrap them, so test with errors.Is.
 var (
@@ -11,25 +15,36 @@ var (
 	// reconciler, an empty or duplicate name, a watch without an object, or
 	// leader-only work on a Runtime without Options.LeaderElectionID.
 	ErrInvalidRegistration = errors.New("controllerruntime: invalid registration")
+	// ErrLeaderOnlyRunnable is returned by Runtime.Manager's Add for a runnable the
+	// manager would run as leader-only work (a controller of controller-runtime's own
+	// builder, a manager.RunnableFunc): without the manager's election it would run on
+	// every replica, unfenced. The message says what to register it with instead.
+	ErrLeaderOnlyRunnable = errors.New("controllerruntime: leader-only runnable added to the manager")
+	// ErrUnsupportedControllerRuntime is returned by New when the controller-runtime
+	// the program is built with lacks what the Runtime relies on beyond its public API
+	// (coupling.go); the message names the version.
+	ErrUnsupportedControllerRuntime = errors.New("controllerruntime: unsupported controller-runtime")
 	// ErrStarted is returned by the Add methods once the Runtime was started, and by a
 	// second Start.
 	ErrStarted = errors.New("controllerruntime: runtime already started")
 	// ErrNoTerm is returned by a fenced client's writes under a context that belongs to
 	// no leader term. Only the Runtime's leader-only work has one: a controller
-	// registered with Runtime.AddController (one built with ctrl.NewControllerManagedBy
+	// built with NewControllerManagedBy or Runtime.AddController (one built with ctrl.NewControllerManagedBy
 	// runs on every replica, outside any term) or a function added with AddLeaderOnly,
 	// writing with the context it was given or one derived from it.
 	ErrNoTerm = errors.New("controllerruntime: write outside a leader term " +
-		"(register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, " +
+		"(build the controller with controllerruntime.NewControllerManagedBy(rt.Manager()), not ctrl.NewControllerManagedBy, " +
 		"and write with the context Reconcile was given)")
 	// ErrTermEnded is returned by a fenced client's writes once the term of the context
 	// has ended, by the elector's own clock: another replica may lead now.
 	ErrTermEnded = errors.New("controllerruntime: term ended")
 	// ErrStaleTerm is returned by a fenced client's writes to an object stamped with a
-	// newer term than the writer's: a newer leader wrote it.
-	ErrStaleTerm = errors.New("controllerruntime: object written by a newer term")
+	// newer term than the writer's: a newer leader wrote it. It is pkg/fence's, the
+	// one every writer of Baton returns.
+	ErrStaleTerm = fence.ErrStaleTerm
 	// ErrUnstampablePatch is returned by a fenced client's Patch of a body it cannot
-	// add its stamps to (a CBOR apply patch, or a body that is not JSON).
+	// add its stamps to (a CBOR apply patch, a body that is not JSON, or a JSON patch
+	// that moves or copies onto metadata.annotations, whose result it cannot tell).
 	ErrUnstampablePatch = errors.New("controllerruntime: the fenced client cannot stamp this patch")
 	// ErrNoResourceVersion is returned by a fenced client's Update of an object without a
 	// resourceVersion: a fenced update is a compare-and-swap, so update the object as it

@@ -26,7 +26,7 @@ func ExampleNewFencedClient() {
 	fmt.Println("term outside a leader run:", ok)
 	// Output:
 	// true
-	// controllerruntime: write outside a leader term (register the controller with Runtime.AddController, not ctrl.NewControllerManagedBy, and write with the context Reconcile was given)
+	// controllerruntime: write outside a leader term (build the controller with controllerruntime.NewControllerManagedBy(rt.Manager()), not ctrl.NewControllerManagedBy, and write with the context Reconcile was given)
 	// term outside a leader run: false
 }
 

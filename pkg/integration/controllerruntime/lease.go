@@ -7,20 +7,24 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/fence"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Annotations that name the term on the Lease itself, for the API server's fence
-// (NewAdmissionFence). A term of Baton's elector is one acquisition of the Lease: its
-// holderIdentity and acquireTime are set by the acquiring write and kept by every renew
-// until the next acquisition, so the pair names the term on the Lease, where the
-// policy can compare it. (The term number is the resourceVersion of the acquiring
-// write, which later renews move on: it is not on the Lease to compare.)
+// (NewAdmissionFence): pkg/fence's, where every writer finds them. A term of Baton's
+// elector is one acquisition of the Lease: its holderIdentity and acquireTime are set
+// by the acquiring write and kept by every renew until the next acquisition, so the
+// pair names the term on the Lease, where the policy can compare it. (The term number
+// is the resourceVersion of the acquiring write, which later renews move on: it is not
+// on the Lease to compare.)
 const (
 	// HolderAnnotation is the Lease's holderIdentity in the writer's term.
-	HolderAnnotation = "baton.dev/lease-holder"
+	HolderAnnotation = fence.HolderAnnotation
 	// AcquiredAnnotation is the Lease's acquireTime in the writer's term, RFC 3339 with
 	// microseconds, as the Lease stores it.
-	AcquiredAnnotation = "baton.dev/lease-acquired"
+	AcquiredAnnotation = fence.AcquiredAnnotation
 )
 
 // Annotations that name the shard term of a sharded controller's write on its shard's
@@ -31,18 +35,30 @@ const (
 const (
 	// ShardLeaseAnnotation is the name of the shard Lease of the writer's term
 	// (sharding.ShardLeaseName).
-	ShardLeaseAnnotation = "baton.dev/shard-lease"
+	ShardLeaseAnnotation = fence.ShardLeaseAnnotation
 	// ShardHolderAnnotation is the shard Lease's holderIdentity in the writer's term.
-	ShardHolderAnnotation = "baton.dev/shard-lease-holder"
+	ShardHolderAnnotation = fence.ShardHolderAnnotation
 	// ShardAcquiredAnnotation is the shard Lease's acquireTime in the writer's term,
 	// as AcquiredAnnotation.
-	ShardAcquiredAnnotation = "baton.dev/shard-lease-acquired"
+	ShardAcquiredAnnotation = fence.ShardAcquiredAnnotation
 )
 
-// leaseToken is what names a term on the Lease: its holder and acquireTime.
-type leaseToken struct {
-	holder, acquired string
-}
+// Labels that mark the objects the API server's fences judge (pkg/fence's). With
+// Options.ServerSideFence a fenced write sets the label of the fence of its term's
+// Lease, whose value is that Lease's name; the fence's binding selects objects by it
+// (matchResources.objectSelector, which for an UPDATE matches the old or the new
+// object), so a write to an object no fenced write ever marked passes no binding: it is
+// never refused, whatever the state of the Lease (see docs/design/controllerruntime.md, # The API
+// server's fence).
+const (
+	// FenceLabel marks an object written in a term of the single leader's Lease (the
+	// fence of NewAdmissionFence); its value is that Lease's name.
+	FenceLabel = fence.FenceLabel
+	// ShardFenceLabel marks an object written in a shard's term (the fence of
+	// NewShardedAdmissionFence); its value is the shard Lease's name, so each write
+	// passes the binding of that shard only.
+	ShardFenceLabel = fence.ShardFenceLabel
+)
 
 // leaseReader reads one of this replica's Leases from the API server: the single
 // leader's, or a shard's.
@@ -57,55 +73,58 @@ type leaseReader struct {
 	// shard: a shard's Lease; its token goes in the Shard*Annotation stamps, with its
 	// name.
 	shard bool
+
+	// mu guards kept.
+	mu   sync.Mutex
+	kept *keptToken // the token of the last term that asked, once read
+}
+
+// keptToken is the Lease token of one term of the Lease.
+type keptToken struct {
+	term  uint64
+	token fence.Token
 }
 
 // stamp adds the token of ref's term on this Lease to s, in the annotations of the
-// fence bound to it.
-func (l *leaseReader) stamp(s stamps, tok leaseToken) {
+// fence bound to it, and that fence's label.
+func (l *leaseReader) stamp(s stamps, tok fence.Token) {
 	if l.shard {
-		s[ShardLeaseAnnotation], s[ShardHolderAnnotation], s[ShardAcquiredAnnotation] = l.name, tok.holder, tok.acquired
+		fence.Stamps(s).WithShardLease(l.name, tok)
 		return
 	}
-	s[HolderAnnotation], s[AcquiredAnnotation] = tok.holder, tok.acquired
-}
-
-// tokened reports whether s carries a Lease token, for the API server's fence.
-func (s stamps) tokened() bool {
-	_, single := s[HolderAnnotation]
-	_, shard := s[ShardHolderAnnotation]
-	return single || shard
+	fence.Stamps(s).WithLease(l.name, tok)
 }
 
 // holds reads the Lease (a quorum read) and reports whether this replica holds it in
 // the term of ref: the holder is this replica and the term has not ended by the time
 // the answer came. A later term of this replica starts only after ref's ended, so
 // the record read is ref's term's acquisition; its token is returned.
-func (l *leaseReader) holds(ctx context.Context, ref *termRef) (leaseToken, bool, error) {
+func (l *leaseReader) holds(ctx context.Context, ref *termRef) (fence.Token, bool, error) {
 	lease, err := l.cs.CoordinationV1().Leases(l.namespace).Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil {
-		return leaseToken{}, false, fmt.Errorf("controllerruntime: reading Lease %s/%s: %w", l.namespace, l.name, err)
+		return fence.Token{}, false, fmt.Errorf("controllerruntime: reading Lease %s/%s: %w", l.namespace, l.name, err)
 	}
-	if ref.ctx.Err() != nil {
-		return leaseToken{}, false, nil
+	if ref.ended() != nil {
+		return fence.Token{}, false, nil
 	}
 	spec := lease.Spec
 	if spec.HolderIdentity == nil || *spec.HolderIdentity != l.identity || spec.AcquireTime == nil {
-		return leaseToken{}, false, nil
+		return fence.Token{}, false, nil
 	}
-	return leaseToken{holder: l.identity, acquired: formatMicro(*spec.AcquireTime)}, true, nil
+	return fence.Token{Holder: l.identity, Acquired: spec.AcquireTime.Time}, true, nil
 }
 
 // token returns the Lease token of ref's term, or an error wrapping ErrTermEnded when
 // the Lease is no longer this replica's in that term. The first answer is kept for the
 // term; writers that ask before it came each read the Lease (under their own context,
-// not ref.mu): every read that finds the term running finds the same token, since a
+// not l.mu): every read that finds the term running finds the same token, since a
 // term is one acquisition.
-func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, error) {
-	ref.mu.Lock()
-	kept := ref.token
-	ref.mu.Unlock()
-	if kept != nil {
-		return *kept, nil
+func (l *leaseReader) token(ctx context.Context, ref *termRef) (fence.Token, error) {
+	l.mu.Lock()
+	kept := l.kept
+	l.mu.Unlock()
+	if kept != nil && kept.term == ref.term {
+		return kept.token, nil
 	}
 	tok, ok, err := l.holds(ctx, ref)
 	if err != nil {
@@ -114,27 +133,27 @@ func (l *leaseReader) token(ctx context.Context, ref *termRef) (leaseToken, erro
 	if !ok {
 		return tok, &termEndedError{term: ref.term, cause: fmt.Errorf("the Lease %s/%s is not held by %s in this term", l.namespace, l.name, l.identity)}
 	}
-	ref.mu.Lock()
-	ref.token = &tok
-	ref.mu.Unlock()
+	l.keep(ref.term, tok)
 	return tok, nil
 }
 
-// formatMicro formats t as the Lease stores a MicroTime.
-func formatMicro(t metav1.MicroTime) string {
-	return t.UTC().Format(metav1.RFC3339Micro)
+// keep keeps tok as the token of term, unless a later term's is kept.
+func (l *leaseReader) keep(term uint64, tok fence.Token) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kept == nil || l.kept.term <= term {
+		l.kept = &keptToken{term: term, token: tok}
+	}
 }
 
-// termRef is the term a leader-only run belongs to, and the context the runtime gave
-// it: that context reports the term over by the elector's own clock (see
-// lifecycle.Options.TermContext), which contexts derived from it, such as Reconcile's,
-// only do once the cancellation has propagated.
+// formatMicro formats t as the Lease stores a MicroTime.
+func formatMicro(t metav1.MicroTime) string { return fence.FormatAcquired(t.Time) }
+
+// termRef is the term a write belongs to, as termctx.Get gave it from ctx, the write's
+// context, and the Lease of that term the fence may read (nil: none).
 type termRef struct {
 	term  uint64
+	t     termctx.Term
 	ctx   context.Context
-	lease *leaseReader // the Lease of the term; nil: none known
-
-	// mu guards token.
-	mu    sync.Mutex
-	token *leaseToken // the term's Lease token, once read
+	lease *leaseReader
 }

@@ -1,13 +1,45 @@
 package controllerruntime
 
 import (
+	"errors"
 	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/baton-dev/baton/pkg/controller/metrics"
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
+
+// The Runtime's metrics carry the names of Baton's own runtime (pkg/controller/metrics:
+// baton_is_leader, baton_term, baton_leadership_transitions_total{transition},
+// baton_terms_ready_total, baton_term_ready_seconds, and the elector's counters), and
+// no label that changes with a restart (the replica's identity is the scrape target's
+// business). Beside them, the Lease's holder status is reported under client-go's
+// and controller-runtime's name, leader_election_master_status{name}, which
+// dashboards of controller-runtime projects read.
+
+// masterStatusOpts are controller-runtime's leader_election_master_status, which it
+// registers in its Registry at init: registering the same (name, help and labels)
+// again finds that collector, which the Runtime then sets.
+var masterStatusOpts = prometheus.GaugeOpts{
+	Name: "leader_election_master_status",
+	Help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+}
+
+// masterStatus registers leader_election_master_status{name} on reg, or returns the
+// collector of that name reg has (controller-runtime's, in its Registry).
+func masterStatus(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
+	g := prometheus.NewGaugeVec(masterStatusOpts, []string{"name"})
+	err := reg.Register(g)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(*prometheus.GaugeVec); ok {
+			return existing, nil
+		}
+	}
+	return g, err
+}
 
 // collector reads the Runtime's state at scrape time; only the term-ready latency is
 // observed as it happens.
@@ -16,37 +48,36 @@ type collector struct {
 	refused   atomic.Uint64
 	termReady prometheus.Histogram
 
-	isLeader, term, terms, readyTerms, refusedDesc *prometheus.Desc
-	outOfRange, duplicateIdentity, deathTakeovers  *prometheus.Desc
+	isLeader, term, transitions, readyTerms, refusedDesc *prometheus.Desc
+	outOfRange, duplicateIdentity, deathTakeovers        *prometheus.Desc
 }
 
 func newCollector(r *Runtime) *collector {
-	id := prometheus.Labels{"identity": r.identity}
 	return &collector{
 		r: r,
 		termReady: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:        "baton_term_ready_seconds",
-			Help:        "Time from the lease acquisition to the term's leader-only work running.",
-			ConstLabels: id,
-			Buckets:     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+			Namespace: metrics.Namespace,
+			Name:      "term_ready_seconds",
+			Help:      "Time from the lease acquisition to the term's leader-only work running.",
+			Buckets:   []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}),
-		isLeader:   prometheus.NewDesc("baton_is_leader", "1 while this replica leads, by its own clock.", nil, id),
-		term:       prometheus.NewDesc("baton_term", "The current term, 0 while not leading.", nil, id),
-		terms:      prometheus.NewDesc("baton_terms_total", "Terms this replica started.", nil, id),
-		readyTerms: prometheus.NewDesc("baton_terms_ready_total", "Terms whose leader-only work started.", nil, id),
-		outOfRange: prometheus.NewDesc("baton_lease_values_out_of_range_total",
-			"Values read from the Lease outside what Baton writes (each logged at WARN once per record).", nil, id),
-		duplicateIdentity: prometheus.NewDesc("baton_duplicate_identity_total",
-			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity.", nil, id),
-		deathTakeovers: prometheus.NewDesc("baton_death_takeovers_total",
-			"Terms this replica started by taking the Lease, or a shard Lease of a sharded controller, from a holder whose container the kubelet reported terminated, without waiting the lease out.", nil, id),
-		refusedDesc: prometheus.NewDesc("baton_fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence.", nil, id),
+		isLeader:    metrics.Desc("is_leader", "1 while this replica leads, by its own clock, else 0."),
+		term:        metrics.Desc("term", "The current term, 0 while not leading."),
+		transitions: metrics.Desc("leadership_transitions_total", "Leadership terms this replica's runtime started (acquired) and ended (lost).", "transition"),
+		readyTerms:  metrics.Desc("terms_ready_total", "Terms whose leader-only work started."),
+		outOfRange: metrics.Desc("lease_values_out_of_range_total",
+			"Values read from the Lease outside what Baton writes (each logged as a warning once per record)."),
+		duplicateIdentity: metrics.Desc("duplicate_identity_total",
+			"Writes of the Lease in this replica's name that it did not make: another replica runs with the same identity."),
+		deathTakeovers: metrics.Desc("death_takeovers_total",
+			"Terms this replica started by taking the Lease, or a shard Lease of a sharded controller, from a holder whose container the kubelet reported terminated, without waiting the lease out."),
+		refusedDesc: metrics.Desc("fenced_writes_refused_total", "Writes the fence refused: the fenced client's checks (no term, ended term, newer stamp, no resourceVersion) and the API server's fence."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.terms, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity, c.deathTakeovers} {
+	for _, d := range []*prometheus.Desc{c.isLeader, c.term, c.transitions, c.readyTerms, c.refusedDesc, c.outOfRange, c.duplicateIdentity, c.deathTakeovers} {
 		ch <- d
 	}
 	c.termReady.Describe(ch)
@@ -54,22 +85,24 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	leader := 0.0
-	if c.r.IsLeader() {
-		leader = 1
-	}
+	e := metrics.NewEmitter(ch)
 	st := c.r.Status()
-	ch <- prometheus.MustNewConstMetric(c.isLeader, prometheus.GaugeValue, leader)
-	ch <- prometheus.MustNewConstMetric(c.term, prometheus.GaugeValue, float64(c.r.Term()))
-	ch <- prometheus.MustNewConstMetric(c.terms, prometheus.CounterValue, float64(st.Terms))
-	ch <- prometheus.MustNewConstMetric(c.readyTerms, prometheus.CounterValue, float64(st.ReadyTerms))
-	ch <- prometheus.MustNewConstMetric(c.refusedDesc, prometheus.CounterValue, float64(c.refused.Load()))
+	e.Gauge(c.isLeader, metrics.BoolValue(c.r.IsLeader()))
+	e.Gauge(c.term, float64(c.r.Term()))
+	lost := st.Terms
+	if st.Leading && lost > 0 {
+		lost-- // the term running has not ended
+	}
+	e.Counter(c.transitions, st.Terms, "acquired")
+	e.Counter(c.transitions, lost, "lost")
+	e.Counter(c.readyTerms, st.ReadyTerms)
+	e.Counter(c.refusedDesc, c.refused.Load())
 	var es k8sle.Stats // zero without the single-leader election
 	if c.r.elector != nil {
 		es = c.r.elector.Elector().Stats()
 	}
-	ch <- prometheus.MustNewConstMetric(c.outOfRange, prometheus.CounterValue, float64(es.OutOfRange))
-	ch <- prometheus.MustNewConstMetric(c.duplicateIdentity, prometheus.CounterValue, float64(es.DuplicateIdentity))
+	e.Counter(c.outOfRange, es.OutOfRange)
+	e.Counter(c.duplicateIdentity, es.DuplicateIdentity)
 	deaths := es.DeathTakeovers
 	c.r.mu.Lock()
 	sharded := slices.Clone(c.r.sharded)
@@ -77,6 +110,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range sharded {
 		deaths += s.sharder.Stats().DeathTakeovers
 	}
-	ch <- prometheus.MustNewConstMetric(c.deathTakeovers, prometheus.CounterValue, float64(deaths))
+	e.Counter(c.deathTakeovers, deaths)
 	c.termReady.Collect(ch)
 }

@@ -43,9 +43,9 @@ type Options struct {
 	// timings, LeaderElectionReleaseOnCancel) are not used; DeathSignal and
 	// ServerSideFence then apply to the shard Leases.
 	LeaderElectionID string
-	// LeaderElectionNamespace is the namespace of the Lease. Required with
-	// LeaderElectionID: unlike the manager, New does not guess it from the service
-	// account.
+	// LeaderElectionNamespace is the namespace of the Lease. Default, as the
+	// manager's: the pod's, from its service account's namespace file; outside a pod
+	// it is required with LeaderElectionID.
 	LeaderElectionNamespace string
 	// Identity names this replica in the Lease's holderIdentity; it must be unique among
 	// the replicas. Default: the hostname, "_", and a random UUID, as the manager does.
@@ -98,6 +98,14 @@ type Options struct {
 	// the death signal (POD_NAME and POD_NAMESPACE only, common for controllers)
 	// keeps working, as it did, with crashes waited out. True: on, and an error when
 	// any is missing. False: off.
+	//
+	// A takeover on the kubelet's report gives up the LeaseDuration of slack that
+	// waiting a crash out leaves for the requests the dead process had already sent:
+	// one still in flight can arrive after the next term began. Update, Patch and
+	// Delete of the fenced clients are compare-and-swaps, refused once the next term
+	// wrote the object; Create and Apply are not, and are then guarded by the API
+	// server's fence alone. With the death signal on, turn ServerSideFence on and
+	// install NewAdmissionFence's (or NewShardedAdmissionFence's) policy.
 	DeathSignal *bool
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not
@@ -105,6 +113,10 @@ type Options struct {
 	// /dev/termination-log, Kubernetes' default.
 	TerminationMessagePath string
 }
+
+// serviceAccountNamespace is the file of the pod's namespace, which the default
+// LeaderElectionNamespace is read from (a variable for the tests).
+var serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // settings are Options with the defaults applied.
 type settings struct {
@@ -134,9 +146,13 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 		logger:  o.Logger,
 		metrics: o.MetricsRegisterer,
 	}
-	switch {
-	case s.single && o.LeaderElectionNamespace == "":
-		return s, fmt.Errorf("%w: LeaderElectionNamespace is empty; set it to the namespace of the Lease (usually the pod's)", ErrInvalidOptions)
+	if s.single && o.LeaderElectionNamespace == "" {
+		ns, err := os.ReadFile(serviceAccountNamespace)
+		if err != nil || strings.TrimSpace(string(ns)) == "" {
+			return s, fmt.Errorf("%w: LeaderElectionNamespace is empty and this is not a pod (no %s); "+
+				"set it to the namespace of the Lease", ErrInvalidOptions, serviceAccountNamespace)
+		}
+		s.election.LeaseNamespace = strings.TrimSpace(string(ns))
 	}
 	if err := k8sle.CheckDurations(s.election.LeaseDuration, s.election.RenewDeadline, s.election.RetryPeriod); err != nil {
 		return s, fmt.Errorf("%w: %s", ErrInvalidOptions, durationErrors(err))

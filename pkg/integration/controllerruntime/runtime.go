@@ -6,18 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/baton-dev/baton/pkg/controller/leaderelection"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // busCapacity is how many events the bus holds before it is started.
@@ -29,6 +31,7 @@ const busCapacity = 1024
 // methods are safe for concurrent use.
 type Runtime struct {
 	mgr      manager.Manager
+	wrapped  *runtimeManager // mgr as Manager hands it to the builders
 	logger   logr.Logger
 	bus      *busevents.EventBus
 	life     *lifecycle.Manager        // nil without the single-leader election
@@ -42,9 +45,14 @@ type Runtime struct {
 	incarnation string
 
 	// lease reads this replica's Lease for the fenced clients (nil without the
-	// single-leader election); serverSide is Options.ServerSideFence.
-	lease      *leaseReader
-	serverSide bool
+	// single-leader election); shardLeases its shard Leases (termctx.Lease to
+	// *leaseReader), each added when this replica first leads it (leaseOf);
+	// serverSide is Options.ServerSideFence.
+	lease       *leaseReader
+	shardLeases sync.Map
+	serverSide  bool
+	// events records the changes of hands of the single Lease (nil without it).
+	events *leaseEvents
 
 	started    atomic.Bool
 	warm       atomic.Bool
@@ -72,9 +80,13 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if mgr == nil {
 		return nil, fmt.Errorf("%w: manager is nil; pass the manager.Manager the Runtime runs in", ErrInvalidOptions)
 	}
-	if managerElects(mgr) {
+	elects, err := checkControllerRuntime(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if elects {
 		return nil, fmt.Errorf("%w: the manager was built with manager.Options.LeaderElection true; "+
-			"set LeaderElection to false: Baton's Runtime is the election (two would run at once, "+
+			"set LeaderElection to false (or build the options with Flags.ManagerOptions, which keeps --leader-elect for Baton's election): Baton's Runtime is the election (two would run at once, "+
 			"or with one lease name Baton would never lead, and a lost manager lease ends the process)", ErrInvalidOptions)
 	}
 	s, err := opts.resolve(mgr.GetLogger())
@@ -87,7 +99,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("%w: Clientset: building one from the manager's rest config: %v", ErrInvalidOptions, err)
 		}
 	}
-	slogger := slog.New(logr.ToSlogHandler(s.logger))
+	slogger := toSlog(s.logger)
 	deaths, err := opts.deathSignal(&s.election, cs, slogger)
 	if err != nil {
 		return nil, err
@@ -95,6 +107,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
 		deaths: deaths, incarnation: s.election.Incarnation,
 		serverSide: opts.ServerSideFence}
+	r.wrapped = &runtimeManager{Manager: mgr, rt: r}
 	r.bus = busevents.NewEventBusWithLogger(busCapacity, slogger)
 	r.metrics = newCollector(r)
 	if s.single {
@@ -119,10 +132,31 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 
 // setUpElection builds the single-leader election and its term runtime.
 func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interface) error {
-	var err error
+	if r.serverSide {
+		if err := labelValue("LeaderElectionID (with ServerSideFence)", s.election.LeaseName); err != nil {
+			return err
+		}
+	}
 	r.lease = &leaseReader{cs: cs, namespace: s.election.LeaseNamespace, name: s.election.LeaseName, identity: s.election.Identity,
 		admission: r.serverSide}
-	if r.elector, err = leaderelection.New(s.election, cs, r.bus, leaderelection.Callbacks{}, r.slogger); err != nil {
+	master, err := masterStatus(s.metrics)
+	if err != nil {
+		return fmt.Errorf("%w: MetricsRegisterer: leader_election_master_status: %v", ErrInvalidOptions, err)
+	}
+	status := master.WithLabelValues(s.election.LeaseName)
+	status.Set(0)
+	r.events = &leaseEvents{
+		recorder: sync.OnceValue(func() events.EventRecorder { return r.mgr.GetEventRecorder(eventRecorderName) }),
+		cs:       cs, identity: s.election.Identity,
+		namespace: s.election.LeaseNamespace, name: s.election.LeaseName, release: s.election.ReleaseOnCancel,
+		stopping: func() bool { return r.baseContext().Err() != nil },
+		stats:    func() k8sle.Stats { return r.elector.Elector().Stats() },
+	}
+	callbacks := leaderelection.Callbacks{
+		OnStartedLeading: func(ctx context.Context) { status.Set(1); r.events.started(ctx) },
+		OnStoppedLeading: func() { status.Set(0); r.events.stopped() },
+	}
+	if r.elector, err = leaderelection.New(s.election, cs, r.bus, callbacks, r.slogger); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	r.life, err = lifecycle.NewManager(r.bus, lifecycle.Options{
@@ -179,9 +213,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.warm.Store(true)
 	r.logger.Info("informers warm; campaigning", "identity", r.identity, "controllers", len(controllers))
 	if r.leaderOnly.Load() == 0 {
-		r.logger.Info("WARNING: no leader-only work is registered: this replica campaigns and leads for nothing. "+
-			"Register leader-only controllers with Runtime.AddController (one built with ctrl.NewControllerManagedBy "+
-			"runs on every replica, and its fenced writes fail with ErrNoTerm) and functions with AddLeaderOnly; "+
+		warn(r.logger, "no leader-only work is registered: this replica campaigns and leads for nothing. "+
+			"Register leader-only controllers with controllerruntime.NewControllerManagedBy(rt.Manager()) (one built with "+
+			"ctrl.NewControllerManagedBy on the manager runs on every replica, and its fenced writes fail with ErrNoTerm) "+
+			"and functions with AddLeaderOnly; "+
 			"with sharded controllers only, leave Options.LeaderElectionID empty",
 			"identity", r.identity)
 	}
@@ -191,6 +226,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		// The pod watches end with the elector; wait for them too.
 		defer r.deaths.Wait()
 	}
+	defer r.events.wg.Wait()
 	return r.life.Run(ctx)
 }
 
@@ -252,7 +288,7 @@ func (r *Runtime) needElection(what string) error {
 
 // AddReplayer registers the replayer of state an all-replica runnable computes
 // (typically a *leadership.StateReplayer[T] on Bus()); it is replayed at the start of
-// each term, after the leader-only work subscribed. See the package doc.
+// each term, after the leader-only work subscribed. See docs/design/controllerruntime.md, # State for a new leader.
 func (r *Runtime) AddReplayer(name string, rp lifecycle.Replayer) error {
 	if err := r.needElection(fmt.Sprintf("replayer %q", name)); err != nil {
 		return err
@@ -278,7 +314,7 @@ func (r *Runtime) AddLeaderOnly(name string, fn func(ctx context.Context) error)
 	if err := r.claim(name); err != nil {
 		return err
 	}
-	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn, lease: r.lease}); err != nil {
+	if err := r.life.AddLeaderOnly(&funcComponent{name: name, fn: fn}); err != nil {
 		return wrapRegistration(err)
 	}
 	r.leaderOnly.Add(1)
@@ -335,31 +371,29 @@ func (r *Runtime) readyz(*http.Request) error {
 
 // funcComponent runs a leader-only function each term.
 type funcComponent struct {
-	name  string
-	fn    func(ctx context.Context) error
-	lease *leaseReader // the single leader's Lease
+	name string
+	fn   func(ctx context.Context) error
 }
 
 func (c *funcComponent) Name() string { return c.name }
 
-func (c *funcComponent) Start(ctx context.Context) error { return c.fn(withTermRef(ctx, c.lease)) }
+func (c *funcComponent) Start(ctx context.Context) error { return c.fn(ctx) }
+
+// leaseOf returns the reader of t's Lease, for the fenced client: a shard's of a
+// sharded controller, or the single leader's (a term stamped without its Lease, as an
+// election disabled stamps it, is the single leader's); nil when this Runtime has none.
+func (r *Runtime) leaseOf(t termctx.Term) *leaseReader {
+	if t.Sharded() {
+		l, _ := r.shardLeases.Load(t.Lease)
+		reader, _ := l.(*leaseReader)
+		return reader
+	}
+	return r.lease
+}
 
 // Subscribed tells the Runtime that the leader-only function running under ctx has made
 // its subscriptions, so the term's replays may be published. Call it once, right after
 // subscribing (at once if the function subscribes to nothing).
 func Subscribed(ctx context.Context) { lifecycle.Subscribed(ctx) }
-
-// managerElects reports whether mgr runs an election of its own
-// (manager.Options.LeaderElection true). The manager does not expose its options; its
-// lock, set by manager.New exactly when LeaderElection is true, tells. A manager of
-// another implementation is not recognised and passes.
-func managerElects(mgr manager.Manager) bool {
-	v := reflect.ValueOf(mgr)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	lock := v.Elem().FieldByName("resourceLock")
-	return lock.IsValid() && lock.Kind() == reflect.Interface && !lock.IsNil()
-}
 
 var _ manager.LeaderElectionRunnable = (*Runtime)(nil)

@@ -185,7 +185,7 @@ func TestRuntimeCampaignsAgainAfterLosingTheLease(t *testing.T) {
 		t.Fatalf("healthz: %v", err)
 	}
 	assertMetric(t, n.registry, "baton_is_leader", 1)
-	assertMetric(t, n.registry, "baton_terms_total", float64(st.Terms))
+	assertMetric(t, n.registry, "baton_leadership_transitions_total", float64(st.Terms))
 }
 
 func assertMetric(t *testing.T, g prometheus.Gatherer, name string, want float64) {
@@ -444,7 +444,8 @@ func TestNewRefusesUserMistakes(t *testing.T) {
 	}
 	logsMu.Lock()
 	defer logsMu.Unlock()
-	if !strings.Contains(logs.String(), "no leader-only work") || !strings.Contains(logs.String(), "Runtime.AddController") {
-		t.Errorf("a Runtime with no leader-only work logged:\n%s\nwant a warning naming Runtime.AddController", logs.String())
+	if !strings.Contains(logs.String(), "no leader-only work") || !strings.Contains(logs.String(), "NewControllerManagedBy") ||
+		!strings.Contains(logs.String(), `"severity"="warning"`) {
+		t.Errorf("a Runtime with no leader-only work logged:\n%s\nwant a warning (severity=warning) naming NewControllerManagedBy", logs.String())
 	}
 }

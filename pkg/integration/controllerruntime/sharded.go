@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -24,26 +23,32 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/baton-dev/baton/pkg/k8s/incarnation"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // ShardedController describes a controller whose objects are spread over the
 // replicas: every replica runs it, and each reconciles only the objects of the
-// shards it leads (see the package doc, # Sharded controllers).
+// shards it leads (see docs/design/controllerruntime.md, # Sharded controllers).
 type ShardedController struct {
 	// Name names the controller in logs and metrics. Required, unique in the Runtime.
 	Name string
 	// Reconciler is called for objects of the shards this replica leads, with a
-	// context that carries the shard and its term (sharding.ShardTermFromContext;
-	// termctx.FromContext gives the shard's term) and ends with that term. Required.
+	// context that carries the shard and its term (termctx.Get) and ends with that
+	// term. Required.
 	Reconciler reconcile.Reconciler
 	// For is the type of the objects, e.g. &corev1.ConfigMap{}: a request names one
 	// object of this type, and the object's UID decides its shard. Required.
 	For client.Object
+	// Predicates filter the events of For's objects from the manager's cache (the
+	// builder's WithEventFilter and For's WithPredicates); not applied to the shard
+	// informers of CacheOwnShards.
+	Predicates []predicate.Predicate
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
 	// live); Name defaults to the controller's Name, Identity to the Runtime's.
 	// Shards, the timings and SettleDelay default as sharding.Config's. Incarnation
@@ -129,16 +134,22 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	if r.deaths != nil && cfg.DeathWatch == nil {
 		// The death signal of Options.DeathSignal, with a pod watcher of its own that
 		// Start waits for.
-		if s.deaths, err = incarnation.NewWatcher(cs, slog.New(logr.ToSlogHandler(s.logger))); err != nil {
+		if s.deaths, err = incarnation.NewWatcher(cs, toSlog(s.logger)); err != nil {
 			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 		}
 		cfg.Incarnation, cfg.DeathWatch = r.incarnation, s.deaths
 	}
-	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, slog.New(logr.ToSlogHandler(s.logger)))
+	// The sharder adds the ring's name to its lines itself.
+	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, toSlog(r.logger.WithValues("controller", c.Name)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
 	s.ring = s.sharder.Ring()
+	if r.serverSide {
+		if err := labelValue("Sharding.Name "+cfg.Name+"'s last shard Lease", sharding.ShardLeaseName(cfg.Name, s.ring.Shards()-1)); err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+		}
+	}
 	opts := c.Options
 	opts.Reconciler = reconcile.Func(s.reconcile)
 	opts.SkipNameValidation = ptr.To(true)
@@ -200,7 +211,7 @@ func listOf(scheme *runtime.Scheme, c ShardedController) (client.ObjectList, err
 // watchCache makes the manager's cache of For the controller's source.
 func (s *Sharded) watchCache() error {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
-	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler())); err != nil {
+	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler(), s.spec.Predicates...)); err != nil {
 		return fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
 	}
 	return nil
@@ -233,7 +244,7 @@ type Sharded struct {
 	// mu guards shards, gone and stores.
 	mu     sync.Mutex
 	shards map[int]*shardLead           // the shards led now
-	gone   map[types.NamespacedName]int // the shard of deleted objects not yet reconciled
+	gone   map[types.NamespacedName]int // the shard of objects enqueued but not in the cache (deleted, or owners not yet cached), until reconciled
 	stores map[int]toolscache.Store     // the shard informers' stores, with ownCache
 }
 
@@ -350,11 +361,11 @@ func (s *Sharded) leads(shard int) bool {
 // reconciles running under it, the shard's informer and its ShardWork, so the shard
 // is handed over only after they returned.
 func (s *Sharded) acquired(ctx context.Context) {
-	st, _ := sharding.ShardTermFromContext(ctx)
-	lease := &leaseReader{cs: s.clientset, namespace: s.config.Namespace,
-		name: sharding.ShardLeaseName(s.config.Name, st.Shard), identity: s.config.Identity,
-		admission: s.r.serverSide, shard: true}
-	lead := &shardLead{ctx: withTermRef(ctx, lease)}
+	t, _ := termctx.Get(ctx)
+	st, _ := sharding.ShardTermOf(t, true)
+	s.r.shardLeases.LoadOrStore(t.Lease, &leaseReader{cs: s.clientset, namespace: t.Lease.Namespace,
+		name: t.Lease.Name, identity: s.config.Identity, admission: s.r.serverSide, shard: true})
+	lead := &shardLead{ctx: ctx}
 	s.mu.Lock()
 	s.shards[st.Shard] = lead
 	s.mu.Unlock()
@@ -441,12 +452,17 @@ func (s *Sharded) begin(shard int) *shardLead {
 }
 
 // shardOf returns the shard of the object key names: by its UID in the cache, or the
-// shard recorded at its delete event. ok is false when neither knows it.
+// shard recorded at its delete event, or by an Owns event of a child (whose
+// ownerReference has the UID) before the cache had the owner. ok is false when
+// neither knows it.
 func (s *Sharded) shardOf(ctx context.Context, key types.NamespacedName) (shard int, ok bool, err error) {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
 	err = s.Reader().Get(ctx, key, obj)
 	switch {
 	case err == nil:
+		s.mu.Lock()
+		delete(s.gone, key) // an owner enqueued before the cache had it
+		s.mu.Unlock()
 		return s.ring.ShardOf(string(obj.GetUID())), true, nil
 	case apierrors.IsNotFound(err):
 		s.mu.Lock()

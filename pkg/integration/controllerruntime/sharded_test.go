@@ -58,7 +58,7 @@ func (l *shardLedger) violate(format string, args ...any) {
 
 // enter records the start of a reconcile of name by replica under ctx.
 func (l *shardLedger) enter(ctx context.Context, replica, name string, uid types.UID) (sharding.ShardTerm, bool) {
-	st, ok := sharding.ShardTermFromContext(ctx)
+	st, ok := sharding.ShardTermOf(termctx.Get(ctx))
 	term, tok := termctx.FromContext(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -162,6 +162,7 @@ func (w *shardWriter) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	cm.Data["owner"] = w.replica
 	err := w.writer.Update(ctx, &cm)
 	if apierrors.IsConflict(err) || errors.Is(err, ErrTermEnded) {
+		//lint:ignore SA1019 the rate-limited requeue is what a lagging cache wants
 		return reconcile.Result{Requeue: true}, nil // the cache lags, or the shard moved
 	}
 	return reconcile.Result{}, err

@@ -58,6 +58,7 @@ func (w *refusalRecorder) Reconcile(ctx context.Context, req reconcile.Request) 
 		w.mu.Unlock()
 		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	case apierrors.IsConflict(err) || errors.Is(err, ErrTermEnded):
+		//lint:ignore SA1019 the rate-limited requeue is what a lagging cache wants
 		return reconcile.Result{Requeue: true}, nil // the cache lags, or the shard moved
 	}
 	return reconcile.Result{}, err
@@ -277,7 +278,7 @@ func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
 	}
 	installFence(t, raw, ringPolicy, ringBindings)
 	waitForPolicy(t, func() bool {
-		return refusedBy(ringPolicy.Name, stamps{ShardLeaseAnnotation: sharding.ShardLeaseName("writer", 0), ShardHolderAnnotation: "nobody",
+		return refusedBy(ringPolicy.Name, stamps{ShardLeaseAnnotation: sharding.ShardLeaseName("writer", 0), ShardFenceLabel: sharding.ShardLeaseName("writer", 0), ShardHolderAnnotation: "nobody",
 			ShardAcquiredAnnotation: "2000-01-01T00:00:00.000000Z"})
 	})
 	single, singleBinding, err := NewAdmissionFence(AdmissionFence{Name: "baton-fence-" + ns, LeaseName: "single", LeaseNamespace: ns,
@@ -287,7 +288,7 @@ func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
 	}
 	installFence(t, raw, single, []client.Object{singleBinding})
 	waitForPolicy(t, func() bool {
-		return refusedBy(single.Name, stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z"})
+		return refusedBy(single.Name, stamps{HolderAnnotation: "nobody", AcquiredAnnotation: "2000-01-01T00:00:00.000000Z", FenceLabel: "single"})
 	})
 }
 
@@ -306,7 +307,8 @@ func shardTokenOf(t *testing.T, ns, ring string, shard int) stamps {
 	name := sharding.ShardLeaseName(ring, shard)
 	l, err := shared.Clientset().CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil || l.Spec.AcquireTime == nil {
-		return stamps{ShardLeaseAnnotation: name, ShardHolderAnnotation: "(no holder)"}
+		return stamps{ShardLeaseAnnotation: name, ShardFenceLabel: name, ShardHolderAnnotation: "(no holder)"}
 	}
-	return stamps{ShardLeaseAnnotation: name, ShardHolderAnnotation: *l.Spec.HolderIdentity, ShardAcquiredAnnotation: formatMicro(*l.Spec.AcquireTime)}
+	return stamps{ShardLeaseAnnotation: name, ShardFenceLabel: name, ShardHolderAnnotation: *l.Spec.HolderIdentity,
+		ShardAcquiredAnnotation: formatMicro(*l.Spec.AcquireTime)}
 }

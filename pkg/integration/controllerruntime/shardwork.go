@@ -3,7 +3,6 @@ package controllerruntime
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -22,7 +21,7 @@ func newShardWorkers(c ShardedController, logger logr.Logger) (*sharding.Workers
 		return nil, nil
 	}
 	if config.Logger == nil {
-		config.Logger = slog.New(logr.ToSlogHandler(logger))
+		config.Logger = toSlog(logger)
 	}
 	w, err := sharding.NewWorkers(config)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/baton-dev/baton/pkg/batontest"
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // shardWorkLedger records the runs of the ShardWork of every replica, in one
@@ -326,7 +327,7 @@ func TestShardedControllerShardWorkReplays(t *testing.T) {
 // shard's states until its term ends.
 func followShard(ctx context.Context, l *shardWorkLedger, replica string, st sharding.ShardTerm,
 	replayer *leadership.ShardedReplayer[uint64], fenced client.Client, reader client.Reader, workNS string) error {
-	if got, ok := sharding.ShardTermFromContext(ctx); !ok || got != st {
+	if got, ok := sharding.ShardTermOf(termctx.Get(ctx)); !ok || got != st {
 		l.violate("%s: the work of %v runs under %v (ok %v)", replica, st, got, ok)
 	}
 	r := &shardWorkRun{replica: replica, t: st, ctx: ctx}

@@ -2,31 +2,11 @@ package controllerruntime
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/baton-dev/baton/pkg/termctx"
 )
-
-// termRefKey is the context key of the term reference.
-type termRefKey struct{}
-
-// withTermRef records ctx, the context the runtime gave a leader-only run, in ctx,
-// with lease, the Lease whose term it is (nil: none the fence may read).
-func withTermRef(ctx context.Context, lease *leaseReader) context.Context {
-	term, ok := termctx.FromContext(ctx)
-	if !ok {
-		return ctx
-	}
-	return context.WithValue(ctx, termRefKey{}, &termRef{term: term, ctx: ctx, lease: lease})
-}
-
-func termRefFrom(ctx context.Context) *termRef {
-	if ctx == nil {
-		return nil
-	}
-	ref, _ := ctx.Value(termRefKey{}).(*termRef)
-	return ref
-}
 
 // TermEnded returns nil while the term of ctx runs, an error wrapping ErrTermEnded and
 // the cause (context.Cause: lifecycle.ErrLeadershipLost, ErrSteppedDown or
@@ -37,16 +17,31 @@ func TermEnded(ctx context.Context) error {
 	return err
 }
 
-// termOf returns the term of ctx, or TermEnded's error, with one lookup.
+// termOf returns the term of ctx (termctx.Get), or TermEnded's error, with one lookup.
+// The ref has no Lease yet: the fenced client binds it (fencedClient.begin).
 func termOf(ctx context.Context) (*termRef, error) {
-	ref := termRefFrom(ctx)
-	if ref == nil {
+	t, ok := termctx.Get(ctx)
+	if !ok {
 		return nil, ErrNoTerm
 	}
-	if ref.ctx.Err() != nil {
-		return nil, &termEndedError{term: ref.term, cause: context.Cause(ref.ctx)}
+	ref := &termRef{term: t.Number, t: t, ctx: ctx}
+	if err := ref.ended(); err != nil {
+		return nil, err
 	}
 	return ref, nil
+}
+
+// ended returns nil while ref's term runs, and TermEnded's error once it ended
+// (termctx.Err: by the clock of the context the term was stamped on).
+func (ref *termRef) ended() error {
+	err := termctx.Err(ref.ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, termctx.ErrNoTerm):
+		return ErrNoTerm
+	}
+	return &termEndedError{term: ref.term, cause: err}
 }
 
 // termEndedError wraps ErrTermEnded and the cause of the end.

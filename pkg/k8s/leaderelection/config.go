@@ -141,7 +141,7 @@ type Callbacks struct {
 // RenewDeadline); 0.2 with the defaults 15s/10s. It is the symmetric form of the bound
 // on two clocks: a follower's clock may run at most LeaseDuration/RenewDeadline times as
 // fast as the leader's. The bound is on rates, not readings: clocks need not agree on
-// the time. See the package doc, # Clocks.
+// the time. See docs/design/leaderelection.md, # Clocks.
 func (c Config) ClockTolerance() float64 {
 	c = c.withDefaults()
 	ld, rd := float64(c.LeaseDuration), float64(c.RenewDeadline)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // Elector campaigns for one lease, leads while it holds it, and campaigns again when it
@@ -226,7 +228,7 @@ func (e *Elector) Start(ctx context.Context) error {
 
 // leadAlone is Start with SingleReplica: one term, numbered 1, until ctx ends.
 func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
-	t := newTermContext(ctx, 1, e.clock.Now(), 0, e.clock)
+	t := newTermContext(ctx, termctx.Term{Number: 1}, e.clock.Now(), 0, e.clock)
 	e.current.Store(t)
 	e.setLeader(e.config.Identity)
 	if n != nil {
@@ -264,10 +266,10 @@ type Stats struct {
 	// the lease this elector never saw: answered more than a RetryPeriod after they
 	// were sent, or with the watch showing another state before their own. Each held the
 	// lease a LeaseDuration from its answer before its term began (or gave the term
-	// up). See the package doc, # Slow acquiring writes.
+	// up). See docs/design/leaderelection.md, # Slow acquiring writes.
 	SlowAcquires uint64
 	// OutOfRange counts the values read from the Lease outside the range Baton itself
-	// writes, each logged at WARN, once per record: see the package doc, # Values from
+	// writes, each logged at WARN, once per record: see docs/design/leaderelection.md, # Values from
 	// the cluster.
 	OutOfRange uint64
 	// DuplicateIdentity counts the writes of the lease that named this elector as

@@ -33,20 +33,14 @@ type MemoryStore struct {
 
 var _ LeaseStore = (*MemoryStore)(nil)
 
-// Why is this here? The hand operations below (set, remove, restore, failWatches) are
-// faults for tests and demos, not part of the store's API: package leaderelectiontest
-// reaches them through package hand, which only it and this package can import.
-func init() { hand.MemoryStore = memoryHand{} }
-
-// memoryHand gives leaderelectiontest the hand operations of a MemoryStore.
-type memoryHand struct{}
-
-func (memoryHand) Set(s *MemoryStore, r LeaseRecord) LeaseRecord { return s.set(r) }
-func (memoryHand) Delete(s *MemoryStore)                         { s.remove() }
-func (memoryHand) Restore(s *MemoryStore, version uint64, r LeaseRecord, exists bool) {
-	s.restore(version, r, exists)
+// Faults returns the hand operations of s (set, remove, restore, failWatches), for
+// package leaderelectiontest, which alone (with this package) can make a hand.Key.
+//
+// Why is this here? They are faults for tests and demos, not part of the store's API;
+// the Key keeps them out of reach of every other package, with no global to fill.
+func (s *MemoryStore) Faults(hand.Key) hand.Faults[LeaseRecord] {
+	return hand.Faults[LeaseRecord]{Set: s.set, Delete: s.remove, Restore: s.restore, FailWatches: s.failWatches}
 }
-func (memoryHand) FailWatches(s *MemoryStore, err error) { s.failWatches(err) }
 
 // NewMemoryStore returns an empty store for the lease called name.
 func NewMemoryStore(name string) *MemoryStore {

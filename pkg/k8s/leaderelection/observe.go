@@ -75,7 +75,7 @@ func (c *campaign) observeAbsent(last LeaseRecord, now time.Time, listed bool) {
 		c.lease.record, c.lease.lastKnown = last, true
 	case !c.lease.known:
 		// A cold start: nothing of a holder was ever seen, so the lease may be created
-		// at once (see the package doc for the window this leaves).
+		// at once (see docs/design/leaderelection.md for the window this leaves).
 		c.lease.record, c.lease.lastKnown, c.lease.since = LeaseRecord{}, false, now
 	case c.lease.exists || c.lease.lastKnown:
 		// Deleted, last state unknown: whoever held it last may have renewed until the
@@ -244,7 +244,7 @@ func (c *campaign) checkRange(r LeaseRecord) {
 	c.lease.checkedVersion = r.ResourceVersion
 	bad := func(field string, value any, taken string) {
 		c.e.outOfRange.Add(1)
-		c.e.logger.Warn("lease value out of range", "field", field, "value", value, "taken_as", taken,
+		c.e.logger.Warn("lease value out of range", "field", field, "value", value, "takenAs", taken,
 			"holder", r.HolderIdentity, "version", r.ResourceVersion)
 	}
 	switch d := r.LeaseDuration; {
@@ -310,7 +310,7 @@ func (c *campaign) expiryWait(r LeaseRecord) time.Duration {
 // its last state, the history gone back, a foreign clear): what the last holder seen
 // would get, its lease duration (at least the configured one), times
 // foreignLeaseFactor if it was not Baton's. A holder that took the lease unseen and
-// then lost it the same way is not covered; see the package doc.
+// then lost it the same way is not covered; see docs/design/leaderelection.md.
 func (c *campaign) unknownWait() time.Duration {
 	d := max(c.e.config.LeaseDuration, c.lease.holderDuration)
 	if c.lease.holderForeign {

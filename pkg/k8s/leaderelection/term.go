@@ -15,7 +15,7 @@ import (
 // then, and Err, Done and Value check the clock themselves first, so a process resumed
 // after SIGSTOP sees its term over at once, before any timer ran. context.Cause gives
 // the reason (ErrRenewDeadlineMissed, ErrLeaseLost, ErrHandedOver, ErrResigned, or the
-// parent's cause). termctx.FromContext gives the term.
+// parent's cause). termctx.Get gives the term: the Lease, the number and the token.
 type termContext struct {
 	context.Context // termctx.NewContext on a cancel-cause context of the parent
 	cancel          context.CancelCauseFunc
@@ -31,12 +31,12 @@ type termContext struct {
 
 // newTermContext starts term under parent; its acquiring write was sent at start.
 // renewDeadline 0 disables the clock check.
-func newTermContext(parent context.Context, term uint64, start time.Time, renewDeadline time.Duration, clock Clock) *termContext {
+func newTermContext(parent context.Context, term termctx.Term, start time.Time, renewDeadline time.Duration, clock Clock) *termContext {
 	inner, cancel := context.WithCancelCause(parent)
 	t := &termContext{
-		Context:       termctx.NewContext(inner, term),
+		Context:       termctx.With(inner, term),
 		cancel:        cancel,
-		term:          term,
+		term:          term.Number,
 		renewDeadline: renewDeadline,
 		clock:         clock,
 		lastRenew:     start,
@@ -45,6 +45,17 @@ func newTermContext(parent context.Context, term uint64, start time.Time, renewD
 		t.mu.Lock()
 		t.timer = clock.AfterFunc(t.remainingLocked(), t.onTimer)
 		t.mu.Unlock()
+	}
+	return t
+}
+
+// termOf is term as the term context carries it: the Lease, the number, and the
+// token of the acquisition, read from the last write the store confirmed (the
+// acquiring write, or a renew since, which keeps its holder and acquireTime).
+func (c *campaign) termOf(term uint64) termctx.Term {
+	t := termctx.Term{Lease: termctx.Lease{Namespace: c.e.config.LeaseNamespace, Name: c.e.config.LeaseName}, Number: term}
+	if w := c.writes.confirmed; c.writes.hasConfirmed && w.HolderIdentity == c.self {
+		t.Token = termctx.Token{Holder: c.self, Acquired: w.AcquireTime}
 	}
 	return t
 }

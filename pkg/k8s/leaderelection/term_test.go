@@ -30,7 +30,7 @@ func TestTermContextLazyExpiry(t *testing.T) {
 		t.Run(first, func(t *testing.T) {
 			start := time.Now()
 			clock := &fakeClock{now: start}
-			tc := newTermContext(context.Background(), 42, start, 10*time.Second, clock)
+			tc := newTermContext(context.Background(), termctx.Term{Number: 42}, start, 10*time.Second, clock)
 			defer tc.end(context.Canceled)
 			if tc.Err() != nil {
 				t.Fatal("fresh term ended")
@@ -87,7 +87,7 @@ func isClosed(ch <-chan struct{}) bool {
 func TestTermContextTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		tc := newTermContext(context.Background(), 7, start, 10*time.Second, realClock{})
+		tc := newTermContext(context.Background(), termctx.Term{Number: 7}, start, 10*time.Second, realClock{})
 		child, cancel := context.WithCancel(tc)
 		defer cancel()
 		if term, ok := termctx.FromContext(child); !ok || term != 7 {
@@ -120,7 +120,7 @@ func TestTermContextParent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cause := errors.New("shutdown")
 		parent, cancel := context.WithCancelCause(context.Background())
-		tc := newTermContext(parent, 1, time.Now(), time.Second, realClock{})
+		tc := newTermContext(parent, termctx.Term{Number: 1}, time.Now(), time.Second, realClock{})
 		cancel(cause)
 		if !errors.Is(context.Cause(tc), cause) || tc.Err() == nil {
 			t.Fatalf("Cause %v, Err %v", context.Cause(tc), tc.Err())
@@ -129,7 +129,7 @@ func TestTermContextParent(t *testing.T) {
 		if !errors.Is(context.Cause(tc), cause) {
 			t.Fatalf("end replaced the cause: %v", context.Cause(tc))
 		}
-		disabled := newTermContext(context.Background(), 1, time.Now(), 0, realClock{})
+		disabled := newTermContext(context.Background(), termctx.Term{Number: 1}, time.Now(), 0, realClock{})
 		time.Sleep(24 * time.Hour)
 		if disabled.Err() != nil {
 			t.Fatal("a term without renew deadline ended by the clock")
@@ -156,7 +156,7 @@ func BenchmarkTermContext(b *testing.B) {
 		}
 	})
 	b.Run("term/Err", func(b *testing.B) {
-		tc := newTermContext(ctx, 1, time.Now(), time.Hour, realClock{})
+		tc := newTermContext(ctx, termctx.Term{Number: 1}, time.Now(), time.Hour, realClock{})
 		defer tc.end(context.Canceled)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -178,7 +178,7 @@ func BenchmarkTermContext(b *testing.B) {
 		}
 	})
 	b.Run("term/Done", func(b *testing.B) {
-		tc := newTermContext(ctx, 1, time.Now(), time.Hour, realClock{})
+		tc := newTermContext(ctx, termctx.Term{Number: 1}, time.Now(), time.Hour, realClock{})
 		defer tc.end(context.Canceled)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -191,7 +191,7 @@ func BenchmarkTermContext(b *testing.B) {
 	})
 	b.Run("term/IsLeader", func(b *testing.B) {
 		e := &Elector{}
-		tc := newTermContext(ctx, 1, time.Now(), time.Hour, realClock{})
+		tc := newTermContext(ctx, termctx.Term{Number: 1}, time.Now(), time.Hour, realClock{})
 		defer tc.end(context.Canceled)
 		e.current.Store(tc)
 		b.ReportAllocs()
@@ -209,9 +209,9 @@ func BenchmarkTermContext(b *testing.B) {
 // looking at it.
 func TestTermEndsAtItsDeadlineAfterAnEarlierTermsLateEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		first := newTermContext(context.Background(), 1, time.Now(), 10*time.Second, realClock{})
+		first := newTermContext(context.Background(), termctx.Term{Number: 1}, time.Now(), 10*time.Second, realClock{})
 		first.cancel(ErrLeaseLost) // ended; its end (the timer's stop) comes late
-		second := newTermContext(context.Background(), 2, time.Now(), 10*time.Second, realClock{})
+		second := newTermContext(context.Background(), termctx.Term{Number: 2}, time.Now(), 10*time.Second, realClock{})
 		first.end(ErrResigned)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
@@ -256,7 +256,7 @@ func TestCallTimeoutOnTheClock(t *testing.T) {
 func TestDerivedContextSeesLazyExpiry(t *testing.T) {
 	start := time.Now()
 	clock := &fakeClock{now: start}
-	tc := newTermContext(context.Background(), 7, start, 10*time.Second, clock)
+	tc := newTermContext(context.Background(), termctx.Term{Number: 7}, start, 10*time.Second, clock)
 	defer tc.end(context.Canceled)
 	child, cancel := context.WithCancel(tc)
 	defer cancel()

@@ -247,7 +247,7 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 // startTerm begins leading term, whose acquiring write was sent at sentAt, and runs
 // OnStartedLeading in a goroutine of its own.
 func (c *campaign) startTerm(term uint64, sentAt time.Time) {
-	t := newTermContext(c.ctx, term, sentAt, c.e.config.RenewDeadline, c.e.clock)
+	t := newTermContext(c.ctx, c.termOf(term), sentAt, c.e.config.RenewDeadline, c.e.clock)
 	c.phase, c.term, c.termFloor = leading, t, max(c.termFloor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
@@ -342,7 +342,7 @@ func (c *campaign) release(preferred string) (bool, error) {
 		switch {
 		case err == nil:
 			c.written(out, at)
-			c.e.logger.Info("released lease", "preferred_holder", preferred)
+			c.e.logger.Info("released lease", "preferredHolder", preferred)
 			return true, nil
 		case errors.Is(err, ErrConflict):
 			if err := c.refresh(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // fakeKubelet plays the kubelet's reports for the death signal: report proves an
@@ -169,7 +170,7 @@ type takes struct {
 }
 
 func (g *takes) record(ctx context.Context) {
-	st, _ := sharding.ShardTermFromContext(ctx)
+	st, _ := sharding.ShardTermOf(termctx.Get(ctx))
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.at == nil {

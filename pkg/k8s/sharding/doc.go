@@ -71,7 +71,7 @@
 // release to its take, and writes sent in a burst are each as slow as the burst.
 //
 // Callbacks.OnAcquired runs for each term of a shard this replica leads, under the
-// shard's term context; ShardTermFromContext gives the shard and its term (the
+// shard's term context; termctx.Get gives the shard and its term (the
 // fencing token of writes for that shard's objects), and the context ends when the
 // term does. Callbacks.OnLost runs once after each such term. Owned lists the shards
 // led now.

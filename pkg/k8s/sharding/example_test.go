@@ -7,6 +7,7 @@ import (
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // The selector of a replica's shards, for metav1.ListOptions.ShardSelector: adjacent
@@ -40,7 +41,7 @@ func ExampleSharder() {
 		Identity: "replica-0", Name: "ring", Namespace: "default", Shards: 4,
 	}, stores, sharding.Callbacks{
 		OnAcquired: func(ctx context.Context) {
-			t, _ := sharding.ShardTermFromContext(ctx)
+			t, _ := sharding.ShardTermOf(termctx.Get(ctx))
 			mu.Lock()
 			led[t.Shard] = true
 			if len(led) == 4 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // promptly is how soon a shard placed on a replica must be taken when what its
@@ -23,7 +24,7 @@ type acquisitions struct {
 }
 
 func (a *acquisitions) onAcquired(ctx context.Context) {
-	st, _ := sharding.ShardTermFromContext(ctx)
+	st, _ := sharding.ShardTermOf(termctx.Get(ctx))
 	a.mu.Lock()
 	if a.first == nil {
 		a.first = map[int]time.Time{}

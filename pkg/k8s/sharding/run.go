@@ -429,5 +429,5 @@ func (l *loop) leave(ctx context.Context) {
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
 	l.rebalance(lctx)
 	l.handovers.Wait()
-	s.logger.Info("left", "still leading", len(s.Owned()))
+	s.logger.Info("left", "stillLeading", len(s.Owned()))
 }

@@ -69,7 +69,7 @@ type Config struct {
 type Callbacks struct {
 	// OnAcquired runs when this replica starts leading a shard, on that shard's own
 	// goroutine (calls for one shard never overlap; calls for different shards run at
-	// once). ctx is the shard's term context: ShardTermFromContext(ctx) gives the shard
+	// once). ctx is the shard's term context: termctx.Get(ctx) gives the shard
 	// and its term, and ctx ends when the term does (handed over, lost, or Run's
 	// shutdown). It may return at once or run the shard's work until ctx ends; the
 	// shard is handed over only after it returned, so it must return soon after ctx
@@ -366,13 +366,14 @@ func (s *Sharder) takeDead() []string {
 
 // leading is shard's OnStartedLeading.
 func (s *Sharder) leading(ctx context.Context, shard int) {
+	ctx = withShard(ctx, shard, s.ring.Shards())
 	term, _ := termctx.FromContext(ctx)
 	s.mu.Lock()
 	s.owned[shard] = term
 	s.mu.Unlock()
 	s.kick()
 	if f := s.callbacks.OnAcquired; f != nil {
-		f(withShardTerm(ctx, ShardTerm{Shard: shard, Term: term}))
+		f(ctx)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // DefaultRestartDelay is the default of WorkConfig.RestartDelay.
@@ -24,7 +26,7 @@ type Work struct {
 	// Name names the work in logs. Required, unique among the works of a Workers.
 	Name string
 	// Run does the work of one shard term. ctx is the shard's term context
-	// (ShardTermFromContext(ctx) gives t too) and ends when the term does: handed
+	// (termctx.Get(ctx) gives t too, with its Lease and token) and ends when the term does: handed
 	// over, lost, or the replica leaving. Run must return soon after ctx ends: the
 	// shard is handed over only once every work of its term returned.
 	//
@@ -141,7 +143,7 @@ func NewWorkers(config WorkConfig) (*Workers, error) {
 // returned: after ctx ended, or earlier if they all returned nil. It logs an error
 // and returns at once when ctx is not a shard's term context.
 func (w *Workers) RunShard(ctx context.Context) {
-	t, ok := ShardTermFromContext(ctx)
+	t, ok := ShardTermOf(termctx.Get(ctx))
 	if !ok {
 		w.logger.Error("shard work not started: the context is not a shard's term context")
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // workLog records the runs of shard works, each start and end numbered in one
@@ -36,7 +37,7 @@ type workRun struct {
 func (l *workLog) work(replica, name string) sharding.Work {
 	return sharding.Work{Name: name, Run: func(ctx context.Context, t sharding.ShardTerm) error {
 		r := &workRun{replica: replica, work: name, t: t}
-		r.ctxTerm, r.ctxOK = sharding.ShardTermFromContext(ctx)
+		r.ctxTerm, r.ctxOK = sharding.ShardTermOf(termctx.Get(ctx))
 		l.mu.Lock()
 		l.seq++
 		r.start = l.seq

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 func formatTerm(t uint64) string { return strconv.FormatUint(t, 10) }
@@ -121,7 +122,7 @@ const objectsPerShard = 2
 // register late. Each write takes a seeded latency each way (netLatency).
 func work(rec *recorder, reg *register, n *node, period time.Duration, seed uint64) func(ctx context.Context) {
 	return func(ctx context.Context) {
-		st, ok := sharding.ShardTermFromContext(ctx)
+		st, ok := sharding.ShardTermOf(termctx.Get(ctx))
 		if !ok {
 			panic("OnAcquired's context carries no shard term")
 		}

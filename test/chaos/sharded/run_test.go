@@ -321,19 +321,19 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 		start(id)
 	}
 	for _, ev := range events {
-		time.Sleep(begin.Add(ev.at).Sub(time.Now()))
+		time.Sleep(time.Until(begin.Add(ev.at)))
 		h.log = append(h.log, fmt.Sprintf("%v %s", ev.at, ev.desc))
 		if ev.kind != "" {
 			h.faults[ev.kind]++
 		}
 		ev.do()
 	}
-	time.Sleep(begin.Add(heal).Sub(time.Now()))
+	time.Sleep(time.Until(begin.Add(heal)))
 	h.begin, h.shards, h.live = begin, shards, slices.Sorted(slices.Values(live))
 	h.heal = time.Now()
 	h.checkAt = h.heal.Add(bound)
 	h.stableUntil = h.checkAt.Add(leaseDur)
-	time.Sleep(h.stableUntil.Sub(time.Now()))
+	time.Sleep(time.Until(h.stableUntil))
 	h.spans, h.ops = rec.snapshot()
 	mu.Lock()
 	for id, r := range replicas {

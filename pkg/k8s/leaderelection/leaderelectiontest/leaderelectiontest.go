@@ -9,26 +9,19 @@ import (
 	"github.com/baton-dev/baton/pkg/k8s/leaderelection/internal/hand"
 )
 
-// memoryHand is the interface of the value package leaderelection sets in
-// hand.MemoryStore.
-type memoryHand interface {
-	Set(s *leaderelection.MemoryStore, r leaderelection.LeaseRecord) leaderelection.LeaseRecord
-	Delete(s *leaderelection.MemoryStore)
-	Restore(s *leaderelection.MemoryStore, version uint64, r leaderelection.LeaseRecord, exists bool)
-	FailWatches(s *leaderelection.MemoryStore, err error)
+func handOf(s *leaderelection.MemoryStore) hand.Faults[leaderelection.LeaseRecord] {
+	return s.Faults(hand.Key{})
 }
-
-func handOf() memoryHand { return hand.MemoryStore.(memoryHand) }
 
 // Set overwrites the lease of s by hand, creating it when absent, whatever its
 // resourceVersion, and returns it with its new resourceVersion.
 func Set(s *leaderelection.MemoryStore, r leaderelection.LeaseRecord) leaderelection.LeaseRecord {
-	return handOf().Set(s, r)
+	return handOf(s).Set(r)
 }
 
 // Delete removes the lease of s by hand, if present. Watchers get a Deleted event
 // carrying the last state and the resourceVersion of the delete.
-func Delete(s *leaderelection.MemoryStore) { handOf().Delete(s) }
+func Delete(s *leaderelection.MemoryStore) { handOf(s).Delete() }
 
 // Restore puts s back to an earlier state, as an etcd restore from a backup does: the
 // lease becomes r (absent when exists is false) at resourceVersion version, versions
@@ -36,9 +29,9 @@ func Delete(s *leaderelection.MemoryStore) { handOf().Delete(s) }
 // leaderelection.ErrHistoryRestored and is closed (the API server restarts). version
 // may be below versions already handed out.
 func Restore(s *leaderelection.MemoryStore, version uint64, r leaderelection.LeaseRecord, exists bool) {
-	handOf().Restore(s, version, r, exists)
+	handOf(s).Restore(version, r, exists)
 }
 
 // FailWatches ends every open watch of s with an event carrying err (e.g. a 410 Gone),
 // then closes it, as an API server ending its watches does.
-func FailWatches(s *leaderelection.MemoryStore, err error) { handOf().FailWatches(s, err) }
+func FailWatches(s *leaderelection.MemoryStore, err error) { handOf(s).FailWatches(err) }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/termctx"
 )
 
 // History records every shard term of a ring as its OnAcquired saw it: from the call
@@ -44,7 +45,7 @@ func NewHistory(shards int) *History {
 // from the call until its context ends.
 func (h *History) OnAcquired(tb testing.TB, id string) func(ctx context.Context) {
 	return func(ctx context.Context) {
-		st, ok := sharding.ShardTermFromContext(ctx)
+		st, ok := sharding.ShardTermOf(termctx.Get(ctx))
 		if !ok {
 			tb.Errorf("%s: OnAcquired's context carries no shard term", id)
 			return

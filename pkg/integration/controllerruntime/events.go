@@ -1,0 +1,145 @@
+package controllerruntime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/termctx"
+)
+
+// Reasons of the Events the Runtime records on its Lease, one for each change of
+// hands this replica makes, with why. kubectl describe lease <name> lists them.
+const (
+	// EventAcquired: this replica took the Lease (free, released by its holder, or
+	// expired); Normal.
+	EventAcquired = "LeaderElected"
+	// EventDeathTakeover: this replica took the Lease at once from a holder whose
+	// container the kubelet reported terminated (the death signal); Warning.
+	EventDeathTakeover = "LeaderDeathTakeover"
+	// EventReleased: this replica released the Lease on a graceful stop; Normal.
+	EventReleased = "LeaderReleased"
+	// EventHandedOver: this replica ended its term to hand the Lease to another;
+	// Normal.
+	EventHandedOver = "LeaderHandedOver"
+	// EventLost: this replica's term ended without a release (it missed its renew
+	// deadline, or stepped down): the Lease expires or was taken; Warning.
+	EventLost = "LeaderLost"
+)
+
+// eventRecorderName is the reporting controller of the Runtime's Events.
+const eventRecorderName = "baton"
+
+// eventLeaseReadTimeout bounds the read of the Lease's UID for an Event.
+const eventLeaseReadTimeout = 5 * time.Second
+
+// leaseEvents records the Events of one Lease's changes of hands on this replica,
+// from the elector's callbacks.
+type leaseEvents struct {
+	// recorder returns the manager's recorder; it is asked at the first Event (the
+	// manager starts its broadcaster then, and stops it when it stops).
+	recorder        func() events.EventRecorder
+	cs              kubernetes.Interface
+	namespace, name string
+	identity        string
+	stats           func() k8sle.Stats
+	stopping        func() bool // the manager is stopping: a term's end is a release
+	release         bool        // Options.LeaderElectionReleaseOnCancel
+
+	// wg counts the Events being recorded; the Runtime's Start waits for them.
+	wg sync.WaitGroup
+
+	// mu guards the counters as of the last Event, to tell why a term began or ended.
+	mu                sync.Mutex
+	deaths, handOvers uint64
+}
+
+// started records the Event of a term that began.
+func (e *leaseEvents) started(ctx context.Context) {
+	st := e.stats()
+	e.mu.Lock()
+	death := st.DeathTakeovers > e.deaths
+	e.deaths = st.DeathTakeovers
+	e.mu.Unlock()
+	term, _ := termctx.FromContext(ctx)
+	if death {
+		e.record(corev1.EventTypeWarning, EventDeathTakeover, "Acquire",
+			"%s took the Lease in term %d: the kubelet reported the holder's container terminated", e.identity, term)
+		return
+	}
+	e.record(corev1.EventTypeNormal, EventAcquired, "Acquire",
+		"%s became leader in term %d (the Lease was free, released or expired)", e.identity, term)
+}
+
+// stopped records the Event of a term that ended.
+func (e *leaseEvents) stopped() {
+	st := e.stats()
+	e.mu.Lock()
+	handOver := st.HandOvers > e.handOvers
+	e.handOvers = st.HandOvers
+	e.mu.Unlock()
+	switch {
+	case handOver:
+		e.record(corev1.EventTypeNormal, EventHandedOver, "Release", "%s stopped leading to hand the Lease over", e.identity)
+	case e.stopping() && e.release:
+		// The manager stops its recorder once its runnables returned, dropping what it
+		// still holds: the Event of a stopping replica is written here.
+		e.recordDirect(corev1.EventTypeNormal, EventReleased, "Release", e.identity+" stopped leading and released the Lease (graceful stop)")
+	default:
+		e.record(corev1.EventTypeWarning, EventLost, "Lose",
+			"%s stopped leading without a release (renew deadline missed, or stepped down); another replica takes the Lease once it expires", e.identity)
+	}
+}
+
+// record records an Event on the Lease, read for its UID (kubectl describe matches
+// Events by it; without it, by name), on a goroutine of its own: the elector waits
+// for its callbacks, and a release must not wait for a read.
+func (e *leaseEvents) record(eventType, reason, action, note string, args ...any) {
+	e.wg.Go(func() { e.recordNow(eventType, reason, action, note, args...) })
+}
+
+func (e *leaseEvents) recordNow(eventType, reason, action, note string, args ...any) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventLeaseReadTimeout)
+	defer cancel()
+	e.recorder().Eventf(e.lease(ctx), nil, eventType, reason, action, note, args...)
+}
+
+// lease returns the Lease as an Event's regarding object, with its UID when it can
+// be read.
+func (e *leaseEvents) lease(ctx context.Context) *coordinationv1.Lease {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name}}
+	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
+	if got, err := e.cs.CoordinationV1().Leases(e.namespace).Get(ctx, e.name, metav1.GetOptions{}); err == nil {
+		lease.UID = got.UID
+	}
+	return lease
+}
+
+// recordDirect writes an Event as the recorder would (events.k8s.io/v1, reporting
+// controller eventRecorderName), on a goroutine of its own, with the clientset.
+func (e *leaseEvents) recordDirect(eventType, reason, action, note string) {
+	e.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), eventLeaseReadTimeout)
+		defer cancel()
+		lease := e.lease(ctx)
+		host, _ := os.Hostname()
+		ev := &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: fmt.Sprintf("%s.%x", e.name, time.Now().UnixNano())},
+			EventTime:  metav1.NewMicroTime(time.Now()), Type: eventType, Reason: reason, Action: action, Note: note,
+			ReportingController: eventRecorderName, ReportingInstance: eventRecorderName + "-" + host,
+			Regarding: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+				Namespace: e.namespace, Name: e.name, UID: lease.UID},
+		}
+		_, _ = e.cs.EventsV1().Events(e.namespace).Create(ctx, ev, metav1.CreateOptions{}) // best effort, as the recorder's
+	})
+}
