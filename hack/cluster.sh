@@ -239,9 +239,23 @@ start_control_plane() {
     --authentication-kubeconfig "$kc" --authorization-kubeconfig "$kc" --bind-address 127.0.0.1 --leader-elect=false
 }
 
+# put FILE writes its input to FILE unless FILE holds it already: kube-proxy
+# exits when its configuration file is written, even with the same content.
+put() {
+  local tmp
+  tmp=$(mktemp)
+  cat >"$tmp"
+  if cmp -s "$tmp" "$1"; then
+    rm -f "$tmp"
+  else
+    mv "$tmp" "$1"
+    chmod 644 "$1"
+  fi
+}
+
 write_node_configs() {
   mkdir -p "$state/cni/net.d" "$run/containerd"
-  cat >"$state/containerd.toml" <<EOF
+  put "$state/containerd.toml" <<EOF
 version = 2
 root = "$state/containerd"
 state = "$run/containerd/state"
@@ -258,7 +272,7 @@ state = "$run/containerd/state"
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
 EOF
-  cat >"$state/cni/net.d/10-baton.conflist" <<EOF
+  put "$state/cni/net.d/10-baton.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "baton",
@@ -270,7 +284,7 @@ EOF
   ]
 }
 EOF
-  cat >"$state/kubelet.yaml" <<EOF
+  put "$state/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -293,7 +307,7 @@ podLogsDir: $state/pod-logs
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
-  cat >"$state/kube-proxy.yaml" <<EOF
+  put "$state/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
