@@ -62,7 +62,15 @@ func (c *cluster) apply(t *testing.T, objs []runtime.Object) {
 	t.Helper()
 	ctx := context.Background()
 	for _, o := range objs {
-		if err := c.create(ctx, o); err != nil {
+		// An admission policy deleted just before (fresh) still judges writes
+		// until the API server's cache of policies catches up: retry a refusal.
+		deadline := time.Now().Add(30 * time.Second)
+		err := c.create(ctx, o)
+		for apierrors.IsForbidden(err) && time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+			err = c.create(ctx, o)
+		}
+		if err != nil {
 			t.Fatalf("creating %T: %v", o, err)
 		}
 	}
