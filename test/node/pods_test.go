@@ -102,8 +102,10 @@ func (c *cluster) create(ctx context.Context, o runtime.Object) error {
 // Deployment (and without the admission fence unless fence).
 func (c *cluster) fresh(t *testing.T, withDeployment, fence bool) {
 	t.Helper()
-	c.deleteNamespace(t, ns)
+	// The fence's objects first, as kubectl delete -k does: its Lease guard
+	// holds the namespace's deletion up while it stands.
 	c.deleteClusterScoped(t)
+	c.deleteNamespace(t, ns)
 	var objs []runtime.Object
 	for _, o := range manifests(t, fence) {
 		if _, ok := o.(*appsv1.Deployment); ok && !withDeployment {
