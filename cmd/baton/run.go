@@ -38,6 +38,8 @@ type runFlags struct {
 	// terminationLog is the container's terminationMessagePath.
 	deathSignal    explicitBool
 	terminationLog string
+	// debugOOMAfter is --debug-oom-after (debugOOM): 0 is off.
+	debugOOMAfter time.Duration
 	// getenv reads the pod identity; nil is os.Getenv (tests set it).
 	getenv func(string) string
 	// fs is the flag set the flags are registered on, which tells the
@@ -68,6 +70,7 @@ func (r *runFlags) register(fs *flag.FlagSet) {
 	r.deathSignal.v = true
 	fs.Var(&r.deathSignal, "death-signal", "in a pod, take the lease at once when the kubelet reports the leader's container terminated, instead of waiting the lease out (needs POD_NAMESPACE, POD_NAME, POD_UID and CONTAINER_NAME; off outside a pod, and off with a warning when some are missing unless the flag is given)")
 	fs.StringVar(&r.terminationLog, "termination-message-path", incarnation.DefaultTerminationLog, "the container's terminationMessagePath, where the death signal writes this run's nonce (nothing else may overwrite it)")
+	fs.DurationVar(&r.debugOOMAfter, "debug-oom-after", 0, "for tests only: this long after the start, allocate memory until the container's memory limit kills the process (0: off)")
 	r.logs.register(fs, "info")
 	addAliases(fs)
 	r.fs = fs
@@ -113,6 +116,9 @@ func (r *runFlags) check() []error {
 		bad("--pod-selector %q: %v", c.PodSelector, err)
 	}
 	errs = append(errs, checkTimings(c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, timingBlame(r.fs, runTimingFlags))...)
+	if r.debugOOMAfter < 0 {
+		bad("--debug-oom-after %v: want 0 (off) or a positive duration", r.debugOOMAfter)
+	}
 	metricsFlag, probesFlag := named("metrics-bind-address"), named("health-probe-bind-address")
 	for _, a := range []struct{ flag, v string }{{metricsFlag, r.metrics}, {probesFlag, r.probes}} {
 		if a.v == "" {
@@ -201,6 +207,12 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return usageErrors(stderr, "run", []error{err})
 		}
 		defer stop()
+	}
+	if rf.debugOOMAfter > 0 {
+		oomCtx, stopOOM := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); debugOOM(oomCtx, rf.debugOOMAfter, logger) }()
+		defer func() { stopOOM(); <-done }()
 	}
 	c := rf.c
 	logger.Info("baton run starting", "identity", c.Identity, "namespace", c.Namespace,
