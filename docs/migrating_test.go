@@ -63,9 +63,12 @@ func runMigrated(t *testing.T, cs kubernetes.Interface, bin, kubeconfig string) 
 	create("first")
 	batontest.WaitFor(t, 90*time.Second, "the first ConfigMap reconciled", func() bool { return seen("first") })
 	first := leaseHolder(t, cs, migratedLease)
+	// Each replica logs its own identity under the key "identity"; the others name
+	// the holder too, under other keys, so a bare match could pick a follower.
+	own := regexp.MustCompile(`"identity":\s*"` + regexp.QuoteMeta(first) + `"`)
 	leader := -1
 	for i, p := range ps {
-		if strings.Contains(p.output(), first) {
+		if own.MatchString(p.output()) {
 			leader = i
 		}
 	}
