@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -34,6 +35,7 @@ func debugOOM(ctx context.Context, after time.Duration, logger *slog.Logger) {
 		held = append(held, b)
 		select {
 		case <-ctx.Done():
+			runtime.KeepAlive(held) // every chunk stays allocated until the end
 			return
 		case <-tick.C:
 		}
