@@ -162,26 +162,8 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 		}
 	}
-	opts := c.Options
-	opts.Reconciler = reconcile.Func(s.reconcile)
-	opts.SkipNameValidation = ptr.To(true)
-	opts.NeedLeaderElection, opts.EnableWarmup = ptr.To(false), ptr.To(true)
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = r.logger
-	}
-	if s.ctrl, err = controller.NewUnmanaged(c.Name, opts); err != nil {
-		return nil, fmt.Errorf("%w: building sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
-	}
-	if c.CacheOwnShards {
-		s.watcher, err = client.NewWithWatch(r.mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: r.mgr.GetRESTMapper()})
-		if err != nil {
-			return nil, fmt.Errorf("%w: sharded controller %q: a watching client from the manager's rest config: %v", ErrInvalidRegistration, c.Name, err)
-		}
-	} else if err := s.watchCache(); err != nil {
+	if err := s.buildController(scheme); err != nil {
 		return nil, err
-	}
-	if err := s.ctrl.Watch(source.Func(s.takeQueue)); err != nil {
-		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
 	if err := r.addSharded(s); err != nil {
 		return nil, err
@@ -190,6 +172,35 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("controllerruntime: adding the readyz check of sharded controller %q: %w", c.Name, err)
 	}
 	return s, nil
+}
+
+// buildController builds the sharded controller's unmanaged controller-runtime
+// controller, on the shard queue, and the watch its objects come from: the manager's
+// cache, or (CacheOwnShards) a watching client for the shard informers.
+func (s *Sharded) buildController(scheme *runtime.Scheme) error {
+	var err error
+	opts := s.spec.Options
+	opts.Reconciler = reconcile.Func(s.reconcile)
+	opts.SkipNameValidation = ptr.To(true)
+	opts.NeedLeaderElection, opts.EnableWarmup = ptr.To(false), ptr.To(true)
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = s.r.logger
+	}
+	if s.ctrl, err = controller.NewUnmanaged(s.spec.Name, opts); err != nil {
+		return fmt.Errorf("%w: building sharded controller %q: %w", ErrInvalidRegistration, s.spec.Name, err)
+	}
+	if s.spec.CacheOwnShards {
+		s.watcher, err = client.NewWithWatch(s.r.mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: s.r.mgr.GetRESTMapper()})
+		if err != nil {
+			return fmt.Errorf("%w: sharded controller %q: a watching client from the manager's rest config: %v", ErrInvalidRegistration, s.spec.Name, err)
+		}
+	} else if err := s.watchCache(); err != nil {
+		return err
+	}
+	if err := s.ctrl.Watch(source.Func(s.takeQueue)); err != nil {
+		return fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, s.spec.Name, err)
+	}
+	return nil
 }
 
 // RingReadyzCheckPrefix starts the name of each sharded controller's readyz check,
