@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 
 assets=$(hack/testenv.sh | tail -n 1)
 export KUBEBUILDER_ASSETS="$assets"
+# deploy/components' tests render the Components with this pinned kustomize.
+PATH="$(hack/kustomize.sh | tail -n 1):$PATH"
+export PATH
 
 go vet ./...
 hack/lint.sh

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,19 +65,23 @@ func decode(t *testing.T, raw []byte) []runtime.Object {
 	}
 }
 
-// render runs kustomize (kubectl's) on dir and decodes its output.
+// render runs kustomize on dir and decodes its output: the kustomize on PATH
+// (hack/test.sh puts the pinned one there, hack/kustomize.sh), else kubectl's.
 func render(t *testing.T, dir string) []runtime.Object {
 	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatalf("rendering %s needs kubectl (kubectl kustomize): %v", dir, err)
+	var cmd *exec.Cmd
+	if kustomize, err := exec.LookPath("kustomize"); err == nil {
+		cmd = exec.Command(kustomize, "build", dir)
+	} else if kubectl, err := exec.LookPath("kubectl"); err == nil {
+		cmd = exec.Command(kubectl, "kustomize", dir)
+	} else {
+		t.Fatalf("rendering %s needs kustomize (hack/kustomize.sh builds it) or kubectl on PATH", dir)
 	}
-	cmd := exec.Command(kubectl, "kustomize", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr.String())
+		t.Fatalf("%s %s: %v\n%s", strings.Join(cmd.Args[:2], " "), dir, err, stderr.String())
 	}
 	return decode(t, out)
 }
