@@ -396,16 +396,26 @@ func leaseHolder(t *testing.T, cs kubernetes.Interface, name string) string {
 
 // process is one replica of a guide's program, run as a process of its own.
 type process struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{} // closed when it exited
-	err  error         // its exit, once done is closed
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	done   chan struct{} // closed when it exited
+	err    error         // its exit, once done is closed
+	killed bool          // kill was called: its exit is no error
 }
 
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
+	return startWithEnv(t, nil, bin, args...)
+}
+
+// startWithEnv starts bin with this process's environment and env added.
+func startWithEnv(t *testing.T, env []string, bin string, args ...string) *process {
+	t.Helper()
 	p := &process{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -418,9 +428,19 @@ func start(t *testing.T, bin string, args ...string) *process {
 	return p
 }
 
+// kill sends SIGKILL, as a crash would, and waits for the exit.
+func (p *process) kill() {
+	p.killed = true
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // stop sends SIGTERM and waits for the exit; it kills the process after 30s. It
-// returns the exit's error: nil for a clean exit, also on later calls.
+// returns the exit's error: nil for a clean exit or after kill, also on later calls.
 func (p *process) stop() error {
+	if p.killed {
+		return nil
+	}
 	select {
 	case <-p.done:
 		return p.err

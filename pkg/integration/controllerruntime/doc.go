@@ -32,7 +32,9 @@
 // manager would run as leader-only work, such as a controller built with
 // ctrl.NewControllerManagedBy (ErrLeaderOnlyRunnable, naming what to use instead):
 // on the manager New was given, such a controller would run outside any term, and
-// its fenced writes fail with ErrNoTerm. New refuses a manager built with
+// its fenced writes fail with ErrNoTerm, so Start stops the manager with
+// ErrControllerLeftOnManager, naming it, when it finds one running there (a
+// controller Baton did not start, in controller-runtime's metrics registry). New refuses a manager built with
 // LeaderElection true, and a graceful stop releases the Lease
 // (Options.LeaderElectionReleaseOnCancel).
 //

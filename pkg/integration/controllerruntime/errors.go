@@ -20,6 +20,12 @@ var (
 	// builder, a manager.RunnableFunc): without the manager's election it would run on
 	// every replica, unfenced. The message says what to register it with instead.
 	ErrLeaderOnlyRunnable = errors.New("controllerruntime: leader-only runnable added to the manager")
+	// ErrControllerLeftOnManager is returned by Runtime.Start, stopping the manager,
+	// when a controller Baton did not start runs on this replica: one built with
+	// controller-runtime's builder on the manager New was given instead of on
+	// Runtime.Manager, which would run on every replica, unfenced (strays.go). The
+	// message names the controllers and what to change.
+	ErrControllerLeftOnManager = errors.New("controllerruntime: controller left on the manager")
 	// ErrUnsupportedControllerRuntime is returned by New when the controller-runtime
 	// the program is built with lacks what the Runtime relies on beyond its public API
 	// (coupling.go); the message names the version.

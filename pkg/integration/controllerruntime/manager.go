@@ -25,8 +25,9 @@ type runtimeManager struct {
 // whose NeedLeaderElection is true or which does not say. The manager runs no
 // election of its own here, so it would run that work on every replica, outside any
 // term, unfenced. All-replica runnables (NeedLeaderElection false), caches, webhook
-// and HTTP servers are added as usual. A runnable added to the manager New was given
-// directly, not through this one, is not seen.
+// and HTTP servers are added as usual. A controller added to the manager New was given
+// directly, not through this one, is found once the manager starts it, and Start
+// then stops with ErrControllerLeftOnManager.
 func (r *Runtime) Manager() manager.Manager { return r.wrapped }
 
 // Add adds run to the manager, or refuses it with ErrLeaderOnlyRunnable when the
@@ -37,7 +38,11 @@ func (m *runtimeManager) Add(run manager.Runnable) error {
 			"(was ctrl.NewControllerManagedBy) or Runtime.AddController, a function with Runtime.AddLeaderOnly; "+
 			"a runnable meant for every replica implements NeedLeaderElection() returning false", ErrLeaderOnlyRunnable, run)
 	}
-	return m.Manager.Add(run)
+	if err := m.Manager.Add(run); err != nil {
+		return err
+	}
+	census.addedAllReplica(run)
+	return nil
 }
 
 // hasCache is what the manager runs as a cache (its runnable group of caches).

@@ -113,8 +113,9 @@ type Options struct {
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not
 	// overwrite that file afterwards, and may append at most 4045 bytes (the kubelet
-	// keeps the file's last 4096 bytes; see package incarnation). Default ("")
-	// /dev/termination-log, Kubernetes' default.
+	// keeps the file's last 4096 bytes; see package incarnation). Default (""): the
+	// environment variable TERMINATION_MESSAGE_PATH, else /dev/termination-log,
+	// Kubernetes' default.
 	TerminationMessagePath string
 }
 

@@ -54,6 +54,10 @@ type Runtime struct {
 	// events records the changes of hands of the single Lease (nil without it).
 	events *leaseEvents
 
+	// before are the controllers controller-runtime's registry listed when New
+	// built this Runtime (strays.go).
+	before map[string]bool
+
 	started    atomic.Bool
 	warm       atomic.Bool
 	leaderOnly atomic.Int32 // controllers and functions registered
@@ -105,6 +109,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
+		before: runningControllers(),
 		deaths: deaths, incarnation: s.election.Incarnation,
 		serverSide: opts.ServerSideFence}
 	r.wrapped = &runtimeManager{Manager: mgr, rt: r}
@@ -184,11 +189,31 @@ func (r *Runtime) NeedLeaderElection() bool { return false }
 // campaigns, leads and campaigns again until ctx ends. It returns nil after ctx ended,
 // or the error of a failed lease release; a second call returns ErrStarted. Without
 // the single-leader election (LeaderElectionID empty) it only runs the bus until ctx
-// ends.
+// ends. It stops with ErrControllerLeftOnManager when a controller it did not start
+// runs on this replica (see Runtime.Manager).
 func (r *Runtime) Start(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
+	var checked sync.WaitGroup
+	defer checked.Wait()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	checked.Go(func() {
+		if err := checkLeftOnManager(ctx, r.mgr, r.before); err != nil {
+			r.logger.Error(err, "stopping")
+			stop(err)
+		}
+	})
+	err := r.run(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrControllerLeftOnManager) {
+		return cause
+	}
+	return err
+}
+
+// run is Start's work, until ctx ends.
+func (r *Runtime) run(ctx context.Context) error {
 	r.base.Store(&ctx)
 	if r.elector == nil {
 		r.warm.Store(true)
@@ -335,6 +360,7 @@ func (r *Runtime) claim(name string) error {
 		return fmt.Errorf("%w: name %q is taken; give each registration its own", ErrInvalidRegistration, name)
 	}
 	r.names[name] = true
+	census.runs(name)
 	return nil
 }
 

@@ -55,6 +55,28 @@ func TestLearn(t *testing.T) {
 	}
 }
 
+// TestLearnTerminationLogFromEnvironment: without LearnOptions.TerminationLog, the
+// file is the one TERMINATION_MESSAGE_PATH names; the option wins over the variable.
+func TestLearnTerminationLogFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	fromEnv, fromOption := filepath.Join(dir, "from-env"), filepath.Join(dir, "from-option")
+	vars := map[string]string{"POD_NAMESPACE": "baton", "POD_NAME": "baton-0", "POD_UID": inc.PodUID,
+		"CONTAINER_NAME": "baton", incarnation.EnvTerminationLog: fromEnv}
+	got, err := incarnation.Learn(incarnation.LearnOptions{Getenv: env(vars)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(fromEnv); err != nil || string(b) != got.TerminationLine()+"\n" {
+		t.Fatalf("%s holds %q (%v), want the nonce line", incarnation.EnvTerminationLog, b, err)
+	}
+	if _, err := incarnation.Learn(incarnation.LearnOptions{Getenv: env(vars), TerminationLog: fromOption}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(fromOption); err != nil {
+		t.Fatalf("LearnOptions.TerminationLog was not written: %v", err)
+	}
+}
+
 func TestLearnNotInPod(t *testing.T) {
 	_, err := incarnation.Learn(incarnation.LearnOptions{Getenv: env(nil), TerminationLog: filepath.Join(t.TempDir(), "x")})
 	if !errors.Is(err, incarnation.ErrNotInPod) {

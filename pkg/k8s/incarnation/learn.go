@@ -1,6 +1,7 @@
 package incarnation
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -18,6 +19,11 @@ const (
 	EnvPodName      = "POD_NAME"
 	EnvPodUID       = "POD_UID"
 	EnvContainer    = "CONTAINER_NAME"
+	// EnvTerminationLog, when set, names the container's terminationMessagePath for
+	// a manifest that moves it from DefaultTerminationLog (set it to the same value
+	// as the container's terminationMessagePath), and for processes outside a pod
+	// that play one (tests).
+	EnvTerminationLog = "TERMINATION_MESSAGE_PATH"
 )
 
 // DefaultTerminationLog is Kubernetes' default terminationMessagePath.
@@ -35,8 +41,8 @@ type LearnOptions struct {
 	Getenv func(string) string
 	// Random is the source of the nonce; nil is crypto/rand.
 	Random io.Reader
-	// TerminationLog is the container's terminationMessagePath; "" is
-	// DefaultTerminationLog.
+	// TerminationLog is the container's terminationMessagePath; "" is the
+	// variable EnvTerminationLog, and DefaultTerminationLog when that is unset too.
 	TerminationLog string
 }
 
@@ -83,10 +89,7 @@ func Learn(opts LearnOptions) (Incarnation, error) {
 	if err := inc.Validate(); err != nil {
 		return Incarnation{}, err
 	}
-	path := opts.TerminationLog
-	if path == "" {
-		path = DefaultTerminationLog
-	}
+	path := cmp.Or(opts.TerminationLog, getenv(EnvTerminationLog), DefaultTerminationLog)
 	// The kubelet copies this file into the terminated state; until the line is in it,
 	// no report can prove this incarnation over, so it must not be recorded before.
 	if err := os.WriteFile(path, []byte(inc.TerminationLine()+"\n"), 0o644); err != nil {
