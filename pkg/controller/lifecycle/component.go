@@ -46,6 +46,7 @@ type runToken struct {
 	u   *unit
 	t   *termState // nil for an all-replica component
 	mem *member    // nil for an all-replica component
+	run uint64     // the member's run in its term (a restart is the next)
 }
 
 func tokenFrom(ctx context.Context) *runToken {

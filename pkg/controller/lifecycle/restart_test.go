@@ -1,0 +1,114 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/controller/config"
+	"github.com/baton-dev/baton/pkg/controller/events"
+	"github.com/baton-dev/baton/pkg/controller/leadership"
+	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	"github.com/baton-dev/baton/pkg/termrun"
+)
+
+// TestFailedLeaderOnlyComponentRestartsInItsTerm: a leader-only component
+// that fails once is missing from its term (unhealthy) until RestartDelay
+// later, when it runs again in the same term, subscribes again, gets the
+// replay once more and makes the term ready and healthy; its failed run's
+// context ended with the run.
+func TestFailedLeaderOnlyComponentRestartsInItsTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 2 * time.Second
+		var flaky *holder
+		var calls atomic.Int32
+		h := newHarness(t, lifecycle.Options{RestartDelay: delay}, func(h *harness) {
+			cfgR := leadership.NewStateReplayer[*events.ConfigValidatedEvent](h.bus)
+			flaky = newHolder(h.bus, "flaky", events.EventTypeConfigValidated)
+			flaky.fail = func(uint64) error {
+				if calls.Add(1) == 1 {
+					return errBoom
+				}
+				return nil
+			}
+			ev := events.NewConfigValidatedEvent(&config.Config{}, "v1", "test")
+			cfgR.Cache(ev)
+			for _, err := range []error{h.m.AddLeaderOnly(flaky), h.m.AddReplayer("config", cfgR)} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		h.lead(1)
+		synctest.Wait()
+		s := h.m.Status()
+		cs := mustStatus(t, s, "flaky")
+		if cs.State != lifecycle.StateFailed || cs.Starts != 1 || cs.Failures != 1 || !cs.Missing || s.TermReady ||
+			!errors.Is(s.Healthy(), lifecycle.ErrComponentFailed) {
+			t.Fatalf("after the failure: %+v, component %+v; want failed, missing, unhealthy, not ready", s, cs)
+		}
+		if fe := lifeEvents[*events.ComponentFailedEvent](h); len(fe) != 1 || !fe[0].LeaderOnly || fe[0].Term != 1 || !errors.Is(fe[0].Err, errBoom) {
+			t.Errorf("ComponentFailedEvents %+v", fe)
+		}
+		failedAt := time.Now()
+		rep := h.awaitReady(1)
+		if rep.Ready.Sub(failedAt) != delay {
+			t.Errorf("ready %v after the failure, want the restart delay %v", rep.Ready.Sub(failedAt), delay)
+		}
+		synctest.Wait()
+		s = h.m.Status()
+		cs = mustStatus(t, s, "flaky")
+		if cs.State != lifecycle.StateRunning || cs.Starts != 2 || cs.Term != 1 || cs.Missing || s.Healthy() != nil || !s.TermReady ||
+			len(cs.HeldState) != 1 {
+			t.Errorf("after the restart: %+v, component %+v; want running again in term 1, healthy and ready", s, cs)
+		}
+		if v := flaky.lastConfig(1); v != "v1" {
+			t.Errorf("the restarted run holds %q, want the replayed v1", v)
+		}
+		flaky.mu.Lock()
+		first := flaky.ctxs[0]
+		flaky.mu.Unlock()
+		if first.Err() == nil || !errors.Is(context.Cause(first), termrun.ErrRunEnded) {
+			t.Errorf("the failed run's context: %v (cause %v), want ended with the run", first.Err(), context.Cause(first))
+		}
+	})
+}
+
+// TestCrashLoopingComponentStepsDown: a leader-only component that fails at
+// every run makes the Manager step down StepDownGrace after its first
+// failure (pkg/termrun's rule), with a reason naming it that wraps
+// ErrMissingComponent and termrun.ErrFailing.
+func TestCrashLoopingComponentStepsDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const grace = 4 * time.Second
+		sd := &stepDowns{}
+		h := newHarness(t, lifecycle.Options{StepDownGrace: grace, StepDown: sd.stepDown}, func(h *harness) {
+			c := newHolder(h.bus, "crashy", events.EventTypeConfigValidated)
+			c.required = nil
+			c.fail = func(uint64) error { return errBoom }
+			if err := h.m.AddLeaderOnly(c); err != nil {
+				t.Fatal(err)
+			}
+		})
+		sd.h = h
+		h.lead(1)
+		start := time.Now()
+		h.awaitStopped(1)
+		terms, errs, at := sd.calls()
+		if len(terms) != 1 || terms[0] != 1 || at[0].Sub(start) != grace {
+			t.Fatalf("step-downs %v at %v, want term 1 after %v", terms, at, grace)
+		}
+		if !errors.Is(errs[0], lifecycle.ErrMissingComponent) || !errors.Is(errs[0], termrun.ErrFailing) {
+			t.Errorf("reason %v", errs[0])
+		}
+		if cs := mustStatus(t, h.m.Status(), "crashy"); cs.Starts != 5 || cs.Failures != 5 {
+			t.Errorf("crashy %+v, want 5 runs in 4s, each failed", cs)
+		}
+		if s := h.m.Status(); s.StepDowns != 1 {
+			t.Errorf("status %+v", s)
+		}
+	})
+}
