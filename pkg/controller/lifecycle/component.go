@@ -8,7 +8,8 @@ import "context"
 // a panic, marks the component failed.
 //
 // A leader-only component's Start is called once per term, on the same
-// instance, and must therefore reset its per-term state at its top. Its
+// instance, and again in the term after a failed run (RestartDelay later),
+// and must therefore reset its per-term state at its top. Its
 // context carries the term (termctx.FromContext) and
 // busevents.WithLeaderOnly, so every subscription it makes with
 // busevents.Subscribe[T](ctx, ...) is leader-only and ends with the term,
