@@ -53,7 +53,7 @@ func (t *Term) Run(name string, fn Func) error {
 	var streak time.Time // when the failures in a row began; zero without
 	for {
 		start := time.Now()
-		panicked, err := t.once(fn)
+		panicked, err := t.once(name, fn)
 		ended := t.ctx.Err() != nil
 		switch {
 		case ended && cleanEnd(t.ctx, err):
@@ -80,10 +80,9 @@ func (t *Term) Run(name string, fn Func) error {
 // once runs fn once under a context of its own, turning a panic into an error
 // wrapping ErrPanicked; panicked is true for that and for an error wrapping
 // ErrPanicked.
-func (t *Term) once(fn Func) (panicked bool, err error) {
-	t.r.started.Add(1)
-	t.r.running.Add(1)
-	defer t.r.running.Add(-1)
+func (t *Term) once(name string, fn Func) (panicked bool, err error) {
+	t.r.count(name, func(c *counters) { c.started.Add(1); c.running.Add(1) })
+	defer t.r.count(name, func(c *counters) { c.running.Add(-1) })
 	ctx := newRunContext(t.ctx)
 	defer ctx.cancel(ErrRunEnded)
 	defer func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,9 +118,32 @@ type Stats struct {
 // methods are safe for concurrent use.
 type Runner struct {
 	config Config
+	// total counts every work; works has a *counters per work name.
+	total counters
+	works sync.Map
+}
 
+// counters are the atomic form of Stats.
+type counters struct {
 	started, failed, panicked, overstays, stepDowns atomic.Uint64
 	running                                         atomic.Int64
+}
+
+func (c *counters) stats() Stats {
+	return Stats{
+		Started: c.started.Load(), Failed: c.failed.Load(), Panicked: c.panicked.Load(),
+		Overstays: c.overstays.Load(), StepDowns: c.stepDowns.Load(), Running: c.running.Load(),
+	}
+}
+
+// count applies f to the total and to work's counters.
+func (r *Runner) count(work string, f func(*counters)) {
+	f(&r.total)
+	c, ok := r.works.Load(work)
+	if !ok {
+		c, _ = r.works.LoadOrStore(work, &counters{})
+	}
+	f(c.(*counters))
 }
 
 // New returns a Runner of config. Errors wrap ErrInvalidConfig and name the
@@ -161,12 +185,17 @@ func (r *Runner) Term(ctx context.Context, stepDown func(reason error)) *Term {
 	return &Term{r: r, ctx: ctx, term: t, stepDown: stepDown}
 }
 
-// Stats returns the counters.
-func (r *Runner) Stats() Stats {
-	return Stats{
-		Started: r.started.Load(), Failed: r.failed.Load(), Panicked: r.panicked.Load(),
-		Overstays: r.overstays.Load(), StepDowns: r.stepDowns.Load(), Running: r.running.Load(),
-	}
+// Stats returns the counters of every work.
+func (r *Runner) Stats() Stats { return r.total.stats() }
+
+// WorkStats returns the counters of each work by name, for the works that ran.
+func (r *Runner) WorkStats() map[string]Stats {
+	out := map[string]Stats{}
+	r.works.Range(func(name, c any) bool {
+		out[name.(string)] = c.(*counters).stats()
+		return true
+	})
+	return out
 }
 
 // RestartDelay returns the Runner's restart delay, its default applied.
@@ -179,10 +208,12 @@ func (r *Runner) observe(ev Event) {
 	}
 	switch ev.Kind {
 	case Failed:
-		r.failed.Add(1)
-		if ev.Panicked {
-			r.panicked.Add(1)
-		}
+		r.count(ev.Work, func(c *counters) {
+			c.failed.Add(1)
+			if ev.Panicked {
+				c.panicked.Add(1)
+			}
+		})
 		if ev.Restart {
 			log(slog.LevelError, "leader-only work failed; running it again after the restart delay",
 				"error", ev.Err, "restartDelay", r.config.RestartDelay)
@@ -190,10 +221,10 @@ func (r *Runner) observe(ev Event) {
 			log(slog.LevelWarn, "leader-only work failed as its term ended", "error", ev.Err)
 		}
 	case Overstayed:
-		r.overstays.Add(1)
+		r.count(ev.Work, func(c *counters) { c.overstays.Add(1) })
 		log(slog.LevelWarn, "leader-only work has not returned since its term ended; waiting for it", "after", ev.Waited)
 	case SteppedDown:
-		r.stepDowns.Add(1)
+		r.count(ev.Work, func(c *counters) { c.stepDowns.Add(1) })
 		log(slog.LevelError, "leader-only work keeps failing; giving the term up so that another replica leads", "reason", ev.Err)
 	}
 	if r.config.Observe != nil {

@@ -234,6 +234,10 @@ func TestOverstayReportedOnce(t *testing.T) {
 		if st := r.Stats(); st.Overstays != 1 || st.Failed != 0 || st.Running != 0 {
 			t.Errorf("stats %+v", st)
 		}
+		if ws := r.WorkStats(); len(ws) != 2 || ws["slow"].Overstays != 1 || ws["slow"].Started != 1 ||
+			ws["quick"].Overstays != 0 || ws["quick"].Started != 1 {
+			t.Errorf("stats by work %+v, want slow's overstay counted, quick's not", ws)
+		}
 		logMu.Lock()
 		defer logMu.Unlock()
 		if n := strings.Count(logs.String(), "has not returned since its term ended"); n != 1 ||

@@ -166,8 +166,12 @@ func (w *Workers) RunShard(ctx context.Context) {
 	term.Wait()
 }
 
-// Stats returns the counters.
+// Stats returns the counters of every work.
 func (w *Workers) Stats() WorkStats { return w.runner.Stats() }
+
+// StatsByWork returns the counters of each work by its name, for the works that
+// ran.
+func (w *Workers) StatsByWork() map[string]WorkStats { return w.runner.WorkStats() }
 
 // ResignShard ends this replica's term t of shard t.Shard early, if it leads that
 // term now, as Elector.Resign does for one shard: the shard's Lease is released,

@@ -233,6 +233,9 @@ func TestWorkersIsolateFailures(t *testing.T) {
 		if st := a.workers.Stats(); st.Running != 2*testShards || st.Started != 2*testShards+2 {
 			t.Errorf("after the restarts: %+v, want %d running, %d started", st, 2*testShards, 2*testShards+2)
 		}
+		if ws := a.workers.StatsByWork(); ws["flaky"].Failed != 2 || ws["flaky"].Started != testShards+2 || ws["steady"].Failed != 0 {
+			t.Errorf("stats by work %+v, want flaky's 2 failures and restarts, none of steady", ws)
+		}
 		a.stop(t)
 		if st := a.workers.Stats(); st.Running != 0 || st.Failed != 2 {
 			t.Errorf("after leaving: %+v, want none running, still 2 failed", st)
