@@ -563,7 +563,6 @@ func (m *Manager) restarting(tok *runToken) *runToken {
 	now := time.Now()
 	m.mu.Lock()
 	u, mem := tok.u, tok.mem
-	mem.run++
 	mem.down, mem.subscribed, mem.timedOut, mem.covered = false, false, false, false
 	mem.held = map[string]bool{}
 	mem.deadline = now.Add(m.opts.SubscribeTimeout)
@@ -677,7 +676,11 @@ func (m *Manager) observe(ev termrun.Event) {
 	if ev.Kind == termrun.Failed {
 		m.failedLocked(u, ev.Err)
 		if t := m.term; ev.Restart && t != nil && t.term == ev.Term.Number {
-			t.members[u.index].down = true
+			// What the failed run held, it no longer does, and its signals
+			// from now on are stale (run).
+			mem := t.members[u.index]
+			mem.down, mem.held = true, map[string]bool{}
+			mem.run++
 		}
 	} else if u.running && u.runTerm == ev.Term.Number {
 		u.state = StateOverstaying

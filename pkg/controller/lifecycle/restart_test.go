@@ -12,6 +12,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/events"
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
+	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termrun"
 )
 
@@ -109,6 +110,67 @@ func TestCrashLoopingComponentStepsDown(t *testing.T) {
 		}
 		if s := h.m.Status(); s.StepDowns != 1 {
 			t.Errorf("status %+v", s)
+		}
+	})
+}
+
+// heldThenFails holds its state, then fails in its first run; later runs
+// hold and keep running.
+type heldThenFails struct {
+	bus  *busevents.EventBus
+	runs atomic.Int32
+}
+
+func (c *heldThenFails) Name() string            { return "fickle" }
+func (c *heldThenFails) RequiredState() []string { return []string{events.EventTypeConfigValidated} }
+
+func (c *heldThenFails) Start(ctx context.Context) error {
+	run := c.runs.Add(1)
+	ch := busevents.Subscribe[*events.ConfigValidatedEvent](ctx, c.bus, "fickle", 4)
+	lifecycle.Subscribed(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-ch:
+			if !ok {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			lifecycle.HoldsState(ctx, ev.EventType())
+			if run == 1 {
+				return errBoom
+			}
+		}
+	}
+}
+
+// TestAComponentDownDoesNotHoldItsState: a component that held its state and
+// then failed does not make the term ready while it waits for its restart;
+// the term is ready once the restarted run holds the state again.
+func TestAComponentDownDoesNotHoldItsState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const delay, late = 5 * time.Second, 1500 * time.Millisecond
+		var cfgR *leadership.StateReplayer[*events.ConfigValidatedEvent]
+		h := newHarness(t, lifecycle.Options{RestartDelay: delay}, func(h *harness) {
+			cfgR = leadership.NewStateReplayer[*events.ConfigValidatedEvent](h.bus)
+			slow := newHolder(h.bus, "slow", events.EventTypeConfigValidated)
+			slow.subscribeDelay = func(uint64) time.Duration { return late }
+			for _, err := range []error{
+				h.m.AddLeaderOnly(&heldThenFails{bus: h.bus}), h.m.AddLeaderOnly(slow), h.m.AddReplayer("config", cfgR),
+			} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+		h.lead(1)
+		start := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		cfgR.Publish(events.NewConfigValidatedEvent(&config.Config{}, "v1", "test")) // fickle holds it, and fails
+		rep := h.awaitReady(1)
+		if want := 100*time.Millisecond + delay; rep.Ready.Sub(start) != want {
+			t.Errorf("term ready at +%v, want +%v: when fickle's restart held the state again, not while it was down", rep.Ready.Sub(start), want)
 		}
 	})
 }

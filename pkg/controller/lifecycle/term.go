@@ -57,7 +57,7 @@ type termState struct {
 // member is a leader-only unit's part in one term; guarded by Manager.mu.
 type member struct {
 	u          *unit
-	run        uint64    // the unit's run in the term: 0, then one more per restart
+	run        uint64    // the unit's run in the term: 0, then one more per failure
 	started    bool      // false while the unit still runs from an earlier term
 	down       bool      // its last run failed; the runner starts it again after RestartDelay
 	deadline   time.Time // for Subscribed
