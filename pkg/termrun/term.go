@@ -56,7 +56,7 @@ func (t *Term) Run(name string, fn Func) error {
 		panicked, err := t.once(name, fn)
 		ended := t.ctx.Err() != nil
 		switch {
-		case ended && cleanEnd(t.ctx, err):
+		case ended && CleanEnd(t.ctx, err):
 			return nil
 		case ended:
 			t.r.observe(Event{Kind: Failed, Work: name, Term: t.term, Err: err, Panicked: panicked})
@@ -77,28 +77,33 @@ func (t *Term) Run(name string, fn Func) error {
 	}
 }
 
-// once runs fn once under a context of its own, turning a panic into an error
-// wrapping ErrPanicked; panicked is true for that and for an error wrapping
-// ErrPanicked.
+// once runs fn once under a context of its own (Call); panicked is true for a
+// panic and for an error wrapping ErrPanicked.
 func (t *Term) once(name string, fn Func) (panicked bool, err error) {
 	t.r.count(name, func(c *counters) { c.started.Add(1); c.running.Add(1) })
 	defer t.r.count(name, func(c *counters) { c.running.Add(-1) })
 	ctx := newRunContext(t.ctx)
 	defer ctx.cancel(ErrRunEnded)
+	err = Call(ctx, fn)
+	return errors.Is(err, ErrPanicked), err
+}
+
+// Call returns fn(ctx), or for a panic an error wrapping ErrPanicked with the
+// panic's value and stack.
+func Call(ctx context.Context, fn Func) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v\n%s", ErrPanicked, p, debug.Stack())
 		}
-		panicked = errors.Is(err, ErrPanicked)
 	}()
-	return false, fn(ctx)
+	return fn(ctx)
 }
 
-// cleanEnd reports whether err, returned by a run after ctx ended, is the
-// normal end of the run: nil, a context error or ctx's cause.
-func cleanEnd(ctx context.Context, err error) bool {
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, context.Cause(ctx))
+// CleanEnd reports whether err, returned by a run under ctx, is the normal end
+// of the run: ctx ended, and err is nil, a context error or ctx's cause.
+func CleanEnd(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Cause(ctx)))
 }
 
 // giveUp asks the step-down function to give the term up, once per term; a

@@ -198,9 +198,6 @@ func (r *Runner) WorkStats() map[string]Stats {
 	return out
 }
 
-// RestartDelay returns the Runner's restart delay, its default applied.
-func (r *Runner) RestartDelay() time.Duration { return r.config.RestartDelay }
-
 // observe counts ev, logs it and hands it to Config.Observe.
 func (r *Runner) observe(ev Event) {
 	log := func(level slog.Level, msg string, attrs ...any) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -576,14 +575,10 @@ func (m *Manager) restarting(tok *runToken) *runToken {
 	return next
 }
 
-func (m *Manager) callStart(l launch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrPanicked, r)
-			m.logger.Error("component panicked", "component", l.u.name, "panic", r, "stack", string(debug.Stack()))
-		}
-	}()
-	return returnedEarly(l.ctx, l.u.c.Start(l.ctx))
+// callStart runs an all-replica component's Start (a panic is an error wrapping
+// ErrPanicked, with its stack).
+func (m *Manager) callStart(l launch) error {
+	return returnedEarly(l.ctx, termrun.Call(l.ctx, l.u.c.Start))
 }
 
 // returnedEarly returns err, the return of a Start under ctx, as a failure
@@ -601,16 +596,6 @@ func returnedEarly(ctx context.Context, err error) error {
 	return err
 }
 
-// cleanStop reports whether a Start that returned err under ctx stopped
-// cleanly: ctx ended, and err is nil, a context error or ctx's cause.
-func cleanStop(ctx context.Context, err error) bool {
-	if ctx.Err() == nil {
-		return false
-	}
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, context.Cause(ctx))
-}
-
 // exited records the end of a component's goroutine, then reports it. A
 // leader-only component's failures were recorded as the runner reported
 // them (observe); err is nil unless its last run failed as the term ended.
@@ -618,7 +603,7 @@ func (m *Manager) exited(l launch, err error) {
 	u, tok := l.u, l.tok
 	clean := err == nil
 	if tok.t == nil {
-		clean = cleanStop(l.ctx, err)
+		clean = termrun.CleanEnd(l.ctx, err)
 	}
 	m.mu.Lock()
 	overstayed := u.state == StateOverstaying
