@@ -10,7 +10,10 @@
 //	term.Wait()                     // returns once every work returned
 //
 // resign is the caller's way to give the term up (the elector's Resign, or
-// one shard's); nil means the term is never given up, only reported.
+// one shard's); nil means the term is never given up, only reported. Once
+// runs work that must not be restarted (a process's all-replica components,
+// under the process's context) with the same failure report and overstay
+// rule.
 //
 // # The policy
 //

@@ -43,7 +43,15 @@ func (t *Term) Wait() { t.works.Wait() }
 // reports a run that overstays the term's end (see the package doc). It
 // returns once the last run returned: nil for a clean end, or the last run's
 // error when it failed as the term ended.
-func (t *Term) Run(name string, fn Func) error {
+func (t *Term) Run(name string, fn Func) error { return t.run(name, fn, true) }
+
+// Once runs fn, the work called name, once, as Run would, without a restart:
+// a failure is reported, and returned. It is for work that must not run
+// twice, such as a process's all-replica components, under Run's overstay
+// rule.
+func (t *Term) Once(name string, fn Func) error { return t.run(name, fn, false) }
+
+func (t *Term) run(name string, fn Func, restart bool) error {
 	returned := make(chan struct{})
 	var watcher sync.WaitGroup
 	watcher.Go(func() { t.watchOverstay(name, returned) })
@@ -58,7 +66,7 @@ func (t *Term) Run(name string, fn Func) error {
 		switch {
 		case ended && CleanEnd(t.ctx, err):
 			return nil
-		case ended:
+		case ended || !restart && err != nil:
 			t.r.observe(Event{Kind: Failed, Work: name, Term: t.term, Err: err, Panicked: panicked})
 			return err
 		case err == nil:

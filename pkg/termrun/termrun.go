@@ -62,8 +62,9 @@ type Kind int
 // Kinds of Event.
 const (
 	// Failed: a run returned an error or panicked while its term lasted
-	// (Restart is true: it runs again after RestartDelay), or returned an error
-	// other than its term's end once the term ended (Restart is false).
+	// (Restart is true: it runs again after RestartDelay; false for Once), or
+	// returned an error other than its term's end once the term ended
+	// (Restart is false).
 	Failed Kind = iota + 1
 	// Overstayed: a run had not returned OverstayAfter after its term ended.
 	Overstayed
@@ -215,7 +216,7 @@ func (r *Runner) observe(ev Event) {
 			log(slog.LevelError, "leader-only work failed; running it again after the restart delay",
 				"error", ev.Err, "restartDelay", r.config.RestartDelay)
 		} else {
-			log(slog.LevelWarn, "leader-only work failed as its term ended", "error", ev.Err)
+			log(slog.LevelError, "work failed; it is not run again", "error", ev.Err)
 		}
 	case Overstayed:
 		r.count(ev.Work, func(c *counters) { c.overstays.Add(1) })

@@ -395,3 +395,30 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Errorf("zero config: %v", err)
 	}
 }
+
+// TestOnceDoesNotRestart: Once reports a failure while the term lasts and
+// returns it, without a second run; a panic is a failure too.
+func TestOnceDoesNotRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		r := newRunner(t, termrun.Config{}, rec)
+		ctx, cancel := context.WithCancel(termctx.With(context.Background(), term7))
+		defer cancel()
+		term := r.Term(ctx, rec.stepDown)
+		boom := errors.New("boom")
+		if err := term.Once("err", func(context.Context) error { return boom }); !errors.Is(err, boom) {
+			t.Errorf("Once = %v, want the run's error", err)
+		}
+		if err := term.Once("panic", func(context.Context) error { panic("p") }); !errors.Is(err, termrun.ErrPanicked) {
+			t.Errorf("Once = %v, want ErrPanicked", err)
+		}
+		time.Sleep(time.Minute)
+		failed, _ := rec.of(termrun.Failed)
+		if len(failed) != 2 || failed[0].Restart || failed[1].Restart || !failed[1].Panicked {
+			t.Errorf("failures %+v, want two, not restarted", failed)
+		}
+		if st := r.Stats(); st.Started != 2 || st.Failed != 2 || st.Panicked != 1 {
+			t.Errorf("stats %+v, want 2 runs, both failed", st)
+		}
+	})
+}

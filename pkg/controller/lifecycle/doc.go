@@ -130,10 +130,13 @@
 //     once its earlier Start returned (late in that term if it returns
 //     during it, followed by the replays as for any late subscriber).
 //
-// A failed all-replica component is not restarted and Run keeps going: the
-// rest of the replica keeps serving, and Status.Healthy reports the failure
-// so that /healthz can fail and the process be restarted by its supervisor.
-// One still running StopTimeout after Run's end is reported as overstaying.
+// The all-replica components run once each on the same runner
+// (termrun.Term.Once, under Run's context), with the same failure report and
+// overstay rule: a failed one is not restarted and Run keeps going (the rest
+// of the replica keeps serving, and Status.Healthy reports the failure so
+// that /healthz can fail and the process be restarted by its supervisor);
+// one still running StopTimeout after Run's context ended is reported as
+// overstaying, and Run returns without it (Done waits for it).
 //
 // # A leader missing a component steps down
 //

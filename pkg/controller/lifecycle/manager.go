@@ -146,8 +146,11 @@ type Manager struct {
 	// kick wakes Run's loop after a component's goroutine or a signal
 	// changed state; capacity 1, sent to without blocking.
 	kick chan struct{}
-	// runner runs the leader-only components of each term (pkg/termrun).
-	runner *termrun.Runner
+	// runner runs the leader-only components of each term (pkg/termrun), and
+	// the all-replica ones once each under procTerm, with the same overstay
+	// rule; procTerm is set by Run before any component starts.
+	runner   *termrun.Runner
+	procTerm *termrun.Term
 	// runs counts the component goroutines: one per all-replica component,
 	// one per leader-only component and term.
 	runs sync.WaitGroup
@@ -386,6 +389,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	procCtx, procCancel := context.WithCancelCause(base)
 	defer procCancel(nil)
+	m.procTerm = m.runner.Term(procCtx, nil)
 
 	gate := m.startAllReplica(procCtx)
 	// Terms derive from base marked leader-only for the bus: every
@@ -449,7 +453,7 @@ func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
 		}
 	}
 	m.mu.Unlock()
-	m.waitStopped(waiting)
+	m.awaitStopped(waiting, 0)
 	m.mu.Lock()
 	m.runState = runDone
 	m.mu.Unlock()
@@ -522,27 +526,29 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 	return launch{u: u, ctx: context.WithValue(parent, runKey{}, tok), tok: tok}
 }
 
-// launchAll starts each run on a goroutine of its own: an all-replica
-// component's Start once, a leader-only component's under its term's
-// runner. It runs on Run's goroutine, before shutdown waits for the runs.
+// launchAll starts each run on a goroutine of its own, on the runner: an
+// all-replica component's Start once, a leader-only component's in its term,
+// restarted after a failure. It runs on Run's goroutine, before shutdown
+// waits for the runs.
 func (m *Manager) launchAll(ls []launch) {
 	for _, l := range ls {
 		m.runs.Go(func() {
 			var err error
 			if t := l.tok.t; t != nil {
-				err = t.run.Run(l.u.name, m.leaderRun(l))
+				err = t.run.Run(l.u.name, m.runFunc(l))
 			} else {
-				err = m.callStart(l)
+				err = m.procTerm.Once(l.u.name, m.runFunc(l))
 			}
 			m.exited(l, err)
 		})
 	}
 }
 
-// leaderRun is the termrun.Func of a leader-only component in its term:
-// each run gets a token of its own (the first was prepared with the launch),
-// and a return while the run's context is live is a failure (Component).
-func (m *Manager) leaderRun(l launch) termrun.Func {
+// runFunc is the termrun.Func of a component: each run gets a token of its
+// own (the first was prepared with the launch; a leader-only component's
+// restart gets the next), and a return while the run's context is live is a
+// failure (Component).
+func (m *Manager) runFunc(l launch) termrun.Func {
 	restart := false
 	return func(ctx context.Context) error {
 		tok := l.tok
@@ -575,12 +581,6 @@ func (m *Manager) restarting(tok *runToken) *runToken {
 	return next
 }
 
-// callStart runs an all-replica component's Start (a panic is an error wrapping
-// ErrPanicked, with its stack).
-func (m *Manager) callStart(l launch) error {
-	return returnedEarly(l.ctx, termrun.Call(l.ctx, l.u.c.Start))
-}
-
 // returnedEarly returns err, the return of a Start under ctx, as a failure
 // when ctx is still live: ErrReturnedEarly for nil, and wrapping a context
 // error (of a context of the component's own).
@@ -596,23 +596,16 @@ func returnedEarly(ctx context.Context, err error) error {
 	return err
 }
 
-// exited records the end of a component's goroutine, then reports it. A
-// leader-only component's failures were recorded as the runner reported
-// them (observe); err is nil unless its last run failed as the term ended.
+// exited records the end of a component's goroutine, then reports it. Its
+// failures were recorded as the runner reported them (observe); err is nil
+// unless its last run failed.
 func (m *Manager) exited(l launch, err error) {
 	u, tok := l.u, l.tok
-	clean := err == nil
-	if tok.t == nil {
-		clean = termrun.CleanEnd(l.ctx, err)
-	}
 	m.mu.Lock()
 	overstayed := u.state == StateOverstaying
 	u.running = false
-	switch {
-	case clean:
+	if err == nil {
 		u.state = StateStopped
-	case tok.t == nil:
-		m.failedLocked(u, err)
 	}
 	if tok.mem != nil {
 		tok.mem.exited = true
@@ -625,9 +618,7 @@ func (m *Manager) exited(l launch, err error) {
 	m.wake()
 
 	switch {
-	case !clean && tok.t == nil:
-		m.logger.Error("component failed", "component", u.name, "leaderOnly", false, "error", err)
-		m.bus.Publish(NewComponentFailedEvent(u.name, false, 0, err))
+	case err != nil:
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
 	default:
@@ -647,10 +638,11 @@ func (m *Manager) failedLocked(u *unit, err error) {
 	}
 }
 
-// observe records what the runner reports of a leader-only component, on
-// that component's goroutine: a failed run (restarted or at the term's end)
-// and a run that overstays its term. A step-down comes through the term's
-// step-down function (failing).
+// observe records what the runner reports of a component, on that
+// component's goroutine: a failed run (a leader-only one restarted, or at
+// the term's end) and a run that overstays its term, or Run's end for an
+// all-replica component. A step-down comes through the term's step-down
+// function (failing).
 func (m *Manager) observe(ev termrun.Event) {
 	m.mu.Lock()
 	u := m.units[ev.Work]
@@ -658,27 +650,33 @@ func (m *Manager) observe(ev termrun.Event) {
 		m.mu.Unlock()
 		return
 	}
+	term := ev.Term.Number
+	if !u.leaderOnly {
+		term = 0
+	}
 	if ev.Kind == termrun.Failed {
 		m.failedLocked(u, ev.Err)
-		if t := m.term; ev.Restart && t != nil && t.term == ev.Term.Number {
+		if t := m.term; ev.Restart && t != nil && t.term == term {
 			// What the failed run held, it no longer does, and its signals
 			// from now on are stale (run).
 			mem := t.members[u.index]
 			mem.down, mem.held = true, map[string]bool{}
 			mem.run++
 		}
-	} else if u.running && u.runTerm == ev.Term.Number {
+	} else if u.running && u.runTerm == term {
 		u.state = StateOverstaying
 		u.overstays++
 		m.counters.overstays++
 	}
 	m.mu.Unlock()
-	m.wake()
+	// Published before the Manager is woken, so that the event comes before
+	// what the Manager does next (a term's stop report, Run's return).
 	if ev.Kind == termrun.Failed {
-		m.bus.Publish(NewComponentFailedEvent(u.name, true, ev.Term.Number, ev.Err))
+		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, ev.Err))
 	} else {
-		m.bus.Publish(NewComponentOverstayedEvent(u.name, ev.Term.Number, OverstayStop, ev.Waited))
+		m.bus.Publish(NewComponentOverstayedEvent(u.name, term, OverstayStop, ev.Waited))
 	}
+	m.wake()
 }
 
 func (m *Manager) wake() {
@@ -711,54 +709,6 @@ func (m *Manager) awaitStopped(us []*unit, term uint64) []string {
 		}
 		<-m.kick
 	}
-}
-
-// waitStopped waits until none of us, all-replica components, is running,
-// or StopTimeout passed, and reports the ones still running as overstaying.
-// It runs on Run's goroutine.
-func (m *Manager) waitStopped(us []*unit) {
-	if len(us) == 0 {
-		return
-	}
-	start := time.Now()
-	timer := time.NewTimer(m.opts.StopTimeout)
-	defer timer.Stop()
-	for m.anyRunning(us) {
-		select {
-		case <-m.kick:
-			continue
-		case <-timer.C:
-		}
-		var names []string
-		m.mu.Lock()
-		for _, u := range us {
-			if u.running {
-				u.state = StateOverstaying
-				u.overstays++
-				m.counters.overstays++
-				names = append(names, u.name)
-			}
-		}
-		m.mu.Unlock()
-		waited := time.Since(start)
-		for _, n := range names {
-			m.logger.Warn("component did not stop in time", "component", n, "waited", waited)
-			m.bus.Publish(NewComponentOverstayedEvent(n, 0, OverstayStop, waited))
-		}
-		return
-	}
-}
-
-// anyRunning reports whether one of us still runs.
-func (m *Manager) anyRunning(us []*unit) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, u := range us {
-		if u.running {
-			return true
-		}
-	}
-	return false
 }
 
 // Status returns a snapshot of the Manager; it is safe to call at any time

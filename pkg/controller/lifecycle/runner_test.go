@@ -174,3 +174,47 @@ func TestAComponentDownDoesNotHoldItsState(t *testing.T) {
 		}
 	})
 }
+
+// TestAllReplicaComponentOverstaysRun: an all-replica component that ignores
+// the end of Run is reported once, StopTimeout after Run's context ended, by
+// the same overstay rule as a leader-only one (pkg/termrun); Run returns
+// then, and Done waits for the component. It is never started again.
+func TestAllReplicaComponentOverstaysRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const stop, lag = time.Second, 10 * time.Second
+		stubborn := funcComponent{name: "stubborn", fn: func(ctx context.Context) error {
+			<-ctx.Done()
+			time.Sleep(lag)
+			return ctx.Err()
+		}}
+		h := newHarness(t, lifecycle.Options{StopTimeout: stop}, func(h *harness) {
+			if err := h.m.AddAllReplica(stubborn); err != nil {
+				t.Fatal(err)
+			}
+		})
+		synctest.Wait()
+		end := time.Now()
+		h.cancel()
+		h.cancel = nil
+		if err := <-h.runErr; err != nil || time.Since(end) != stop {
+			t.Fatalf("Run returned %v after %v, want nil after StopTimeout %v", err, time.Since(end), stop)
+		}
+		synctest.Wait() // the test's subscriber has read what was published
+		cs := mustStatus(t, h.m.Status(), "stubborn")
+		if cs.State != lifecycle.StateOverstaying || cs.Overstays != 1 || cs.Starts != 1 || cs.Failures != 0 {
+			t.Errorf("stubborn %+v, want overstaying once, never failed", cs)
+		}
+		if ov := lifeEvents[*events.ComponentOverstayedEvent](h); len(ov) != 1 || ov[0].Component != "stubborn" || ov[0].Term != 0 ||
+			ov[0].Phase != events.OverstayStop || ov[0].Waited != stop {
+			t.Errorf("overstay events %+v", ov)
+		}
+		<-h.m.Done()
+		if time.Since(end) != lag {
+			t.Errorf("Done after %v, want when stubborn returned (%v)", time.Since(end), lag)
+		}
+		if cs := mustStatus(t, h.m.Status(), "stubborn"); cs.State != lifecycle.StateStopped {
+			t.Errorf("stubborn %+v after it returned", cs)
+		}
+		h.bus.Stop()
+	})
+}
