@@ -195,30 +195,6 @@ func assertMetric(t *testing.T, g prometheus.Gatherer, name string, want float64
 	}
 }
 
-// seriesValue returns the value of the gauge or counter name in the series whose
-// label is value; it fails when there is none.
-func seriesValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return 0
-}
-
 // metricValue returns the value of the gauge or counter name (its first series).
 func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
