@@ -184,8 +184,9 @@ func Setup(clients, leaseClients kubernetes.Interface, namespace string, electio
 	if r.Elector, err = leaderelection.New(election, leaseClients, r.Bus, leaderelection.Callbacks{}, nil); err != nil {
 		return nil, err
 	}
-	// The term's context ends by the elector's clock; a term missing its writer (stuck
-	// from the last term, or failed) is resigned, so that another replica leads.
+	// The term's context ends by the elector's clock; a failed writer is restarted in
+	// its term, and a term missing its writer (stuck from the last term, or failing
+	// for StepDownGrace in a row) is resigned, so that another replica leads.
 	r.Runtime, err = lifecycle.NewManager(r.Bus, lifecycle.Options{TermContext: r.Elector.TermContext, StepDown: r.Elector.Resign})
 	if err != nil {
 		return nil, err

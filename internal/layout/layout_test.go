@@ -25,6 +25,7 @@ var core = []string{
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
 	"pkg/termctx",
+	"pkg/termrun",
 	"pkg/fence",
 	"pkg/integration/...",
 	"pkg/batontest",
@@ -228,6 +229,9 @@ func TestArrows(t *testing.T) {
 		{"pkg/k8s/incarnation", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		// The term accessor sits below both the elector and the runtime.
 		{"pkg/termctx", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/"}},
+		// The per-term runner sits below the runtime and the sharder: the
+		// standard library and the term model only.
+		{"pkg/termrun", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/", "sigs.k8s.io/"}},
 	}
 	for _, r := range rules {
 		g := goList(t, r.pkg)

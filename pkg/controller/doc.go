@@ -19,7 +19,8 @@
 //     controller's own).
 //
 // The bus (pkg/events), the election (pkg/k8s/leaderelection), the term in
-// a context (pkg/termctx), the fence every writer stamps and checks
+// a context (pkg/termctx), the per-term runner of leader-only work
+// (pkg/termrun), the fence every writer stamps and checks
 // (pkg/fence) and the controller-runtime integration
 // (pkg/integration/controllerruntime) are core packages outside this
 // directory.

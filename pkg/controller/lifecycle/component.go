@@ -8,7 +8,8 @@ import "context"
 // a panic, marks the component failed.
 //
 // A leader-only component's Start is called once per term, on the same
-// instance, and must therefore reset its per-term state at its top. Its
+// instance, and again in the term after a failed run (RestartDelay later),
+// and must therefore reset its per-term state at its top. Its
 // context carries the term (termctx.FromContext) and
 // busevents.WithLeaderOnly, so every subscription it makes with
 // busevents.Subscribe[T](ctx, ...) is leader-only and ends with the term,
@@ -46,6 +47,7 @@ type runToken struct {
 	u   *unit
 	t   *termState // nil for an all-replica component
 	mem *member    // nil for an all-replica component
+	run uint64     // the member's run in its term (a restart is the next)
 }
 
 func tokenFrom(ctx context.Context) *runToken {

@@ -84,7 +84,8 @@
 //     Options.TermContext, whose own cause it wraps (for the elector of
 //     pkg/k8s/leaderelection: ErrLeaseLost, ErrRenewDeadlineMissed, ...);
 //   - ErrSteppedDown: the Manager asked Options.StepDown to end the term
-//     (see below); it wraps the reason, ErrMissingComponent. It wins over
+//     (see below); it wraps the reason, ErrMissingComponent (and
+//     termrun.ErrFailing for a component that kept failing). It wins over
 //     the cause of the source's end that the step-down brings about;
 //   - ErrManagerStopped: Run's context ended (ErrBusStopped when the bus
 //     stopped under Run). The all-replica components' context ends with
@@ -107,44 +108,52 @@
 //
 // # Failures and overstays
 //
-// Only a return after the context ended, with nil, a context error or the
-// context's cause (context.Cause), is a clean stop. Any other return, and a
-// panic (recovered, logged with its stack), marks the component failed: it
-// is logged with slog at error level, counted in Status and published as
-// ComponentFailedEvent.
+// The leader-only components of a term run on the per-term runner of
+// pkg/termrun, the one sharding.Workers runs shard work on, with its policy
+// (its package doc says why):
 //
-//   - A failed leader-only component is not restarted within its term; it is
-//     started again in the next term. Meanwhile its term may never become
-//     ready, and Status.Healthy reports it.
-//   - A failed all-replica component is not restarted and Run keeps going:
-//     the rest of the replica keeps serving, and Status.Healthy reports the
-//     failure so that /healthz can fail and the process be restarted by its
-//     supervisor.
+//   - A run that returns while its context is live (an error, nil:
+//     ErrReturnedEarly, or a panic, recovered with its stack) failed: it is
+//     logged, counted in Status and published as ComponentFailedEvent, the
+//     term misses the component (Status.Missing, Healthy) and the runner
+//     starts it again RestartDelay later, in the same term, under a new
+//     run's context (the failed run's ended with termrun.ErrRunEnded, and
+//     its subscriptions with it). The new run calls Subscribed and
+//     HoldsState afresh and gets the replays as any late subscriber does.
+//   - Only a return after the context ended, with nil, a context error or
+//     the context's cause (context.Cause), is a clean stop; any other is a
+//     failure, not restarted.
+//   - A run still going StopTimeout after its term ended is logged, counted,
+//     published as ComponentOverstayedEvent (phase "stop") and shown as
+//     StateOverstaying. The Manager stops waiting for it but never runs two
+//     Starts of one component at once: it is started in a later term only
+//     once its earlier Start returned (late in that term if it returns
+//     during it, followed by the replays as for any late subscriber).
 //
-// A component still running StopTimeout after its context was cancelled is
-// logged, counted, published as ComponentOverstayedEvent (phase
-// "stop") and shown as StateOverstaying. The Manager stops waiting for it but
-// never runs two Starts of one component at once: an overstaying leader-only
-// component is started in a later term only once its earlier Start returned
-// (late in that term if it returns during it, followed by the replays as for
-// any late subscriber).
+// The all-replica components run once each on the same runner
+// (termrun.Term.Once, under Run's context), with the same failure report and
+// overstay rule: a failed one is not restarted and Run keeps going (the rest
+// of the replica keeps serving, and Status.Healthy reports the failure so
+// that /healthz can fail and the process be restarted by its supervisor);
+// one still running StopTimeout after Run's context ended is reported as
+// overstaying, and Run returns without it (Done waits for it).
 //
 // # A leader missing a component steps down
 //
-// A term misses a leader-only component when that component is still
+// A term misses a leader-only component while that component is still
 // running from an earlier term (it overstayed that term's end, so it cannot
-// be started in this one) or failed in this term (an error, an early return
-// or a panic, recovered by the Manager or reported by the component as
-// ErrPanicked). A leader missing a component is not doing its job: the
-// moment the term starts to miss one, Status.Missing names it,
-// Status.Healthy fails, the Manager logs it at error level and counts the
-// term (Status.MissingTerms). If the component comes back within
-// Options.StepDownGrace (an overstayer that returns is started late in the
-// term), that is logged and the term is healthy again. Otherwise, once the
-// grace passed, the Manager calls Options.StepDown (wired to the elector's
-// resignation) once for the term, so that another replica leads; it logs
-// and counts that too (Status.StepDowns). Without a StepDown the Manager
-// only reports.
+// be started in this one) or its last run failed and it waits for its
+// restart. A leader missing a component is not doing its job: the moment
+// the term starts to miss one, Status.Missing names it, Status.Healthy
+// fails, the Manager logs it at error level and counts the term
+// (Status.MissingTerms). The Manager calls Options.StepDown (wired to the
+// elector's resignation) once for the term, so that another replica leads,
+// when a component has been running from an earlier term for
+// Options.StepDownGrace, or has failed for StepDownGrace in a row
+// (termrun's rule: every run since the first failure failed within the
+// grace of its start); it logs and counts that too (Status.StepDowns).
+// Without a StepDown the Manager only reports, and a failing component is
+// restarted until the term ends.
 //
 // # Status
 //

@@ -1,6 +1,10 @@
 package lifecycle
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/baton-dev/baton/pkg/termrun"
+)
 
 // Errors returned by the Manager. Wrapped errors can be tested with errors.Is.
 var (
@@ -26,8 +30,10 @@ var (
 	// returned while its context was still live.
 	ErrReturnedEarly = errors.New("lifecycle: component returned before its context ended")
 	// ErrPanicked is the failure recorded for a component whose Start
-	// panicked; the panic is recovered and logged with its stack.
-	ErrPanicked = errors.New("lifecycle: component panicked")
+	// panicked; the panic is recovered and logged with its stack. It is
+	// termrun.ErrPanicked, which the runner of the leader-only components
+	// wraps too.
+	ErrPanicked = termrun.ErrPanicked
 	// ErrMissingComponent is wrapped by the reason given to
 	// Options.StepDown: the term misses a leader-only component.
 	ErrMissingComponent = errors.New("lifecycle: leader-only component missing from the term")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,13 +13,15 @@ import (
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termrun"
 )
 
 // Defaults for Options.
 const (
 	DefaultStopTimeout      = 5 * time.Second
 	DefaultSubscribeTimeout = 2 * time.Second
-	DefaultStepDownGrace    = 10 * time.Second
+	DefaultStepDownGrace    = termrun.DefaultStepDownGrace
+	DefaultRestartDelay     = termrun.DefaultRestartDelay
 )
 
 // leadershipBuffer is the buffer of the Manager's leadership subscription:
@@ -37,8 +38,14 @@ type Options struct {
 	// (and, when Run ends, the all-replica ones) to return after their
 	// context was cancelled; zero means DefaultStopTimeout (5s). A component
 	// still running then is reported as overstaying and is not started again
-	// until it has returned. Negative is invalid.
+	// until it has returned. For the leader-only components it is the
+	// runner's OverstayAfter (pkg/termrun). Negative is invalid.
 	StopTimeout time.Duration
+	// RestartDelay is how long a leader-only component whose run failed (an
+	// error, an early return or a panic) waits before the Manager starts it
+	// again in the same term (pkg/termrun's policy); zero means
+	// DefaultRestartDelay (1s). Negative is invalid.
+	RestartDelay time.Duration
 	// SubscribeTimeout bounds how long the Manager waits, at the start of a
 	// term, for every leader-only component to call Subscribed before it runs
 	// the term hooks anyway; zero means DefaultSubscribeTimeout (2s). A
@@ -61,11 +68,13 @@ type Options struct {
 	// StepDownGrace bounds how long this replica keeps leading a term that
 	// misses a leader-only component: one still running from an earlier term
 	// (it overstayed that term's end, so it cannot be started in this one),
-	// or one that failed or panicked in this term (it is not restarted in
-	// it). Such a term is unhealthy at once (Status.Healthy, Status.Missing);
-	// once it has missed a component for StepDownGrace the Manager calls
-	// StepDown, once per term, so that another replica leads. Zero means
-	// DefaultStepDownGrace (10s). Negative is invalid.
+	// or one that keeps failing in this term (it is restarted after
+	// RestartDelay; pkg/termrun's rule: it failed for StepDownGrace in a
+	// row). Such a term is unhealthy while a component is missing
+	// (Status.Healthy, Status.Missing); once it has missed a component for
+	// StepDownGrace the Manager calls StepDown, once per term, so that
+	// another replica leads. Zero means DefaultStepDownGrace (10s). Negative
+	// is invalid.
 	StepDownGrace time.Duration
 	// StepDown, if set, is asked to end term, so that another replica
 	// leads, when the term missed a leader-only component for
@@ -95,6 +104,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.StepDownGrace < 0 {
 		return o, fmt.Errorf("%w: stepDownGrace %s is negative", ErrInvalidOptions, o.StepDownGrace)
+	}
+	if o.RestartDelay < 0 {
+		return o, fmt.Errorf("%w: restartDelay %s is negative", ErrInvalidOptions, o.RestartDelay)
+	}
+	if o.RestartDelay == 0 {
+		o.RestartDelay = DefaultRestartDelay
 	}
 	if o.StepDownGrace == 0 {
 		o.StepDownGrace = DefaultStepDownGrace
@@ -131,7 +146,13 @@ type Manager struct {
 	// kick wakes Run's loop after a component's goroutine or a signal
 	// changed state; capacity 1, sent to without blocking.
 	kick chan struct{}
-	// runs counts the component goroutines: one per run of a component.
+	// runner runs the leader-only components of each term (pkg/termrun), and
+	// the all-replica ones once each under procTerm, with the same overstay
+	// rule; procTerm is set by Run before any component starts.
+	runner   *termrun.Runner
+	procTerm *termrun.Term
+	// runs counts the component goroutines: one per all-replica component,
+	// one per leader-only component and term.
 	runs sync.WaitGroup
 	// done is closed once Run returned and every component goroutine ended.
 	done              chan struct{}
@@ -147,7 +168,7 @@ type Manager struct {
 	allReplica []*unit
 	leaderOnly []*unit
 	hooks      []hook
-	names      map[string]bool // component names
+	units      map[string]*unit // by component name
 	hookNames  map[string]bool
 	lastTerm   uint64 // highest term started
 	lastReady  TermReport
@@ -167,6 +188,7 @@ type unit struct {
 	c          Component
 	name       string
 	leaderOnly bool
+	index      int      // in Manager.leaderOnly, for a leader-only unit
 	campaigner bool     // all-replica, started once the syncers synced (AddCampaigner)
 	required   []string // deduplicated RequiredState, fixed at registration
 
@@ -207,8 +229,15 @@ func NewManager(bus *busevents.EventBus, opts Options) (*Manager, error) {
 		logger:    opts.Logger,
 		kick:      make(chan struct{}, 1),
 		done:      make(chan struct{}),
-		names:     map[string]bool{},
+		units:     map[string]*unit{},
 		hookNames: map[string]bool{},
+	}
+	m.runner, err = termrun.New(termrun.Config{
+		RestartDelay: opts.RestartDelay, StepDownGrace: opts.StepDownGrace, OverstayAfter: opts.StopTimeout,
+		Logger: opts.Logger, Observe: m.observe,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	m.leaderCh = busevents.Subscribe[busevents.Event](context.Background(), bus, "lifecycle-manager", leadershipBuffer,
 		busevents.Types(leadership.EventTypeBecameLeader, leadership.EventTypeLostLeadership),
@@ -253,11 +282,12 @@ func (m *Manager) add(c Component, leaderOnly, campaigner bool) error {
 	if m.runState != runNew {
 		return ErrRunning
 	}
-	if m.names[name] {
+	if m.units[name] != nil {
 		return fmt.Errorf("%w: component name %q already registered", ErrInvalidRegistration, name)
 	}
-	m.names[name] = true
+	m.units[name] = u
 	if leaderOnly {
+		u.index = len(m.leaderOnly)
 		m.leaderOnly = append(m.leaderOnly, u)
 	} else {
 		m.allReplica = append(m.allReplica, u)
@@ -359,6 +389,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	procCtx, procCancel := context.WithCancelCause(base)
 	defer procCancel(nil)
+	m.procTerm = m.runner.Term(procCtx, nil)
 
 	gate := m.startAllReplica(procCtx)
 	// Terms derive from base marked leader-only for the bus: every
@@ -422,7 +453,7 @@ func (m *Manager) shutdown(err error, procCancel context.CancelCauseFunc) {
 		}
 	}
 	m.mu.Unlock()
-	m.waitStopped(waiting, 0)
+	m.awaitStopped(waiting, 0)
 	m.mu.Lock()
 	m.runState = runDone
 	m.mu.Unlock()
@@ -495,61 +526,86 @@ func (m *Manager) prepareLocked(u *unit, parent context.Context, t *termState, m
 	return launch{u: u, ctx: context.WithValue(parent, runKey{}, tok), tok: tok}
 }
 
-// launchAll starts each run on a goroutine of its own. It runs on Run's
-// goroutine, before shutdown waits for the runs.
+// launchAll starts each run on a goroutine of its own, on the runner: an
+// all-replica component's Start once, a leader-only component's in its term,
+// restarted after a failure. It runs on Run's goroutine, before shutdown
+// waits for the runs.
 func (m *Manager) launchAll(ls []launch) {
 	for _, l := range ls {
 		m.runs.Go(func() {
-			err := m.callStart(l)
+			var err error
+			if t := l.tok.t; t != nil {
+				err = t.run.Run(l.u.name, m.runFunc(l))
+			} else {
+				err = m.procTerm.Once(l.u.name, m.runFunc(l))
+			}
 			m.exited(l, err)
 		})
 	}
 }
 
-func (m *Manager) callStart(l launch) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrPanicked, r)
-			m.logger.Error("component panicked", "component", l.u.name, "panic", r, "stack", string(debug.Stack()))
+// runFunc is the termrun.Func of a component: each run gets a token of its
+// own (the first was prepared with the launch; a leader-only component's
+// restart gets the next), and a return while the run's context is live is a
+// failure (Component).
+func (m *Manager) runFunc(l launch) termrun.Func {
+	restart := false
+	return func(ctx context.Context) error {
+		tok := l.tok
+		if restart {
+			tok = m.restarting(l.tok)
 		}
-	}()
-	return l.u.c.Start(l.ctx)
-}
-
-// cleanStop reports whether a Start that returned err under ctx stopped
-// cleanly: ctx ended, and err is nil, a context error or ctx's cause.
-func cleanStop(ctx context.Context, err error) bool {
-	if ctx.Err() == nil {
-		return false
+		restart = true
+		ctx = context.WithValue(ctx, runKey{}, tok)
+		return returnedEarly(ctx, l.u.c.Start(ctx))
 	}
-	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, context.Cause(ctx))
 }
 
-// exited records the end of a run, then reports it.
+// restarting records that the runner starts tok's component again in its
+// term, after a failure, and returns the new run's token: the run signals
+// Subscribed and HoldsState afresh, and gets the replays once more.
+func (m *Manager) restarting(tok *runToken) *runToken {
+	now := time.Now()
+	m.mu.Lock()
+	u, mem := tok.u, tok.mem
+	mem.down, mem.subscribed, mem.timedOut, mem.covered = false, false, false, false
+	mem.held = map[string]bool{}
+	mem.deadline = now.Add(m.opts.SubscribeTimeout)
+	if u.state == StateFailed {
+		u.state = StateRunning
+	}
+	u.starts++
+	next := &runToken{m: m, u: u, t: tok.t, mem: mem, run: mem.run}
+	m.mu.Unlock()
+	m.wake()
+	return next
+}
+
+// returnedEarly returns err, the return of a Start under ctx, as a failure
+// when ctx is still live: ErrReturnedEarly for nil, and wrapping a context
+// error (of a context of the component's own).
+func returnedEarly(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case err == nil:
+		return ErrReturnedEarly
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrReturnedEarly, err)
+	}
+	return err
+}
+
+// exited records the end of a component's goroutine, then reports it. Its
+// failures were recorded as the runner reported them (observe); err is nil
+// unless its last run failed.
 func (m *Manager) exited(l launch, err error) {
 	u, tok := l.u, l.tok
-	clean := cleanStop(l.ctx, err)
-	if !clean && err == nil {
-		err = ErrReturnedEarly
-	} else if !clean && l.ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		err = fmt.Errorf("%w: %w", ErrReturnedEarly, err)
-	}
-
 	m.mu.Lock()
 	overstayed := u.state == StateOverstaying
 	u.running = false
-	if clean {
+	if err == nil {
 		u.state = StateStopped
-	} else {
-		u.state = StateFailed
-		u.lastErr = err
-		u.failures++
-		m.counters.failures++
-		if errors.Is(err, ErrPanicked) {
-			u.panics++
-			m.counters.panics++
-		}
 	}
 	if tok.mem != nil {
 		tok.mem.exited = true
@@ -562,14 +618,65 @@ func (m *Manager) exited(l launch, err error) {
 	m.wake()
 
 	switch {
-	case !clean:
-		m.logger.Error("component failed", "component", u.name, "leaderOnly", u.leaderOnly, "term", term, "error", err)
-		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, err))
+	case err != nil:
 	case overstayed:
 		m.logger.Info("overstaying component returned at last", "component", u.name, "term", term)
 	default:
 		m.logger.Debug("component stopped", "component", u.name, "term", term)
 	}
+}
+
+// failedLocked records a failed run of u. m.mu must be held.
+func (m *Manager) failedLocked(u *unit, err error) {
+	u.state = StateFailed
+	u.lastErr = err
+	u.failures++
+	m.counters.failures++
+	if errors.Is(err, ErrPanicked) {
+		u.panics++
+		m.counters.panics++
+	}
+}
+
+// observe records what the runner reports of a component, on that
+// component's goroutine: a failed run (a leader-only one restarted, or at
+// the term's end) and a run that overstays its term, or Run's end for an
+// all-replica component. A step-down comes through the term's step-down
+// function (failing).
+func (m *Manager) observe(ev termrun.Event) {
+	m.mu.Lock()
+	u := m.units[ev.Work]
+	if u == nil || ev.Kind == termrun.SteppedDown {
+		m.mu.Unlock()
+		return
+	}
+	term := ev.Term.Number
+	if !u.leaderOnly {
+		term = 0
+	}
+	if ev.Kind == termrun.Failed {
+		m.failedLocked(u, ev.Err)
+		if t := m.term; ev.Restart && t != nil && t.term == term {
+			// What the failed run held, it no longer does, and its signals
+			// from now on are stale (run).
+			mem := t.members[u.index]
+			mem.down, mem.held = true, map[string]bool{}
+			mem.run++
+		}
+	} else if u.running && u.runTerm == term {
+		u.state = StateOverstaying
+		u.overstays++
+		m.counters.overstays++
+	}
+	m.mu.Unlock()
+	// Published before the Manager is woken, so that the event comes before
+	// what the Manager does next (a term's stop report, Run's return).
+	if ev.Kind == termrun.Failed {
+		m.bus.Publish(NewComponentFailedEvent(u.name, u.leaderOnly, term, ev.Err))
+	} else {
+		m.bus.Publish(NewComponentOverstayedEvent(u.name, term, OverstayStop, ev.Waited))
+	}
+	m.wake()
 }
 
 func (m *Manager) wake() {
@@ -579,54 +686,29 @@ func (m *Manager) wake() {
 	}
 }
 
-// waitStopped waits until none of us is running, or StopTimeout passed, and
-// reports the ones still running as overstaying. term is 0 for all-replica
-// components. It runs on Run's goroutine and returns the overstayers' names.
-func (m *Manager) waitStopped(us []*unit, term uint64) []string {
-	if len(us) == 0 {
-		return nil
-	}
-	start := time.Now()
-	timer := time.NewTimer(m.opts.StopTimeout)
-	defer timer.Stop()
-	for m.anyRunning(us, term) {
-		select {
-		case <-m.kick:
-			continue
-		case <-timer.C:
-		}
-		var names []string
+// awaitStopped waits until each of us that runs in term has returned or
+// was reported overstaying by the runner (StopTimeout after the term's end),
+// and returns the overstayers' names. It runs on Run's goroutine.
+func (m *Manager) awaitStopped(us []*unit, term uint64) []string {
+	for {
+		var over []string
+		pending := false
 		m.mu.Lock()
 		for _, u := range us {
-			if u.running && u.runTerm == term {
-				u.state = StateOverstaying
-				u.overstays++
-				m.counters.overstays++
-				names = append(names, u.name)
+			switch {
+			case !u.running || u.runTerm != term:
+			case u.state == StateOverstaying:
+				over = append(over, u.name)
+			default:
+				pending = true
 			}
 		}
 		m.mu.Unlock()
-		waited := time.Since(start)
-		for _, n := range names {
-			m.logger.Warn("component did not stop in time; it will not be started again until it returns",
-				"component", n, "term", term, "waited", waited)
-			m.bus.Publish(NewComponentOverstayedEvent(n, term, OverstayStop, waited))
+		if !pending {
+			return over
 		}
-		return names
+		<-m.kick
 	}
-	return nil
-}
-
-// anyRunning reports whether one of us still runs in term.
-func (m *Manager) anyRunning(us []*unit, term uint64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, u := range us {
-		if u.running && u.runTerm == term {
-			return true
-		}
-	}
-	return false
 }
 
 // Status returns a snapshot of the Manager; it is safe to call at any time
@@ -666,7 +748,7 @@ func (m *Manager) Status() Status {
 		cs := u.statusLocked()
 		if t != nil {
 			mem := t.members[i]
-			if missingLocked(t, mem) {
+			if missingLocked(mem) {
 				cs.Missing = true
 				s.Missing = append(s.Missing, u.name)
 			}

@@ -470,7 +470,7 @@ func TestOverstayingComponentIsNotStartedTwice(t *testing.T) {
 		if ov := lifeEvents[*events.ComponentOverstayedEvent](h); len(ov) != 1 || ov[0].Phase != events.OverstayStop || ov[0].Waited != time.Second {
 			t.Errorf("overstay events %+v", ov)
 		}
-		if h.logs.count("did not stop in time", "component=stubborn") != 1 {
+		if h.logs.count("has not returned since its term ended", "work=stubborn") != 1 { // pkg/termrun's line
 			t.Errorf("overstay not logged: %q", h.logs.lines)
 		}
 
@@ -554,7 +554,7 @@ func TestFailedComponentsAreMarkedFailed(t *testing.T) {
 			if cs.State != lifecycle.StateFailed || !errors.Is(cs.LastError, want) || cs.Failures != 1 || cs.Term != 1 {
 				t.Errorf("%s: %+v, want failed with %v", name, cs, want)
 			}
-			if h.logs.count("ERROR component failed", "component="+name) != 1 {
+			if h.logs.count("ERROR leader-only work failed", "work="+name) != 1 { // pkg/termrun's line
 				t.Errorf("%s failure not logged", name)
 			}
 		}
@@ -571,7 +571,9 @@ func TestFailedComponentsAreMarkedFailed(t *testing.T) {
 			t.Errorf("ComponentFailedEvents %+v", fe)
 		}
 
-		// The all-replica component fails; Run goes on.
+		// The all-replica component fails; Run goes on. The leader-only ones
+		// run again RestartDelay after their failure, in their term
+		// (pkg/termrun), and fail again.
 		time.Sleep(time.Second)
 		synctest.Wait()
 		s = h.m.Status()
@@ -581,18 +583,26 @@ func TestFailedComponentsAreMarkedFailed(t *testing.T) {
 		if !s.Running || !strings.Contains(fmt.Sprint(s.Healthy()), "watcher") {
 			t.Errorf("after all-replica failure: running %v healthy %v", s.Running, s.Healthy())
 		}
+		for _, name := range []string{"failing", "early", "own-timeout", "panicky"} {
+			if cs := mustStatus(t, s, name); cs.Starts != 2 || cs.Failures != 2 || cs.Term != 1 {
+				t.Errorf("%s a RestartDelay after its failure: %+v, want started again in term 1 and failed", name, cs)
+			}
+		}
+		if got := failing.startedTerms(); !slices.Equal(got, []uint64{1, 1}) {
+			t.Errorf("failing started in %v, want twice in term 1", got)
+		}
 
-		// The next term retries the failed leader-only components.
+		// The next term starts the failed leader-only components again.
 		h.lose(1, "test")
 		h.awaitStopped(1)
 		h.lead(2)
 		h.awaitReady(2)
 		synctest.Wait()
 		s = h.m.Status()
-		if cs := mustStatus(t, s, "failing"); cs.State != lifecycle.StateRunning || cs.Starts != 2 || cs.Term != 2 {
+		if cs := mustStatus(t, s, "failing"); cs.State != lifecycle.StateRunning || cs.Starts != 3 || cs.Term != 2 {
 			t.Errorf("failing in term 2: %+v", cs)
 		}
-		if got := failing.startedTerms(); !slices.Equal(got, []uint64{1, 2}) {
+		if got := failing.startedTerms(); !slices.Equal(got, []uint64{1, 1, 2}) {
 			t.Errorf("failing started in %v", got)
 		}
 		if cs := mustStatus(t, s, "watcher"); cs.Starts != 1 {

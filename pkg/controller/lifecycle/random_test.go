@@ -21,6 +21,7 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
 	"github.com/baton-dev/baton/pkg/termctx"
+	"github.com/baton-dev/baton/pkg/termrun"
 )
 
 // Timings of the randomized histories (fake time).
@@ -52,10 +53,14 @@ const (
 //   - every running component that subscribed holds the newest state, and
 //     the versions it received never went backwards or repeated;
 //   - a term whose components all run, subscribed and hold state is ready
-//     and healthy; a term missing one (failed in it, or still running from
-//     an earlier term) says so in Status.Missing and Healthy;
-//   - a term that missed a component for longer than StepDownGrace asked
-//     to step down, at most once per term, and never one that missed none;
+//     and healthy; a term missing one (failed in it and not yet restarted,
+//     or still running from an earlier term) says so in Status.Missing and
+//     Healthy; a failed component runs again in the term (pkg/termrun), and
+//     a run that failed ended its context with termrun.ErrRunEnded;
+//   - a term that missed a component still running from an earlier term
+//     for longer than StepDownGrace, or whose component failed in a row for
+//     as long (pkg/termrun's rule), asked to step down, at most once per
+//     term, and never one that missed none;
 //   - Run returns nil at the end and every goroutine ends.
 //
 // BATON_LIFECYCLE_HISTORIES sets the number of histories (default 200);
@@ -117,6 +122,8 @@ type rcRun struct {
 	behavior   rcBehavior
 	subscribed bool
 	exited     bool
+	faulted    bool // returned by its planned fault (fail, panic, early return), not by the term's end
+	start, end time.Time
 	versions   []int // state versions received, in order
 	// ch is the channel the run subscribed (nil before); closedLive is set
 	// if the run saw it closed while its context was not done.
@@ -155,7 +162,7 @@ func (c *randomComp) plan(term uint64) (rcBehavior, time.Duration) {
 func (c *randomComp) Start(ctx context.Context) error {
 	term, _ := termctx.FromContext(ctx)
 	b, d := c.plan(term)
-	run := &rcRun{term: term, ctx: ctx, behavior: b}
+	run := &rcRun{term: term, ctx: ctx, behavior: b, start: time.Now()}
 	c.mu.Lock()
 	c.running++
 	c.maxRunning = max(c.maxRunning, c.running)
@@ -164,7 +171,7 @@ func (c *randomComp) Start(ctx context.Context) error {
 	defer func() {
 		c.mu.Lock()
 		c.running--
-		run.exited = true
+		run.exited, run.end = true, time.Now()
 		c.mu.Unlock()
 	}()
 
@@ -195,6 +202,9 @@ func (c *randomComp) Start(ctx context.Context) error {
 			}
 			return ctx.Err()
 		case <-fault:
+			c.mu.Lock()
+			run.faulted = true
+			c.mu.Unlock()
 			switch b {
 			case rcFail:
 				return errBoom
@@ -417,7 +427,13 @@ func (h *randomHistory) endSource(step int) {
 			if !run.exited && run.behavior != rcOverstay {
 				h.t.Errorf("step %d: %s still runs in term %d after the term's source ended", step, c.name, term)
 			}
-			if cause := context.Cause(run.ctx); !errors.Is(cause, lifecycle.ErrLeadershipLost) && !errors.Is(cause, lifecycle.ErrSteppedDown) {
+			// A run that failed by its fault ended before, with its own return;
+			// the runner restarted the component in the term (pkg/termrun).
+			cause := context.Cause(run.ctx)
+			if run.faulted && !errors.Is(cause, termrun.ErrRunEnded) {
+				h.t.Errorf("step %d: %s's failed run in term %d has cause %v", step, c.name, term, cause)
+			}
+			if !run.faulted && !errors.Is(cause, lifecycle.ErrLeadershipLost) && !errors.Is(cause, lifecycle.ErrSteppedDown) {
 				h.t.Errorf("step %d: %s's context in term %d ended with %v after the source ended", step, c.name, term, cause)
 			}
 		}
@@ -466,6 +482,7 @@ func (h *randomHistory) check(step int) {
 	}
 	missing := map[string]bool{}
 	allHold := h.leading && h.version > 0
+	due := false // the term must have asked to step down
 	for _, c := range h.comps {
 		runs, peak := c.snapshot()
 		if peak > 1 {
@@ -490,6 +507,8 @@ func (h *randomHistory) check(step int) {
 		if !h.leading {
 			continue
 		}
+		due = due || crashLoopDue(runs, h.current) ||
+			(live == nil && older && time.Since(s.TermAcquired) > rhStepDownGrace+rhStopTimeout)
 		if live == nil {
 			missing[c.name] = true
 			allHold = false
@@ -520,7 +539,7 @@ func (h *randomHistory) check(step int) {
 	if h.leading {
 		h.checkMissing(step, s, missing, allHold)
 	}
-	h.checkStepDowns(step, s)
+	h.checkStepDowns(step, s, due)
 }
 
 // checkChannel fails when a run's channel was closed while the run's
@@ -584,7 +603,26 @@ func (h *randomHistory) checkMissing(step int, s lifecycle.Status, missing map[s
 	}
 }
 
-func (h *randomHistory) checkStepDowns(step int, s lifecycle.Status) {
+// crashLoopDue reports whether the runs of term failed, by pkg/termrun's
+// rule, for StepDownGrace in a row: a streak starts at a failure and goes on
+// while every later run fails within the grace of its start.
+func crashLoopDue(runs []rcRun, term uint64) bool {
+	var streak time.Time
+	for _, r := range runs {
+		if r.term != term || !r.faulted {
+			continue
+		}
+		switch {
+		case streak.IsZero() || r.end.Sub(r.start) >= rhStepDownGrace:
+			streak = r.end
+		case r.end.Sub(streak) >= rhStepDownGrace:
+			return true
+		}
+	}
+	return false
+}
+
+func (h *randomHistory) checkStepDowns(step int, s lifecycle.Status, due bool) {
 	t := h.t
 	h.stepDownsMu.Lock()
 	calls := slices.Clone(h.stepDowns)
@@ -599,9 +637,8 @@ func (h *randomHistory) checkStepDowns(step int, s lifecycle.Status) {
 			t.Errorf("step %d: asked to step down from term %d, which missed no component", step, c.term)
 		}
 	}
-	if h.leading && len(s.Missing) > 0 && !s.MissingSince.IsZero() &&
-		time.Since(s.MissingSince) > rhStepDownGrace && !asked[h.current] {
-		t.Errorf("step %d: term %d misses %v since %v (longer than the grace) and did not ask to step down",
+	if h.leading && due && !asked[h.current] {
+		t.Errorf("step %d: term %d misses %v since %v: a component crash-loops, or runs from an earlier term, for longer than the grace, and it did not ask to step down",
 			step, h.current, s.Missing, time.Since(s.MissingSince))
 	}
 }

@@ -25,7 +25,8 @@ const (
 	StateOverstaying
 	// StateStopped: Start returned cleanly after its context ended.
 	StateStopped
-	// StateFailed: Start returned an error, returned early or panicked.
+	// StateFailed: Start returned an error, returned early or panicked; a
+	// leader-only component is started again in its term after RestartDelay.
 	StateFailed
 )
 
@@ -80,7 +81,8 @@ type Status struct {
 	// for the all-replica Syncers to sync: the replica does not campaign.
 	CampaignWaiting bool
 	// Missing names the leader-only components the current term misses:
-	// each is still running from an earlier term or failed in this one.
+	// each is still running from an earlier term, or its last run in this
+	// one failed and it waits for its restart.
 	// MissingSince is when the term started to miss one (zero when it
 	// misses none), and SteppingDown is true once the Manager asked to end
 	// the term for it (Options.StepDown).
@@ -97,7 +99,7 @@ type Status struct {
 	HookFailures      uint64 // term hooks that panicked
 	Panics            uint64 // component runs that failed by a panic (recovered by the Manager or reported as ErrPanicked)
 	MissingTerms      uint64 // terms that missed a leader-only component at some point
-	StepDowns         uint64 // terms the Manager asked to end (Options.StepDown) for a missing component
+	StepDowns         uint64 // terms the Manager asked to end (Options.StepDown) for a missing or failing component
 	// LeadershipDropped counts leadership events lost because the Manager's
 	// subscription buffer was full (it should stay 0).
 	LeadershipDropped uint64
@@ -127,7 +129,7 @@ type ComponentStatus struct {
 	// (see Status.Missing).
 	Missing bool
 
-	Starts            uint64
+	Starts            uint64 // runs started, a restart in a term counted again
 	Failures          uint64
 	Overstays         uint64
 	SubscribeTimeouts uint64
@@ -148,9 +150,9 @@ func (s Status) Component(name string) (ComponentStatus, bool) {
 // error wrapping ErrComponentFailed for each reason: an all-replica
 // component that failed (it is not restarted, so the process should be) or
 // overstays a stop, and, while leading, a leader-only component the term
-// misses (Status.Missing): one that failed in the current term (it is
-// retried only in the next term) or one still running from an earlier term
-// (it overstayed that term's end and cannot be started in this one). It is
+// misses (Status.Missing): one whose last run in the current term failed
+// (it is restarted after RestartDelay) or one still running from an earlier
+// term (it overstayed that term's end and cannot be started in this one). It is
 // meant for /healthz and, for a leader, /readyz, together with the
 // elector's own health.
 func (s Status) Healthy() error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-dev/baton/pkg/controller/leadership"
 	"github.com/baton-dev/baton/pkg/termctx"
+	"github.com/baton-dev/baton/pkg/termrun"
 )
 
 // termState is one leadership term. term, acquired, ctx, cancel,
@@ -31,6 +32,9 @@ type termState struct {
 	// members has one entry per leader-only unit, in the same order as
 	// Manager.leaderOnly.
 	members []*member
+	// run runs the leader-only components in the term: restarts, step-down
+	// for a component that keeps failing, overstays (pkg/termrun).
+	run *termrun.Term
 
 	hooksRan bool
 	readyAt  time.Time
@@ -41,12 +45,21 @@ type termState struct {
 	missingSince time.Time
 	missed       bool
 	steppedDown  bool
+	// blockedSince is when the term started to miss a component still
+	// running from an earlier term (zero while none is); failing is the
+	// runner's reason to give the term up: a component failed for
+	// StepDownGrace in a row (nil otherwise). They are the two reasons to
+	// step down.
+	blockedSince time.Time
+	failing      error
 }
 
 // member is a leader-only unit's part in one term; guarded by Manager.mu.
 type member struct {
 	u          *unit
+	run        uint64    // the unit's run in the term: 0, then one more per failure
 	started    bool      // false while the unit still runs from an earlier term
+	down       bool      // its last run failed; the runner starts it again after RestartDelay
 	deadline   time.Time // for Subscribed
 	subscribed bool
 	timedOut   bool // reported as not subscribed in time
@@ -82,6 +95,11 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	}
 	// Stamped last, so that termctx.Err reads the term's end through the source.
 	t.ctx = termctx.With(t.ctx, stamped)
+	var stepDown func(error)
+	if m.opts.StepDown != nil {
+		stepDown = func(reason error) { m.failing(t, reason) }
+	}
+	t.run = m.runner.Term(t.ctx, stepDown)
 
 	m.mu.Lock()
 	for _, u := range m.leaderOnly {
@@ -144,7 +162,7 @@ func (m *Manager) endTerm(t *termState, reason string, cause error) {
 	}
 	m.logger.Info("term ended; stopping leader-only components", "term", t.term, "reason", reason, "running", len(waiting))
 
-	over := m.waitStopped(waiting, t.term)
+	over := m.awaitStopped(waiting, t.term)
 	if m.opts.OnTermStopped != nil {
 		m.opts.OnTermStopped(TermStopReport{Term: t.term, Reason: reason, Stopped: time.Now(), Overstayed: over})
 	}
@@ -219,7 +237,7 @@ func (m *Manager) step() time.Time {
 func (m *Manager) scanSubscribedLocked(t *termState, now time.Time) (timedOut []*member, settled bool, next time.Time) {
 	settled = true
 	for _, mem := range t.members {
-		if !mem.started || mem.subscribed || mem.exited || mem.timedOut {
+		if !mem.started || mem.subscribed || mem.exited || mem.down || mem.timedOut {
 			continue
 		}
 		if !now.Before(mem.deadline) {
@@ -304,7 +322,7 @@ func (m *Manager) checkReadyLocked(t *termState, now time.Time) bool {
 // subscribed records a Subscribed signal; see the function of that name.
 func (m *Manager) subscribed(tok *runToken) {
 	m.mu.Lock()
-	if m.term != tok.t || tok.mem.subscribed {
+	if m.term != tok.t || tok.run != tok.mem.run || tok.mem.subscribed {
 		m.mu.Unlock()
 		return
 	}
@@ -317,7 +335,7 @@ func (m *Manager) subscribed(tok *runToken) {
 func (m *Manager) holds(tok *runToken, eventType string) {
 	now := time.Now()
 	m.mu.Lock()
-	if m.term != tok.t || !slices.Contains(tok.u.required, eventType) || tok.mem.held[eventType] {
+	if m.term != tok.t || tok.run != tok.mem.run || !slices.Contains(tok.u.required, eventType) || tok.mem.held[eventType] {
 		m.mu.Unlock()
 		return
 	}
@@ -380,15 +398,14 @@ func (c *sourcedContext) Err() error {
 	return c.Context.Err()
 }
 
-// missingLocked reports whether the term t misses mem's component: it is
-// still running from an earlier term, or it failed in this one. m.mu must
-// be held.
-func missingLocked(t *termState, mem *member) bool {
-	u := mem.u
+// missingLocked reports whether the term misses mem's component: it is
+// still running from an earlier term, or its last run in this one failed and
+// it waits to be started again. m.mu must be held.
+func missingLocked(mem *member) bool {
 	if !mem.started {
-		return u.running
+		return mem.u.running
 	}
-	return mem.exited && u.state == StateFailed && u.runTerm == t.term
+	return mem.down
 }
 
 // missing is what checkMissingLocked found: the components missed when the
@@ -397,42 +414,28 @@ func missingLocked(t *termState, mem *member) bool {
 // step-down is off or was asked for).
 type missing struct {
 	began, ended, stepDown bool
+	first                  bool  // began for the first time in the term
+	failing                error // the runner's reason to step down, if that is why
 	names                  []string
 	since                  time.Time
 	deadline               time.Time
 }
 
-// checkMissingLocked updates t's missing state at now. m.mu must be held.
+// checkMissingLocked updates t's missing state at now, and decides whether
+// to step down: a component still running from an earlier term for
+// StepDownGrace, or one that the runner found failing for as long
+// (failing). m.mu must be held.
 func (m *Manager) checkMissingLocked(t *termState, now time.Time) missing {
-	var out missing
-	found := false
-	for _, mem := range t.members {
-		if missingLocked(t, mem) {
-			found = true
-			break
-		}
-	}
-	switch {
-	case !found:
-		if !t.missingSince.IsZero() {
-			out.ended, out.since = true, t.missingSince
-			t.missingSince = time.Time{}
-		}
-		return out
-	case t.missingSince.IsZero():
-		t.missingSince = now
-		out.began = true
-		if !t.missed {
-			t.missed = true
-			m.counters.missingTerms++
-		}
-	}
-	out.since = t.missingSince
+	out := m.trackMissingLocked(t, now)
 	if m.opts.StepDown == nil || t.steppedDown {
 		return m.namesLocked(t, out)
 	}
-	end := t.missingSince.Add(m.opts.StepDownGrace)
-	if now.Before(end) {
+	switch end := t.blockedSince.Add(m.opts.StepDownGrace); {
+	case t.failing != nil:
+		out.failing = t.failing
+	case t.blockedSince.IsZero():
+		return m.namesLocked(t, out)
+	case now.Before(end):
 		out.deadline = end
 		return m.namesLocked(t, out)
 	}
@@ -442,6 +445,48 @@ func (m *Manager) checkMissingLocked(t *termState, now time.Time) missing {
 	return m.namesLocked(t, out)
 }
 
+// trackMissingLocked records when t began, or ceased, to miss a component.
+// m.mu must be held.
+func (m *Manager) trackMissingLocked(t *termState, now time.Time) missing {
+	var out missing
+	found := slices.ContainsFunc(t.members, missingLocked)
+	blocked := slices.ContainsFunc(t.members, func(mem *member) bool { return !mem.started && mem.u.running })
+	switch {
+	case !blocked:
+		t.blockedSince = time.Time{}
+	case t.blockedSince.IsZero():
+		t.blockedSince = now
+	}
+	switch {
+	case !found && !t.missingSince.IsZero():
+		out.ended, out.since = true, t.missingSince
+		t.missingSince = time.Time{}
+	case found && t.missingSince.IsZero():
+		t.missingSince = now
+		out.began, out.first = true, !t.missed
+		if !t.missed {
+			t.missed = true
+			m.counters.missingTerms++
+		}
+	}
+	if found {
+		out.since = t.missingSince
+	}
+	return out
+}
+
+// failing is the step-down function of t's runner: a leader-only component
+// failed for StepDownGrace in a row. The Manager's goroutine steps down
+// (step). It is safe for concurrent use.
+func (m *Manager) failing(t *termState, reason error) {
+	m.mu.Lock()
+	if t.failing == nil {
+		t.failing = reason
+	}
+	m.mu.Unlock()
+	m.wake()
+}
+
 // namesLocked fills out.names when out is to be reported. m.mu must be
 // held.
 func (m *Manager) namesLocked(t *termState, out missing) missing {
@@ -449,8 +494,8 @@ func (m *Manager) namesLocked(t *termState, out missing) missing {
 		return out
 	}
 	for _, mem := range t.members {
-		if missingLocked(t, mem) {
-			what := "failed in this term"
+		if missingLocked(mem) {
+			what := "failing in this term"
 			if !mem.started {
 				what = fmt.Sprintf("still running from term %d", mem.u.runTerm)
 			}
@@ -465,16 +510,21 @@ func (m *Manager) namesLocked(t *termState, out missing) missing {
 func (m *Manager) reportMissing(t *termState, miss missing) {
 	switch {
 	case miss.ended:
-		m.logger.Info("term no longer misses a leader-only component", "term", t.term, "missedFor", time.Since(miss.since))
-	case miss.began:
+		m.logger.Debug("term no longer misses a leader-only component", "term", t.term, "missedFor", time.Since(miss.since))
+	case miss.began && miss.first:
 		m.logger.Error("leading without a leader-only component; the replica is unhealthy",
 			"term", t.term, "missing", miss.names, "stepDownIn", m.stepDownIn())
+	case miss.began:
+		m.logger.Debug("leading without a leader-only component again", "term", t.term, "missing", miss.names)
 	}
 	if !miss.stepDown {
 		return
 	}
 	reason := fmt.Errorf("%w: term %d misses %s since %s", ErrMissingComponent, t.term,
 		strings.Join(miss.names, ", "), time.Since(miss.since).Round(time.Millisecond))
+	if miss.failing != nil {
+		reason = fmt.Errorf("%w: term %d: %w", ErrMissingComponent, t.term, miss.failing)
+	}
 	m.logger.Error("stepping down so that another replica leads", "term", t.term, "reason", reason)
 	cause := fmt.Errorf("%w: %w", ErrSteppedDown, reason)
 	t.stepDown.Store(&cause) // StepDown may end the term's source before it returns

@@ -7,19 +7,21 @@ import (
 
 	"github.com/baton-dev/baton/pkg/controller/lifecycle"
 	busevents "github.com/baton-dev/baton/pkg/events"
+	"github.com/baton-dev/baton/pkg/termrun"
 )
 
 // collector reads the sources at scrape time.
 type collector struct {
 	src Sources
 
-	isLeader, term, transitions, termsReady, termReadyNow  *prometheus.Desc
-	replays, delivered, dropped, skipped, rejected         *prometheus.Desc
-	compUp, compFailed, compStarts, compFailures, compOver *prometheus.Desc
-	subscribeTimeouts, hookFailures, leadershipDropped     *prometheus.Desc
-	compPanics, compMissing, missingTerms, stepDowns       *prometheus.Desc
-	campaignWaiting, outOfRange, duplicateIdentity         *prometheus.Desc
-	deathTakeovers                                         *prometheus.Desc
+	isLeader, term, transitions, termsReady, termReadyNow *prometheus.Desc
+	replays, delivered, dropped, skipped, rejected        *prometheus.Desc
+	compUp, compFailed, compMissing                       *prometheus.Desc
+	work                                                  WorkDescs
+	subscribeTimeouts, hookFailures, leadershipDropped    *prometheus.Desc
+	missingTerms, stepDowns                               *prometheus.Desc
+	campaignWaiting, outOfRange, duplicateIdentity        *prometheus.Desc
+	deathTakeovers                                        *prometheus.Desc
 }
 
 func newCollector(src Sources) *collector {
@@ -37,14 +39,11 @@ func newCollector(src Sources) *collector {
 		rejected:     Desc("bus_rejected_total", "Events the bus refused: nil events and events published after it stopped.", "reason"),
 		compUp:       Desc("component_up", "1 while the component's Start runs, else 0.", "component", "leader_only"),
 		compFailed:   Desc("component_failed", "1 while the component's last run failed, else 0.", "component", "leader_only"),
-		compStarts:   Desc("component_starts_total", "Runs of the component started.", "component"),
-		compFailures: Desc("component_failures_total", "Runs of the component that failed (an error, an early return or a panic).", "component"),
-		compOver:     Desc("component_overstays_total", "Runs of the component that did not stop within the runtime's stop timeout.", "component"),
+		work:         NewWorkDescs(),
 		subscribeTimeouts: Desc("runtime_subscribe_timeouts_total",
 			"Leader-only runs that did not signal Subscribed within the runtime's subscribe timeout."),
 		hookFailures:      Desc("runtime_hook_failures_total", "Term hooks that panicked."),
 		leadershipDropped: Desc("runtime_leadership_events_dropped_total", "Leadership events the runtime lost to a full subscription buffer (should stay 0)."),
-		compPanics:        Desc("component_panics_total", "Runs of the component that failed by a panic.", "component"),
 		compMissing: Desc("component_missing", "1 while this replica leads a term that misses the leader-only component "+
 			"(still running from an earlier term, or failed in this one), else 0.", "component"),
 		missingTerms: Desc("runtime_terms_missing_component_total", "Terms of this replica that missed a leader-only component at some point."),
@@ -64,13 +63,14 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.isLeader, c.term, c.transitions, c.termsReady, c.termReadyNow,
 		c.replays, c.delivered, c.dropped, c.skipped, c.rejected,
-		c.compUp, c.compFailed, c.compStarts, c.compFailures, c.compOver,
+		c.compUp, c.compFailed,
 		c.subscribeTimeouts, c.hookFailures, c.leadershipDropped,
-		c.compPanics, c.compMissing, c.missingTerms, c.stepDowns, c.campaignWaiting,
+		c.compMissing, c.missingTerms, c.stepDowns, c.campaignWaiting,
 		c.outOfRange, c.duplicateIdentity, c.deathTakeovers,
 	} {
 		ch <- d
 	}
+	c.work.Describe(ch)
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -112,10 +112,7 @@ func (c *collector) collectRuntime(e Emitter, st lifecycle.Status) {
 		lo := strconv.FormatBool(cs.LeaderOnly)
 		e.Gauge(c.compUp, BoolValue(cs.State == lifecycle.StateRunning), cs.Name, lo)
 		e.Gauge(c.compFailed, BoolValue(cs.State == lifecycle.StateFailed), cs.Name, lo)
-		e.Counter(c.compStarts, cs.Starts, cs.Name)
-		e.Counter(c.compFailures, cs.Failures, cs.Name)
-		e.Counter(c.compOver, cs.Overstays, cs.Name)
-		e.Counter(c.compPanics, cs.Panics, cs.Name)
+		c.work.Emit(e, cs.Name, ComponentStats(cs))
 		if cs.LeaderOnly {
 			e.Gauge(c.compMissing, BoolValue(cs.Missing), cs.Name)
 		}
@@ -184,4 +181,10 @@ func BoolValue(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// ComponentStats are cs's counters in pkg/termrun's form, the form of a shard's
+// work too (WorkDescs).
+func ComponentStats(cs lifecycle.ComponentStatus) termrun.Stats {
+	return termrun.Stats{Started: cs.Starts, Failed: cs.Failures, Overstays: cs.Overstays, Panicked: cs.Panics}
 }

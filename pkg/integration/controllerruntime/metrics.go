@@ -53,11 +53,15 @@ type collector struct {
 	outOfRange, duplicateIdentity, deathTakeovers        *prometheus.Desc
 	ringShapeMismatch, ringShapeRefusals                 *prometheus.Desc
 	ringOwned, ringMoves, ringOwnerless                  *prometheus.Desc
+	// work are the counters of leader-only work, the same for a leader-only
+	// controller and for a sharded controller's ShardWork ("<controller>/<work>").
+	work metrics.WorkDescs
 }
 
 func newCollector(r *Runtime) *collector {
 	return &collector{
-		r: r,
+		r:    r,
+		work: metrics.NewWorkDescs(),
 		termReady: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace,
 			Name:      "term_ready_seconds",
@@ -96,6 +100,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.ringShapeMismatch, c.ringShapeRefusals, c.ringOwned, c.ringMoves, c.ringOwnerless} {
 		ch <- d
 	}
+	c.work.Describe(ch)
 	c.termReady.Describe(ch)
 }
 
@@ -112,6 +117,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	e.Counter(c.transitions, st.Terms, "acquired")
 	e.Counter(c.transitions, lost, "lost")
 	e.Counter(c.readyTerms, st.ReadyTerms)
+	for _, cs := range st.Components {
+		c.work.Emit(e, cs.Name, metrics.ComponentStats(cs))
+	}
 	e.Counter(c.refusedDesc, c.refused.Load())
 	var es k8sle.Stats // zero without the single-leader election
 	if c.r.elector != nil {
@@ -149,4 +157,9 @@ func (c *collector) collectRing(ch chan<- prometheus.Metric, s *Sharded, st shar
 		buckets[b] = h.Counts[i]
 	}
 	ch <- prometheus.MustNewConstHistogram(c.ringOwnerless, h.Count, h.Sum, buckets, ring)
+	if s.workers != nil {
+		for name, ws := range s.workers.StatsByWork() {
+			c.work.Emit(e, s.spec.Name+"/"+name, ws)
+		}
+	}
 }

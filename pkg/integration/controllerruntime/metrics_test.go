@@ -25,6 +25,7 @@ import (
 // wantMetricNames are the Runtime's metric names: Baton's runtime's, and
 // controller-runtime's leader_election_master_status.
 var wantMetricNames = []string{
+	"baton_component_failures_total", "baton_component_overstays_total", "baton_component_panics_total", "baton_component_starts_total",
 	"baton_death_takeovers_total", "baton_duplicate_identity_total", "baton_fenced_writes_refused_total",
 	"baton_is_leader", "baton_leadership_transitions_total", "baton_lease_values_out_of_range_total",
 	"baton_term", "baton_term_ready_seconds", "baton_terms_ready_total", "leader_election_master_status",

@@ -79,7 +79,9 @@ type Options struct {
 	// carry their token, so install them first, then turn this on.
 	ServerSideFence bool
 	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
-	// return after the term ended before it is reported as overstaying. Default 30s.
+	// return after the term ended before it is reported as overstaying: the
+	// single leader's, and each shard's ShardWork unless its OverstayAfter is set
+	// (pkg/termrun's one overstay rule). Default 30s.
 	GracefulShutdownTimeout *time.Duration
 	// Logger receives the Runtime's logs. Default: the manager's logger, named "baton".
 	Logger logr.Logger

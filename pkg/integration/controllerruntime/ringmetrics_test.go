@@ -116,8 +116,19 @@ func ringMetricDiffs(t *testing.T, g prometheus.Gatherer, h *Sharded) []string {
 }
 
 // ringMetric returns the value of name's series for ring (and direction, when not
-// empty): a gauge's or counter's value, a histogram's count.
+// empty).
 func ringMetric(t *testing.T, g prometheus.Gatherer, name, ring, direction string) float64 {
+	t.Helper()
+	want := map[string]string{"ring": ring}
+	if direction != "" {
+		want["direction"] = direction
+	}
+	return seriesValue(t, g, name, want)
+}
+
+// seriesValue returns the value of name's series whose labels include want: a
+// gauge's or counter's value, a histogram's count.
+func seriesValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
@@ -127,13 +138,17 @@ func ringMetric(t *testing.T, g prometheus.Gatherer, name, ring, direction strin
 		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
-			if label(m, "ring") == ring && (direction == "" || label(m, "direction") == direction) {
-				return m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			for k, v := range want {
+				if label(m, k) != v {
+					continue series
+				}
 			}
+			return m.GetGauge().GetValue() + m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	t.Fatalf("metric %s{ring=%q,direction=%q} not found", name, ring, direction)
+	t.Fatalf("metric %s%v not found", name, want)
 	return 0
 }
 

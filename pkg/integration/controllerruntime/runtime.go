@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +40,9 @@ type Runtime struct {
 	metrics  *collector
 	identity string
 	slogger  *slog.Logger
+	// stopTimeout is Options.GracefulShutdownTimeout: the overstay bound of
+	// leader-only work, the single leader's and each shard's.
+	stopTimeout time.Duration
 	// deaths watches lease holders' pods for the death signal; nil when it is off
 	// (Options.DeathSignal). incarnation is this run's, "" when it is off.
 	deaths      *incarnation.Watcher
@@ -108,7 +112,7 @@ func New(mgr manager.Manager, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{},
+	r := &Runtime{mgr: mgr, logger: s.logger, slogger: slogger, identity: s.election.Identity, names: map[string]bool{}, stopTimeout: s.stop,
 		before: runningControllers(),
 		deaths: deaths, incarnation: s.election.Incarnation,
 		serverSide: opts.ServerSideFence}

@@ -84,7 +84,11 @@ type ShardedController struct {
 	// context (the fenced client writes under it, fenced by the shard's term), and is
 	// stopped and waited for before the shard is handed on, like its reconciles. A
 	// leadership.ShardedReplayer hands a Work the shard's state at once (Watch).
-	// Its Logger defaults to the controller's. None by default.
+	// Its policy is the single leader's (pkg/termrun): a failed run is restarted
+	// after RestartDelay, a work failing for StepDownGrace in a row has the shard's
+	// term resigned (StepDown defaults to Sharder.ResignShard), and a run not
+	// returned OverstayAfter (default GracefulShutdownTimeout) after its term is
+	// reported. Its Logger defaults to the controller's. None by default.
 	ShardWork sharding.WorkConfig
 }
 
@@ -140,7 +144,7 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{}, stores: map[int]toolscache.Store{},
 		queueReady: make(chan struct{}),
 	}
-	if s.workers, err = newShardWorkers(c, s.logger); err != nil {
+	if s.workers, err = s.newShardWorkers(); err != nil {
 		return nil, err
 	}
 	if r.deaths != nil && cfg.DeathWatch == nil {

@@ -5,23 +5,33 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/go-logr/logr"
-
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
-// newShardWorkers returns the Workers of c.ShardWork, nil when it has no works.
-// Errors wrap ErrInvalidRegistration and name the field.
-func newShardWorkers(c ShardedController, logger logr.Logger) (*sharding.Workers, error) {
+// newShardWorkers returns the Workers of s.spec.ShardWork, nil when it has no
+// works. Its defaults are the single leader's: the Runtime's logger, overstay bound
+// (GracefulShutdownTimeout) and step-down (the shard's term is resigned, as the
+// single leader's is, once a work failed for StepDownGrace in a row). Errors wrap
+// ErrInvalidRegistration and name the field.
+func (s *Sharded) newShardWorkers() (*sharding.Workers, error) {
+	c := s.spec
 	config := c.ShardWork
 	if len(config.Works) == 0 {
-		if config.RestartDelay != 0 || config.Logger != nil {
+		if config.RestartDelay != 0 || config.StepDownGrace != 0 || config.OverstayAfter != 0 ||
+			config.StepDown != nil || config.Logger != nil {
 			return nil, fmt.Errorf("%w: sharded controller %q: ShardWork has no Works", ErrInvalidRegistration, c.Name)
 		}
 		return nil, nil
 	}
 	if config.Logger == nil {
-		config.Logger = toSlog(logger)
+		config.Logger = toSlog(s.logger)
+	}
+	if config.OverstayAfter == 0 {
+		config.OverstayAfter = s.r.stopTimeout
+	}
+	if config.StepDown == nil {
+		// s.sharder is set before the Runtime starts, so before any shard term.
+		config.StepDown = func(t sharding.ShardTerm, _ error) bool { return s.sharder.ResignShard(t) }
 	}
 	w, err := sharding.NewWorkers(config)
 	if err != nil {

@@ -305,6 +305,11 @@ func TestShardedControllerShardWorkReplays(t *testing.T) {
 	if st := handles[1].ShardWorkStats(); st.Running != 0 {
 		t.Errorf("r1's work stats %+v after it left, want none running", st)
 	}
+	// The work's counters are served under the leader-only components' names.
+	if got, want := seriesValue(t, nodes[0].registry, "baton_component_starts_total", map[string]string{"component": "shardwork/state-follower"}),
+		handles[0].ShardWorkStats().Started; got != float64(want) || want == 0 {
+		t.Errorf("baton_component_starts_total{component=\"shardwork/state-follower\"} = %v, want %d", got, want)
+	}
 	nodes[0].stop(t)
 	ledger.mu.Lock()
 	defer ledger.mu.Unlock()

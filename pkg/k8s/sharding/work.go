@@ -5,30 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/baton-dev/baton/pkg/termctx"
+	"github.com/baton-dev/baton/pkg/termrun"
 )
 
 // DefaultRestartDelay is the default of WorkConfig.RestartDelay.
-const DefaultRestartDelay = time.Second
+const DefaultRestartDelay = termrun.DefaultRestartDelay
 
-// OverstayWarning is how long after its term ended a Work that has not returned is
-// logged, once per run, as holding its shard back from being handed over.
-const OverstayWarning = 10 * time.Second
+// OverstayWarning is the default of WorkConfig.OverstayAfter: how long after its
+// term ended a Work that has not returned is reported, once per run, as holding its
+// shard back from being handed over.
+const OverstayWarning = termrun.DefaultOverstayAfter
 
 // Work is leader-only work of a shard: it runs once for each term of each shard this
 // replica leads, and stops when that term ends.
 type Work struct {
 	// Name names the work in logs. Required, unique among the works of a Workers.
 	Name string
-	// Run does the work of one shard term. ctx is the shard's term context
-	// (termctx.Get(ctx) gives t too, with its Lease and token) and ends when the term does: handed
-	// over, lost, or the replica leaving. Run must return soon after ctx ends: the
-	// shard is handed over only once every work of its term returned.
+	// Run does the work of one shard term. ctx is the run's context, derived from
+	// the shard's term context (termctx.Get(ctx) gives t too, with its Lease and
+	// token), and ends when the term does: handed over, lost, or the replica
+	// leaving. Run must return soon after ctx ends: the shard is handed over only
+	// once every work of its term returned.
 	//
 	// Returning nil ends the work for this term. Returning an error or panicking
 	// while the term lasts is logged and counted (WorkStats.Failed), and the work is
@@ -37,7 +37,8 @@ type Work struct {
 	Run func(ctx context.Context, t ShardTerm) error
 }
 
-// WorkConfig configures Workers.
+// WorkConfig configures Workers. Its policy is pkg/termrun's, the single leader's
+// too.
 type WorkConfig struct {
 	// Works are run for every shard term, each on a goroutine of its own. At least
 	// one is required.
@@ -46,27 +47,30 @@ type WorkConfig struct {
 	// waits before it runs again in the same term (default DefaultRestartDelay, 1s).
 	// Negative is refused.
 	RestartDelay time.Duration
-	// Logger receives the failures; nil discards them.
+	// StepDownGrace is how long a work may fail in a row before StepDown is asked to
+	// give its shard's term up (default termrun.DefaultStepDownGrace, 10s). Negative
+	// is refused.
+	StepDownGrace time.Duration
+	// StepDown, if set, is asked to end the shard term t, once per term, when a work
+	// of it failed for StepDownGrace in a row; reason wraps termrun.ErrFailing. It is
+	// typically Sharder.ResignShard, and must not block. Nil never gives a term up:
+	// the work restarts until the term ends.
+	StepDown func(t ShardTerm, reason error) bool
+	// OverstayAfter is how long after its term ended a work that has not returned
+	// is reported (default OverstayWarning, 10s). Negative is refused.
+	OverstayAfter time.Duration
+	// Logger receives the failures, overstays and step-downs; nil discards them.
 	Logger *slog.Logger
 }
 
-// WorkStats are counters of a Workers since it was created.
-type WorkStats struct {
-	// Started counts the runs of works (a restart after a failure counts again).
-	Started uint64
-	// Failed counts the runs that returned an error or panicked while their term
-	// lasted, or returned an error other than their context's after it ended.
-	Failed uint64
-	// Panicked counts the runs that panicked (counted in Failed too).
-	Panicked uint64
-	// Running is the number of runs under way now.
-	Running int64
-}
+// WorkStats are counters of a Workers since it was created: pkg/termrun's, the
+// single leader's runtime counts the same.
+type WorkStats = termrun.Stats
 
 // Workers runs leader-only work per shard: RunShard, given a shard's term context,
-// runs every Work for that term on goroutines of its own and returns once every work
-// returned: after the term ended, or earlier if every work returned nil (the term
-// goes on without work). Plug it into a Sharder with
+// runs every Work for that term on goroutines of its own (a termrun.Term) and
+// returns once every work returned: after the term ended, or earlier if every work
+// returned nil (the term goes on without work). Plug it into a Sharder with
 //
 //	sharding.Callbacks{OnAcquired: workers.RunShard}
 //
@@ -76,24 +80,23 @@ type WorkStats struct {
 //
 // A work that fails, by an error or a panic, is restarted after RestartDelay while
 // its term lasts; it does not stop the other works of its shard, nor the works of
-// other shards, nor the Sharder. Returning once ctx ends is the work's part: one
-// that does not holds back its RunShard and the hand-over of its shard, whose Lease
-// is not renewed meanwhile, so that another replica takes the shard once the Lease
-// expires while the work still runs (fence its writes by the shard's term). Such a
-// work is logged OverstayWarning after its term ended.
+// other shards, nor the Sharder. A work that keeps failing for StepDownGrace has
+// its shard's term given up (StepDown). Returning once ctx ends is the work's part:
+// one that does not holds back its RunShard and the hand-over of its shard, whose
+// Lease is not renewed meanwhile, so that another replica takes the shard once the
+// Lease expires while the work still runs (fence its writes by the shard's term).
+// Such a work is reported OverstayAfter after its term ended.
 //
 // # Concurrency properties
 //
-// RunShard runs each work on a goroutine of its own, with one more per run that
-// waits to log an overstay; all of them have ended when RunShard returns. Its
+// RunShard runs each work on a goroutine of its own, with one more per work that
+// waits to report an overstay; all of them have ended when RunShard returns. Its
 // methods are safe for concurrent use; create it with NewWorkers.
 type Workers struct {
-	works        []Work
-	restartDelay time.Duration
-	logger       *slog.Logger
-
-	started, failed, panicked atomic.Uint64
-	running                   atomic.Int64
+	works    []Work
+	runner   *termrun.Runner
+	stepDown func(ShardTerm, error) bool
+	logger   *slog.Logger
 }
 
 // NewWorkers returns Workers running config's works. Errors wrap ErrInvalidConfig and
@@ -119,22 +122,22 @@ func NewWorkers(config WorkConfig) (*Workers, error) {
 			bad(fmt.Sprintf("Works[%d].Run", i), "nil")
 		}
 	}
-	switch {
-	case config.RestartDelay == 0:
-		config.RestartDelay = DefaultRestartDelay
-	case config.RestartDelay < 0:
-		bad("RestartDelay", "%v is negative", config.RestartDelay)
+	if config.Logger == nil {
+		config.Logger = slog.New(slog.DiscardHandler)
+	}
+	runner, err := termrun.New(termrun.Config{
+		RestartDelay: config.RestartDelay, StepDownGrace: config.StepDownGrace,
+		OverstayAfter: config.OverstayAfter, Logger: config.Logger,
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if config.Logger == nil {
-		config.Logger = slog.New(slog.DiscardHandler)
-	}
 	return &Workers{
-		works:        append([]Work(nil), config.Works...),
-		restartDelay: config.RestartDelay,
-		logger:       config.Logger,
+		works: append([]Work(nil), config.Works...), runner: runner,
+		stepDown: config.StepDown, logger: config.Logger,
 	}, nil
 }
 
@@ -148,82 +151,36 @@ func (w *Workers) RunShard(ctx context.Context) {
 		w.logger.Error("shard work not started: the context is not a shard's term context")
 		return
 	}
-	var wg sync.WaitGroup
-	for _, work := range w.works {
-		wg.Go(func() { w.run(ctx, t, work) })
-	}
-	wg.Wait()
-}
-
-// warnOverstay logs once if the run of work for t has not returned OverstayWarning
-// after ctx ended; returned is closed when it returns.
-func (w *Workers) warnOverstay(ctx context.Context, t ShardTerm, work Work, returned <-chan struct{}) {
-	select {
-	case <-returned:
-		return
-	case <-ctx.Done():
-	}
-	timer := time.NewTimer(OverstayWarning)
-	defer timer.Stop()
-	select {
-	case <-returned:
-	case <-timer.C:
-		w.logger.Warn("shard work has not returned since its term ended; the shard is not handed over until it does",
-			"work", work.Name, "shard", t.Shard, "term", t.Term, "after", OverstayWarning)
-	}
-}
-
-// run runs work for the term t until it returns nil or ctx ends, restarting it after
-// each failure.
-func (w *Workers) run(ctx context.Context, t ShardTerm, work Work) {
-	logger := w.logger.With("work", work.Name, "shard", t.Shard, "term", t.Term)
-	for {
-		err := w.once(ctx, t, work)
-		switch {
-		case err == nil:
-			return
-		case ctx.Err() != nil:
-			if !errors.Is(err, ctx.Err()) && !errors.Is(err, context.Cause(ctx)) {
-				w.failed.Add(1)
-				logger.Warn("shard work failed as its term ended", "error", err)
+	var stepDown func(error)
+	if w.stepDown != nil {
+		stepDown = func(reason error) {
+			if !w.stepDown(t, reason) {
+				w.logger.Warn("shard term not given up: it is over, or not this replica's", "shard", t.Shard, "term", t.Term)
 			}
-			return
-		}
-		w.failed.Add(1)
-		logger.Error("shard work failed; running it again after the restart delay", "error", err, "restartDelay", w.restartDelay)
-		timer := time.NewTimer(w.restartDelay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
 		}
 	}
-}
-
-// once runs work once, turning a panic into an error wrapping ErrWorkPanicked.
-func (w *Workers) once(ctx context.Context, t ShardTerm, work Work) (err error) {
-	w.started.Add(1)
-	w.running.Add(1)
-	defer w.running.Add(-1)
-	returned := make(chan struct{})
-	var warner sync.WaitGroup
-	warner.Go(func() { w.warnOverstay(ctx, t, work, returned) })
-	defer warner.Wait()
-	defer close(returned)
-	defer func() {
-		if p := recover(); p != nil {
-			w.panicked.Add(1)
-			err = fmt.Errorf("%w: %v\n%s", ErrWorkPanicked, p, debug.Stack())
-		}
-	}()
-	return work.Run(ctx, t)
-}
-
-// Stats returns the counters.
-func (w *Workers) Stats() WorkStats {
-	return WorkStats{
-		Started: w.started.Load(), Failed: w.failed.Load(),
-		Panicked: w.panicked.Load(), Running: w.running.Load(),
+	term := w.runner.Term(ctx, stepDown)
+	for _, work := range w.works {
+		term.Go(work.Name, func(ctx context.Context) error { return work.Run(ctx, t) })
 	}
+	term.Wait()
+}
+
+// Stats returns the counters of every work.
+func (w *Workers) Stats() WorkStats { return w.runner.Stats() }
+
+// StatsByWork returns the counters of each work by its name, for the works that
+// ran.
+func (w *Workers) StatsByWork() map[string]WorkStats { return w.runner.WorkStats() }
+
+// ResignShard ends this replica's term t of shard t.Shard early, if it leads that
+// term now, as Elector.Resign does for one shard: the shard's Lease is released,
+// and this replica does not campaign for the shard again for a LeaseDuration. It
+// reports whether it ended the term. It is meant for WorkConfig.StepDown; safe from
+// any goroutine, it never blocks.
+func (s *Sharder) ResignShard(t ShardTerm) bool {
+	if t.Shard < 0 || t.Shard >= len(s.electors) {
+		return false
+	}
+	return s.electors[t.Shard].Resign(t.Term)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 	"github.com/baton-dev/baton/pkg/termctx"
+	"github.com/baton-dev/baton/pkg/termrun"
 )
 
 // workLog records the runs of shard works, each start and end numbered in one
@@ -232,6 +233,9 @@ func TestWorkersIsolateFailures(t *testing.T) {
 		if st := a.workers.Stats(); st.Running != 2*testShards || st.Started != 2*testShards+2 {
 			t.Errorf("after the restarts: %+v, want %d running, %d started", st, 2*testShards, 2*testShards+2)
 		}
+		if ws := a.workers.StatsByWork(); ws["flaky"].Failed != 2 || ws["flaky"].Started != testShards+2 || ws["steady"].Failed != 0 {
+			t.Errorf("stats by work %+v, want flaky's 2 failures and restarts, none of steady", ws)
+		}
 		a.stop(t)
 		if st := a.workers.Stats(); st.Running != 0 || st.Failed != 2 {
 			t.Errorf("after leaving: %+v, want none running, still 2 failed", st)
@@ -357,7 +361,7 @@ func TestWorkersWarnOfAnOverstayingWork(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		leave := time.Now()
 		go a.cancel()
-		const warning = "shard work has not returned since its term ended"
+		const warning = "work has not returned since its term ended" // termrun's wording
 		time.Sleep(sharding.OverstayWarning - time.Millisecond)
 		if n := logs.count(warning); n != 0 {
 			t.Fatalf("%d warnings before OverstayWarning passed", n)
@@ -376,5 +380,79 @@ func TestWorkersWarnOfAnOverstayingWork(t *testing.T) {
 			t.Errorf("%d warnings in all, want 1", n)
 		}
 		a.done <- nil
+	})
+}
+
+// TestWorkersGiveUpAShardOfACrashLoopingWork: a work that fails at once on shard 0
+// of a replica alone is restarted until it has failed for StepDownGrace in a row;
+// then Sharder.ResignShard ends that shard's term, once per term, and the shard is
+// led again in a later term; the other shards keep their term.
+func TestWorkersGiveUpAShardOfACrashLoopingWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const grace = 5 * time.Second
+		stores := sharding.NewMemoryStores(testShards)
+		var (
+			mu      sync.Mutex
+			sharder *sharding.Sharder
+			given   []sharding.ShardTerm
+			reasons []error
+		)
+		config := sharding.WorkConfig{StepDownGrace: grace, Works: []sharding.Work{{Name: "crashy", Run: func(ctx context.Context, st sharding.ShardTerm) error {
+			if st.Shard == 0 {
+				return errors.New("always")
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}}}, StepDown: func(st sharding.ShardTerm, reason error) bool {
+			mu.Lock()
+			given, reasons = append(given, st), append(reasons, reason)
+			s := sharder
+			mu.Unlock()
+			return s.ResignShard(st)
+		}}
+		a := startWorkReplica(t, stores, "a", config)
+		defer a.stop(t)
+		mu.Lock()
+		sharder = a.sharder
+		mu.Unlock()
+		time.Sleep(2 * time.Second)
+		before := a.sharder.Owned()
+		if len(before) != testShards {
+			t.Fatalf("a alone owns %v", before)
+		}
+		time.Sleep(grace)
+		synctest.Wait()
+		mu.Lock()
+		if len(given) != 1 || given[0] != before[0] || !errors.Is(reasons[0], termrun.ErrFailing) {
+			t.Errorf("terms given up %v (%v), want shard 0's %v once", given, reasons, before[0])
+		}
+		mu.Unlock()
+		// The shard is led again, after the resignation's hold-off, in a later term,
+		// which the work's crash loop gives up in turn.
+		time.Sleep(grace + 3*testLease)
+		synctest.Wait()
+		mu.Lock()
+		if len(given) < 2 {
+			t.Errorf("terms given up %v, want shard 0's in a later term too", given)
+		}
+		for i := 1; i < len(given); i++ {
+			if given[i].Shard != 0 || given[i].Term <= given[i-1].Term {
+				t.Errorf("terms given up %v, want shard 0's, each term once", given)
+			}
+		}
+		n := uint64(len(given))
+		mu.Unlock()
+		after := a.sharder.Owned()
+		for _, st := range after {
+			if st.Shard != 0 && st != before[st.Shard] {
+				t.Errorf("shard %d moved from %v to %v", st.Shard, before[st.Shard], st)
+			}
+		}
+		if len(after) < testShards-1 {
+			t.Errorf("a owns %v", after)
+		}
+		if st := a.workers.Stats(); st.StepDowns != n {
+			t.Errorf("stats %+v, want %d step-downs counted", st, n)
+		}
 	})
 }
