@@ -1,6 +1,10 @@
 package sharding
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/baton-dev/baton/pkg/termrun"
+)
 
 // Sentinel errors. Errors returned by this package wrap them, so test with errors.Is.
 var (
@@ -16,6 +20,6 @@ var (
 	// ErrAlreadyStarted is returned by a second call of Sharder.Run.
 	ErrAlreadyStarted = errors.New("sharding: sharder already started")
 	// ErrWorkPanicked is wrapped by the error of a Work's run that panicked, as
-	// Workers logs it.
-	ErrWorkPanicked = errors.New("sharding: shard work panicked")
+	// Workers logs it: termrun.ErrPanicked, the one runner's.
+	ErrWorkPanicked = termrun.ErrPanicked
 )
