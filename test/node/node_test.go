@@ -420,10 +420,14 @@ func ready(pod *corev1.Pod) bool {
 }
 
 // nonceOf is the nonce of the incarnation a Lease names ("" when none). The
-// annotation is the acquire time, a space, and the incarnation.
+// annotation is the write's acquire time, its renew time and the incarnation,
+// separated by spaces (the incarnation has none).
 func nonceOf(s leaseState) string {
-	_, v, _ := strings.Cut(s.Incarnation, " ")
-	inc, err := incarnation.Parse(v)
+	fields := strings.Fields(s.Incarnation)
+	if len(fields) != 3 {
+		return ""
+	}
+	inc, err := incarnation.Parse(fields[2])
 	if err != nil {
 		return ""
 	}
