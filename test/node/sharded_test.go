@@ -13,10 +13,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/google/uuid"
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
@@ -38,6 +41,7 @@ const (
 func TestShardedExample(t *testing.T) {
 	c := node(t)
 	c.deleteNamespace(t, shardNS)
+	t.Cleanup(func() { c.deleteSharded(t) })
 	c.applySharded(t)
 	ring := c.watchRing(t)
 	c.awaitBalanced(t, 3, "3 replicas")
@@ -75,7 +79,7 @@ func (c *cluster) killShardOwner(t *testing.T, ring *ringLog) {
 			owned = append(owned, lease)
 		}
 	}
-	p, err := c.cs.CoreV1().Pods(shardNS).Get(context.Background(), victim, metav1.GetOptions{})
+	p, err := c.cs.CoreV1().Pods(shardNS).Get(context.Background(), podOf(victim), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +94,25 @@ func (c *cluster) killShardOwner(t *testing.T, ring *ringLog) {
 	figure(t, "sharded: SIGKILL -> balanced again (the container restarted and rejoined)", stats{d})
 }
 
+// deleteSharded deletes what applySharded made: the namespace (its pods, the
+// ring's Leases and the objects) and the cluster-scoped RBAC.
+func (c *cluster) deleteSharded(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, err := range []error{
+		c.cs.RbacV1().ClusterRoleBindings().Delete(ctx, shardedRBAC, metav1.DeleteOptions{}),
+		c.cs.RbacV1().ClusterRoles().Delete(ctx, shardedRBAC, metav1.DeleteOptions{}),
+	} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
+	c.deleteNamespace(t, shardNS)
+}
+
+// shardedRBAC names the example's ClusterRole and ClusterRoleBinding.
+const shardedRBAC = "node-e2e-sharded"
+
 // applySharded creates the namespace, the example's RBAC (its manager caches
 // ConfigMaps cluster-wide, so a ClusterRole), the Deployment and the objects.
 func (c *cluster) applySharded(t *testing.T) {
@@ -98,13 +121,13 @@ func (c *cluster) applySharded(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shardNS}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sharded", Namespace: shardNS}},
 	})
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "node-e2e-sharded"}, Rules: []rbacv1.PolicyRule{
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: shardedRBAC}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "node-e2e-sharded"},
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: shardedRBAC},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "sharded", Namespace: shardNS}}}
 	ctx := context.Background()
@@ -156,8 +179,8 @@ func shardedDeployment(t *testing.T) *appsv1.Deployment {
 						Name:            "sharded",
 						Image:           "baton-sharded:dev",
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						// An explicit identity, valid in a Lease name: the pod's name.
-						Args:            []string{"--identity=$(POD_NAME)", "--lease-namespace=" + shardNS, fmt.Sprintf("--shards=%d", shardCount)},
+						// The default identity: the pod's hostname (its name) and a UUID.
+						Args:            []string{"--lease-namespace=" + shardNS, fmt.Sprintf("--shards=%d", shardCount)},
 						Env:             env,
 						Resources:       shipped.Containers[0].Resources,
 						SecurityContext: shipped.Containers[0].SecurityContext,
@@ -222,12 +245,18 @@ func (c *cluster) unbalanced(n int) string {
 			owner[l.Name] = *l.Spec.HolderIdentity
 		}
 	}
+	identity := map[string]string{} // pod -> the identity its shards are held by
 	for i := range shardCount {
 		h := owner[sharding.ShardLeaseName(ringName, i)]
-		if _, ok := live[h]; !ok {
-			return fmt.Sprintf("shard %d held by %q", i, h)
+		pod := podOf(h)
+		if _, ok := live[pod]; !ok || pod == h {
+			return fmt.Sprintf("shard %d held by %q, not the default identity of a live replica", i, h)
 		}
-		live[h]++
+		if id, ok := identity[pod]; ok && id != h {
+			return fmt.Sprintf("pod %s holds shards under two identities, %q and %q (a dead run's not yet taken over)", pod, id, h)
+		}
+		identity[pod] = h
+		live[pod]++
 	}
 	lo, hi := shardCount, 0
 	for _, k := range live {
@@ -237,6 +266,20 @@ func (c *cluster) unbalanced(n int) string {
 		return fmt.Sprintf("shares %v", live)
 	}
 	return c.unstamped(owner)
+}
+
+// podOf is the pod whose replica has the default identity holder (the pod's
+// hostname, its name, then "-" and a UUID); holder itself when it is not of
+// that form.
+func podOf(holder string) string {
+	const n = 36 // a UUID's length
+	if len(holder) <= n+1 || holder[len(holder)-n-1] != '-' {
+		return holder
+	}
+	if _, err := uuid.Parse(holder[len(holder)-n:]); err != nil {
+		return holder
+	}
+	return holder[:len(holder)-n-1]
 }
 
 // unstamped names an object not stamped by its shard's owner ("" when none).
