@@ -236,7 +236,7 @@ func (l *stampLog) check(t *testing.T, holders map[string]bool) int {
 }
 
 // TestHandovers: the leader's pod deleted gracefully (SIGTERM: it releases the
-// Lease), several times, then a rolling update of the Deployment; every
+// Lease), then rolling updates of the Deployment, kills(t) of each; every
 // handover is timed, the Lease's history never has two holders in a term, and
 // the published object's term stamps never go back.
 func TestHandovers(t *testing.T) {
@@ -247,7 +247,7 @@ func TestHandovers(t *testing.T) {
 	c.awaitDeployment(t, 2)
 	lease.await(t, time.Minute, "a holder", func(s leaseState) bool { return s.Holder != "" })
 	var deletes stats
-	for i := range 3 {
+	for i := range kills(t) {
 		cur, _, _ := lease.last()
 		zero := time.Now()
 		if err := c.cs.CoreV1().Pods(ns).Delete(context.Background(), cur.Holder, metav1.DeleteOptions{}); err != nil {
@@ -259,7 +259,11 @@ func TestHandovers(t *testing.T) {
 		c.awaitDeployment(t, 2)
 	}
 	figure(t, "graceful delete -> next term", deletes)
-	figure(t, "rolling update handovers", c.rollingUpdate(t, lease))
+	var rolls stats
+	for range kills(t) {
+		rolls = append(rolls, c.rollingUpdate(t, lease)...)
+	}
+	figure(t, "rolling update handovers", rolls)
 	holders := map[string]bool{}
 	for _, s := range lease.checkHistory(t) {
 		holders[s.Holder] = true

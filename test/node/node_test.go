@@ -39,7 +39,8 @@ const (
 	// by default), where each running container's init.pid is.
 	stateEnv     = "BATON_NODE_CONTAINERD_STATE"
 	defaultState = "/run/baton-cluster/containerd/state"
-	// killsEnv sets how many kills each SIGKILL test makes (default 5).
+	// killsEnv sets how many times each timed step runs (default 5): the kills,
+	// the graceful deletes, the rolling updates, the sharded scales and kills.
 	killsEnv = "BATON_NODE_KILLS"
 )
 
