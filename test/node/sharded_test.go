@@ -123,6 +123,11 @@ func (c *cluster) killShardOwner(t *testing.T, ring *ringLog, killed map[string]
 		s := ring.await(t, lease, owners[lease])
 		moved = append(moved, s.Seen.Sub(at))
 	}
+	if slices.Max(moved) > 5*time.Second {
+		for _, p := range c.shardedPods(t) {
+			c.logDeathLines(t, shardNS, p.Name, "sharded")
+		}
+	}
 	rebalanced = c.awaitBalanced(t, replicas, "after the kill").Sub(at)
 	t.Logf("sharded: SIGKILL of %s: its %d shards in new terms after %s (max), balanced again after %s",
 		victim, len(owned), ms(slices.Max(moved)), ms(rebalanced))

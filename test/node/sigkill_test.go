@@ -119,7 +119,7 @@ func (c *cluster) killLeader(t *testing.T, lease *leaseLog, round int, deathSign
 	})
 	report, takeover = seen.Sub(at), nextTerm.Seen.Sub(at)
 	if deathSignal && takeover > 5*time.Second {
-		c.logDeathLines(t, nextTerm.Holder)
+		c.logDeathLines(t, ns, nextTerm.Holder, container)
 	}
 	t.Logf("kill %d: %s killed (term of %s); kubelet reported it terminated after %s; %s's term started after %s",
 		round, cur.Holder, cur.Acquired.Format(time.RFC3339), ms(report), nextTerm.Holder, ms(takeover))
@@ -246,11 +246,11 @@ func TestRestartInPlaceKeepsLease(t *testing.T) {
 	c.deletePod(t, "restart-b")
 }
 
-// logDeathLines logs the lines of the pod's log about the death signal and
-// the lease.
-func (c *cluster) logDeathLines(t *testing.T, pod string) {
+// logDeathLines logs the lines of the container's log about the death signal
+// and the lease.
+func (c *cluster) logDeathLines(t *testing.T, namespace, pod, container string) {
 	t.Helper()
-	raw, err := c.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	raw, err := c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
 	if err != nil {
 		t.Logf("the log of %s: %v", pod, err)
 		return
