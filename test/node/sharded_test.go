@@ -125,7 +125,7 @@ func (c *cluster) killShardOwner(t *testing.T, ring *ringLog, killed map[string]
 	}
 	if slices.Max(moved) > 5*time.Second {
 		for _, p := range c.shardedPods(t) {
-			c.logDeathLines(t, shardNS, p.Name, "sharded")
+			c.logDeathLines(t, shardNS, p.Name, "sharded", "dead")
 		}
 	}
 	rebalanced = c.awaitBalanced(t, replicas, "after the kill").Sub(at)

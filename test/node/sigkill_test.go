@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -246,17 +247,20 @@ func TestRestartInPlaceKeepsLease(t *testing.T) {
 	c.deletePod(t, "restart-b")
 }
 
-// logDeathLines logs the lines of the container's log about the death signal
-// and the lease.
-func (c *cluster) logDeathLines(t *testing.T, namespace, pod, container string) {
+// logDeathLines logs the lines of the container's log that contain one of
+// words (default: about the death signal and the lease).
+func (c *cluster) logDeathLines(t *testing.T, namespace, pod, container string, words ...string) {
 	t.Helper()
+	if len(words) == 0 {
+		words = []string{"death", "dead", "lease", "term"}
+	}
 	raw, err := c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
 	if err != nil {
 		t.Logf("the log of %s: %v", pod, err)
 		return
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.Contains(line, "death") || strings.Contains(line, "dead") || strings.Contains(line, "lease") || strings.Contains(line, "term") {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
 			t.Logf("%s: %s", pod, line)
 		}
 	}
