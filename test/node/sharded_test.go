@@ -48,14 +48,18 @@ func TestShardedExample(t *testing.T) {
 	c.applySharded(t)
 	ring := c.watchRing(t)
 	c.awaitBalanced(t, 3, "3 replicas")
-	var up, down stats
+	var up, upMoves, down, downMoves stats
 	for range kills(t) {
-		up = append(up, c.scaleTimed(t, 5))
-		down = append(down, c.scaleTimed(t, 2))
+		b, m := c.scaleTimed(t, ring, 5)
+		up, upMoves = append(up, b), append(upMoves, m)
+		b, m = c.scaleTimed(t, ring, 2)
+		down, downMoves = append(down, b), append(downMoves, m)
 	}
-	figure(t, "sharded: scale to 5 (from 3, then from 2) -> balanced and every object stamped by its owner", up)
-	figure(t, "sharded: scale 5 -> 2 -> balanced and every object stamped by its owner", down)
-	c.scaleTimed(t, 5)
+	figure(t, "sharded: scale to 5 (from 3, then from 2) -> the last shard moved", upMoves)
+	figure(t, "sharded: scale to 5 (from 3, then from 2) -> balanced, every object stamped by its owner", up)
+	figure(t, "sharded: scale 5 -> 2 -> the last shard moved", downMoves)
+	figure(t, "sharded: scale 5 -> 2 -> balanced, every object stamped by its owner, the old pods gone", down)
+	c.scaleTimed(t, ring, 5)
 	var moved, rebalanced stats
 	killed := map[string]bool{}
 	for range kills(t) {
@@ -68,7 +72,7 @@ func TestShardedExample(t *testing.T) {
 	}
 	figure(t, "sharded: SIGKILL of a replica (5 replicas) -> each of its shards in a new term", moved)
 	figure(t, "sharded: SIGKILL -> balanced again (the container restarted and rejoined)", rebalanced)
-	c.scaleTimed(t, 2)
+	c.scaleTimed(t, ring, 2)
 	at := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"node-e2e/rollout":"%d"}}}}}`, at.UnixNano())
 	if _, err := c.cs.AppsV1().Deployments(shardNS).Patch(context.Background(), "sharded", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -81,12 +85,14 @@ func TestShardedExample(t *testing.T) {
 }
 
 // scaleTimed scales the example to n replicas and returns how long until the
-// ring was balanced over them.
-func (c *cluster) scaleTimed(t *testing.T, n int32) time.Duration {
+// ring was balanced over them (awaitBalanced: the pods of a scale-down gone
+// too), and until the last shard Lease that changed hands meanwhile did.
+func (c *cluster) scaleTimed(t *testing.T, ring *ringLog, n int32) (balanced, lastMove time.Duration) {
 	t.Helper()
 	at := time.Now()
 	c.scaleSharded(t, n)
-	return c.awaitBalanced(t, int(n), fmt.Sprintf("scaled to %d", n)).Sub(at)
+	balanced = c.awaitBalanced(t, int(n), fmt.Sprintf("scaled to %d", n)).Sub(at)
+	return balanced, ring.lastMoveAfter(at).Sub(at)
 }
 
 // killShardOwner SIGKILLs the container of a replica that owns shards, in a
@@ -411,6 +417,27 @@ func (r *ringLog) await(t *testing.T, lease string, from leaseState) leaseState 
 			t.Fatalf("%s: no new term within 1m of its holder's kill", lease)
 		}
 	}
+}
+
+// lastMoveAfter is when the last shard Lease that changed hands after at was
+// first seen held by its new holder (at itself when none did).
+func (r *ringLog) lastMoveAfter(at time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := at
+	for _, h := range r.leases {
+		var held leaseState // the last held state before s
+		for _, s := range h {
+			if s.Holder == "" {
+				continue
+			}
+			if held.Holder != "" && s.Holder != held.Holder && s.Seen.After(last) {
+				last = s.Seen
+			}
+			held = s
+		}
+	}
+	return last
 }
 
 // check fails the test when a shard Lease had two holders in one term.
