@@ -25,9 +25,17 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/store"
 )
 
-// fenceEnv set to 1 applies deploy/admission-fence.yaml too. Off by default:
-// until the fence's policy admits writes made before the Lease exists, it
-// refuses the ConfigMap writes of a fresh namespace.
+// fenceEnv set to 1 applies deploy/admission-fence.yaml too. Off by default,
+// because of an API server defect (kube-apiserver v1.37.2): once the fence's
+// policy and the namespace were deleted and created again on the same API
+// server, the policy judges by the Lease as it was in the deleted namespace,
+// and refuses every write of the live leader (seen for over 6 minutes; the
+// leader logs "the Lease is held by" a pod long gone). Only the first test
+// that applies the fence after hack/cluster.sh up passes:
+// BATON_NODE_FENCE=1 hack/node-e2e.sh -run TestHandovers passes on a fresh
+// cluster and fails on the second run. pkg/integration/controllerruntime's
+// admission_recreate_test.go (BATON_PROBE_PARAM_CACHE=1) shows the defect on
+// envtest.
 const fenceEnv = "BATON_NODE_FENCE"
 
 func withFence() bool { return os.Getenv(fenceEnv) == "1" }
