@@ -25,9 +25,17 @@ import (
 	"github.com/baton-dev/baton/pkg/controller/store"
 )
 
-// fenceEnv set to 1 applies deploy/admission-fence.yaml too. Off by default:
-// until the fence's policy admits writes made before the Lease exists, it
-// refuses the ConfigMap writes of a fresh namespace.
+// fenceEnv set to 1 applies deploy/admission-fence.yaml too. Off by default,
+// because of an API server defect (kube-apiserver v1.37.2): once the fence's
+// policy and the namespace were deleted and created again on the same API
+// server, the policy judges by the Lease as it was in the deleted namespace,
+// and refuses every write of the live leader (seen for over 6 minutes; the
+// leader logs "the Lease is held by" a pod long gone). Only the first test
+// that applies the fence after hack/cluster.sh up passes:
+// BATON_NODE_FENCE=1 hack/node-e2e.sh -run TestHandovers passes on a fresh
+// cluster and fails on the second run. pkg/integration/controllerruntime's
+// admission_recreate_test.go (BATON_PROBE_PARAM_CACHE=1) shows the defect on
+// envtest.
 const fenceEnv = "BATON_NODE_FENCE"
 
 func withFence() bool { return os.Getenv(fenceEnv) == "1" }
@@ -236,7 +244,7 @@ func (l *stampLog) check(t *testing.T, holders map[string]bool) int {
 }
 
 // TestHandovers: the leader's pod deleted gracefully (SIGTERM: it releases the
-// Lease), several times, then a rolling update of the Deployment; every
+// Lease), then rolling updates of the Deployment, kills(t) of each; every
 // handover is timed, the Lease's history never has two holders in a term, and
 // the published object's term stamps never go back.
 func TestHandovers(t *testing.T) {
@@ -247,7 +255,7 @@ func TestHandovers(t *testing.T) {
 	c.awaitDeployment(t, 2)
 	lease.await(t, time.Minute, "a holder", func(s leaseState) bool { return s.Holder != "" })
 	var deletes stats
-	for i := range 3 {
+	for i := range kills(t) {
 		cur, _, _ := lease.last()
 		zero := time.Now()
 		if err := c.cs.CoreV1().Pods(ns).Delete(context.Background(), cur.Holder, metav1.DeleteOptions{}); err != nil {
@@ -259,7 +267,11 @@ func TestHandovers(t *testing.T) {
 		c.awaitDeployment(t, 2)
 	}
 	figure(t, "graceful delete -> next term", deletes)
-	figure(t, "rolling update handovers", c.rollingUpdate(t, lease))
+	var rolls stats
+	for range kills(t) {
+		rolls = append(rolls, c.rollingUpdate(t, lease)...)
+	}
+	figure(t, "rolling update handovers", rolls)
 	holders := map[string]bool{}
 	for _, s := range lease.checkHistory(t) {
 		holders[s.Holder] = true

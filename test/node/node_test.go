@@ -39,7 +39,8 @@ const (
 	// by default), where each running container's init.pid is.
 	stateEnv     = "BATON_NODE_CONTAINERD_STATE"
 	defaultState = "/run/baton-cluster/containerd/state"
-	// killsEnv sets how many kills each SIGKILL test makes (default 5).
+	// killsEnv sets how many times each timed step runs (default 5): the kills,
+	// the graceful deletes, the rolling updates, the sharded scales and kills.
 	killsEnv = "BATON_NODE_KILLS"
 )
 
@@ -420,10 +421,14 @@ func ready(pod *corev1.Pod) bool {
 }
 
 // nonceOf is the nonce of the incarnation a Lease names ("" when none). The
-// annotation is the acquire time, a space, and the incarnation.
+// annotation is the write's acquire time, its renew time and the incarnation,
+// separated by spaces (the incarnation has none).
 func nonceOf(s leaseState) string {
-	_, v, _ := strings.Cut(s.Incarnation, " ")
-	inc, err := incarnation.Parse(v)
+	fields := strings.Fields(s.Incarnation)
+	if len(fields) != 3 {
+		return ""
+	}
+	inc, err := incarnation.Parse(fields[2])
 	if err != nil {
 		return ""
 	}

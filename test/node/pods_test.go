@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/baton-dev/baton/deploy"
+	"github.com/baton-dev/baton/pkg/fence"
 )
 
 // The shipped manifests' names (deploy/).
@@ -99,7 +100,10 @@ func (c *cluster) create(ctx context.Context, o runtime.Object) error {
 }
 
 // fresh deletes the baton namespace and applies deploy/ without the
-// Deployment (and without the admission fence unless fence).
+// Deployment (and without the admission fence unless fence). Without the fence
+// it waits until the API server no longer enforces an earlier test's; with it,
+// the fence's cluster-scoped objects are deleted when the test ends, so that
+// no test leaves a policy behind.
 func (c *cluster) fresh(t *testing.T, withDeployment, fence bool) {
 	t.Helper()
 	// The fence's objects first, as kubectl delete -k does: its Lease guard
@@ -115,6 +119,35 @@ func (c *cluster) fresh(t *testing.T, withDeployment, fence bool) {
 	}
 	c.apply(t, objs)
 	c.waitServiceAccount(t)
+	if fence {
+		t.Cleanup(func() { c.deleteClusterScoped(t) })
+	} else {
+		c.awaitFenceGone(t)
+	}
+}
+
+// awaitFenceGone waits until a write the admission fence would refuse (an
+// object marked with the fence's label while its Lease does not exist) is
+// admitted: the API server may enforce a deleted policy for a while.
+func (c *cluster) awaitFenceGone(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "node-e2e-fence-probe", Namespace: ns,
+		Labels: map[string]string{fence.FenceLabel: leaseName}}}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := c.cs.CoreV1().ConfigMaps(ns).Create(ctx, probe, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an earlier test's admission fence is still enforced a minute after its deletion: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := c.cs.CoreV1().ConfigMaps(ns).Delete(ctx, probe.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitServiceAccount waits until the controller manager has set the namespace

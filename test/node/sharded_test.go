@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -13,10 +14,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/google/uuid"
 
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
@@ -31,23 +35,44 @@ const (
 )
 
 // TestShardedExample: examples/sharded as a 3-replica Deployment, scaled to 5
-// and back to 2, a replica's container SIGKILLed, then a rolling update. After
-// each, the shares are balanced (they differ by at most one shard), every
-// object is stamped by its shard's owner, and no shard Lease ever had two
-// holders in one term.
+// and back to 2 kills(t) times; at 5 replicas, kills(t) replicas' containers
+// SIGKILLed one after another (each a different pod while there are, so the
+// kubelet's restart back-off does not apply); then at 2 replicas a rolling update. After each,
+// the shares are balanced (they differ by at most one shard), every object is
+// stamped by its shard's owner, and no shard Lease ever had two holders in one
+// term. The replicas run with the example's default identity.
 func TestShardedExample(t *testing.T) {
 	c := node(t)
 	c.deleteNamespace(t, shardNS)
+	t.Cleanup(func() { c.deleteSharded(t) })
 	c.applySharded(t)
 	ring := c.watchRing(t)
 	c.awaitBalanced(t, 3, "3 replicas")
-	for _, n := range []int32{5, 2} {
-		at := time.Now()
-		c.scaleSharded(t, n)
-		d := c.awaitBalanced(t, int(n), fmt.Sprintf("scaled to %d", n)).Sub(at)
-		figure(t, fmt.Sprintf("sharded: scale to %d -> balanced and every object stamped by its owner", n), stats{d})
+	var up, upMoves, down, downMoves stats
+	for range kills(t) {
+		b, m := c.scaleTimed(t, ring, 5)
+		up, upMoves = append(up, b), append(upMoves, m)
+		b, m = c.scaleTimed(t, ring, 2)
+		down, downMoves = append(down, b), append(downMoves, m)
 	}
-	c.killShardOwner(t, ring)
+	figure(t, "sharded: scale to 5 (from 3, then from 2) -> the last shard moved", upMoves)
+	figure(t, "sharded: scale to 5 (from 3, then from 2) -> balanced, every object stamped by its owner", up)
+	figure(t, "sharded: scale 5 -> 2 -> the last shard moved", downMoves)
+	figure(t, "sharded: scale 5 -> 2 -> balanced, every object stamped by its owner, the old pods gone", down)
+	c.scaleTimed(t, ring, 5)
+	var moved, rebalanced stats
+	killed := map[string]bool{}
+	for range kills(t) {
+		// As in TestSIGKILLLeader: the replica restarted by the last kill, which
+		// placement may give the victim's shards, has seen them renewed on its
+		// watch (a shard Lease first seen on a list is not taken on a death).
+		time.Sleep(settle)
+		m, d := c.killShardOwner(t, ring, killed)
+		moved, rebalanced = append(moved, m...), append(rebalanced, d)
+	}
+	figure(t, "sharded: SIGKILL of a replica (5 replicas) -> each of its shards in a new term", moved)
+	figure(t, "sharded: SIGKILL -> balanced again (the container restarted and rejoined)", rebalanced)
+	c.scaleTimed(t, ring, 2)
 	at := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"node-e2e/rollout":"%d"}}}}}`, at.UnixNano())
 	if _, err := c.cs.AppsV1().Deployments(shardNS).Patch(context.Background(), "sharded", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -59,36 +84,90 @@ func TestShardedExample(t *testing.T) {
 	ring.check(t)
 }
 
-// killShardOwner SIGKILLs the container of a replica that owns shards and
-// measures how soon each of its shards has a new term, and how soon the ring
-// is balanced again (the container restarts in place and rejoins).
-func (c *cluster) killShardOwner(t *testing.T, ring *ringLog) {
+// scaleTimed scales the example to n replicas and returns how long until the
+// ring was balanced over them (awaitBalanced: the pods of a scale-down gone
+// too), and until the last shard Lease that changed hands meanwhile did.
+func (c *cluster) scaleTimed(t *testing.T, ring *ringLog, n int32) (balanced, lastMove time.Duration) {
+	t.Helper()
+	at := time.Now()
+	c.scaleSharded(t, n)
+	balanced = c.awaitBalanced(t, int(n), fmt.Sprintf("scaled to %d", n)).Sub(at)
+	return balanced, ring.lastMoveAfter(at).Sub(at)
+}
+
+// killShardOwner SIGKILLs the container of a replica that owns shards, in a
+// pod not in killed (which it adds to), and returns how soon each of its
+// shards had a new term, and how soon the ring was balanced again (the
+// container restarts in place and rejoins under a new identity).
+func (c *cluster) killShardOwner(t *testing.T, ring *ringLog, killed map[string]bool) (moved stats, rebalanced time.Duration) {
 	t.Helper()
 	owners := ring.owners()
+	leases := slices.Sorted(maps.Keys(owners))
 	var victim string
-	var owned []string
-	for lease, s := range owners {
-		if victim == "" {
-			victim = s.Holder
+	for _, lease := range leases {
+		if h := owners[lease].Holder; victim == "" && !killed[podOf(h)] {
+			victim = h
 		}
-		if s.Holder == victim {
+	}
+	if victim == "" { // more kills than pods: the kubelet's back-off may apply
+		victim = owners[leases[0]].Holder
+	}
+	var owned []string
+	for _, lease := range leases {
+		if owners[lease].Holder == victim {
 			owned = append(owned, lease)
 		}
 	}
-	p, err := c.cs.CoreV1().Pods(shardNS).Get(context.Background(), victim, metav1.GetOptions{})
+	killed[podOf(victim)] = true
+	p, err := c.cs.CoreV1().Pods(shardNS).Get(context.Background(), podOf(victim), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	replicas := len(c.shardedPods(t))
 	at := c.sigkill(t, runningID(p, "sharded"))
-	var moved stats
 	for _, lease := range owned {
 		s := ring.await(t, lease, owners[lease])
 		moved = append(moved, s.Seen.Sub(at))
 	}
-	figure(t, fmt.Sprintf("sharded: SIGKILL of %s -> each of its %d shards in a new term", victim, len(owned)), moved)
-	d := c.awaitBalanced(t, 2, "after the kill").Sub(at)
-	figure(t, "sharded: SIGKILL -> balanced again (the container restarted and rejoined)", stats{d})
+	if slices.Max(moved) > 5*time.Second {
+		for _, p := range c.shardedPods(t) {
+			c.logDeathLines(t, shardNS, p.Name, "sharded", "dead")
+		}
+	}
+	rebalanced = c.awaitBalanced(t, replicas, "after the kill").Sub(at)
+	t.Logf("sharded: SIGKILL of %s: its %d shards in new terms after %s (max), balanced again after %s",
+		victim, len(owned), ms(slices.Max(moved)), ms(rebalanced))
+	return moved, rebalanced
 }
+
+// shardedPods lists the example's pods.
+func (c *cluster) shardedPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	pods, err := c.cs.CoreV1().Pods(shardNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app=sharded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// deleteSharded deletes what applySharded made: the namespace (its pods, the
+// ring's Leases and the objects) and the cluster-scoped RBAC.
+func (c *cluster) deleteSharded(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, err := range []error{
+		c.cs.RbacV1().ClusterRoleBindings().Delete(ctx, shardedRBAC, metav1.DeleteOptions{}),
+		c.cs.RbacV1().ClusterRoles().Delete(ctx, shardedRBAC, metav1.DeleteOptions{}),
+	} {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
+	c.deleteNamespace(t, shardNS)
+}
+
+// shardedRBAC names the example's ClusterRole and ClusterRoleBinding.
+const shardedRBAC = "node-e2e-sharded"
 
 // applySharded creates the namespace, the example's RBAC (its manager caches
 // ConfigMaps cluster-wide, so a ClusterRole), the Deployment and the objects.
@@ -98,13 +177,13 @@ func (c *cluster) applySharded(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shardNS}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "sharded", Namespace: shardNS}},
 	})
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "node-e2e-sharded"}, Rules: []rbacv1.PolicyRule{
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: shardedRBAC}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "node-e2e-sharded"},
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: shardedRBAC},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "sharded", Namespace: shardNS}}}
 	ctx := context.Background()
@@ -156,8 +235,8 @@ func shardedDeployment(t *testing.T) *appsv1.Deployment {
 						Name:            "sharded",
 						Image:           "baton-sharded:dev",
 						ImagePullPolicy: corev1.PullIfNotPresent,
-						// An explicit identity, valid in a Lease name: the pod's name.
-						Args:            []string{"--identity=$(POD_NAME)", "--lease-namespace=" + shardNS, fmt.Sprintf("--shards=%d", shardCount)},
+						// The default identity: the pod's hostname (its name) and a UUID.
+						Args:            []string{"--lease-namespace=" + shardNS, fmt.Sprintf("--shards=%d", shardCount)},
 						Env:             env,
 						Resources:       shipped.Containers[0].Resources,
 						SecurityContext: shipped.Containers[0].SecurityContext,
@@ -222,12 +301,18 @@ func (c *cluster) unbalanced(n int) string {
 			owner[l.Name] = *l.Spec.HolderIdentity
 		}
 	}
+	identity := map[string]string{} // pod -> the identity its shards are held by
 	for i := range shardCount {
 		h := owner[sharding.ShardLeaseName(ringName, i)]
-		if _, ok := live[h]; !ok {
-			return fmt.Sprintf("shard %d held by %q", i, h)
+		pod := podOf(h)
+		if _, ok := live[pod]; !ok || pod == h {
+			return fmt.Sprintf("shard %d held by %q, not the default identity of a live replica", i, h)
 		}
-		live[h]++
+		if id, ok := identity[pod]; ok && id != h {
+			return fmt.Sprintf("pod %s holds shards under two identities, %q and %q (a dead run's not yet taken over)", pod, id, h)
+		}
+		identity[pod] = h
+		live[pod]++
 	}
 	lo, hi := shardCount, 0
 	for _, k := range live {
@@ -237,6 +322,20 @@ func (c *cluster) unbalanced(n int) string {
 		return fmt.Sprintf("shares %v", live)
 	}
 	return c.unstamped(owner)
+}
+
+// podOf is the pod whose replica has the default identity holder (the pod's
+// hostname, its name, then "-" and a UUID); holder itself when it is not of
+// that form.
+func podOf(holder string) string {
+	const n = 36 // a UUID's length
+	if len(holder) <= n+1 || holder[len(holder)-n-1] != '-' {
+		return holder
+	}
+	if _, err := uuid.Parse(holder[len(holder)-n:]); err != nil {
+		return holder
+	}
+	return holder[:len(holder)-n-1]
 }
 
 // unstamped names an object not stamped by its shard's owner ("" when none).
@@ -318,6 +417,27 @@ func (r *ringLog) await(t *testing.T, lease string, from leaseState) leaseState 
 			t.Fatalf("%s: no new term within 1m of its holder's kill", lease)
 		}
 	}
+}
+
+// lastMoveAfter is when the last shard Lease that changed hands after at was
+// first seen held by its new holder (at itself when none did).
+func (r *ringLog) lastMoveAfter(at time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last := at
+	for _, h := range r.leases {
+		var held leaseState // the last held state before s
+		for _, s := range h {
+			if s.Holder == "" {
+				continue
+			}
+			if held.Holder != "" && s.Holder != held.Holder && s.Seen.After(last) {
+				last = s.Seen
+			}
+			held = s
+		}
+	}
+	return last
 }
 
 // check fails the test when a shard Lease had two holders in one term.

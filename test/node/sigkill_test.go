@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,7 @@ func (c *cluster) killLeader(t *testing.T, lease *leaseLog, round int, deathSign
 	})
 	report, takeover = seen.Sub(at), nextTerm.Seen.Sub(at)
 	if deathSignal && takeover > 5*time.Second {
-		c.logDeathLines(t, nextTerm.Holder)
+		c.logDeathLines(t, ns, nextTerm.Holder, container)
 	}
 	t.Logf("kill %d: %s killed (term of %s); kubelet reported it terminated after %s; %s's term started after %s",
 		round, cur.Holder, cur.Acquired.Format(time.RFC3339), ms(report), nextTerm.Holder, ms(takeover))
@@ -140,18 +141,45 @@ func checkTerminated(t *testing.T, term *corev1.ContainerStateTerminated, nonce,
 
 // TestOOMKilledLeader: the leader allocates past its container's memory limit
 // (--debug-oom-after); the kernel kills it, the kubelet reports OOMKilled with
-// the run's nonce line, and the follower takes over at once.
+// the run's nonce line, and the follower takes over at once. kills(t) rounds,
+// each with fresh pods.
 func TestOOMKilledLeader(t *testing.T) {
 	c := node(t)
 	c.fresh(t, false, false)
 	lease := c.watchLease(t, ns, leaseName)
+	var report, takeover stats
+	holder := ""
+	for i := range kills(t) {
+		r, tk, next := c.oomRound(t, lease, i, holder)
+		report, takeover, holder = append(report, r), append(takeover, tk), next
+	}
+	lease.checkHistory(t)
+	figure(t, "OOM kill -> kubelet OOMKilled status", report)
+	figure(t, "OOM kill -> next term", takeover)
+	c.deletePod(t, holder)
+}
+
+// oomRound starts oom-a-<round>, which runs out of memory after a while, and
+// gets it the Lease: at once when nobody holds it, else by deleting prev, the
+// holder, gracefully (it releases the Lease, and oom-a takes it on the
+// release's watch event). It then starts the follower oom-b-<round> and waits
+// for oom-a's OOM kill. It returns the times from the process's end to the
+// kubelet's OOMKilled status and to the next term, and the next term's holder.
+func (c *cluster) oomRound(t *testing.T, lease *leaseLog, round int, prev string) (report, takeover time.Duration, holder string) {
+	t.Helper()
 	const oomAfter = 25 * time.Second
 	started := time.Now()
-	a := c.run(t, batonPod(t, "oom-a", podOptions{deathSignal: true, oomAfter: oomAfter, memory: "128Mi"}))
-	cur := lease.await(t, time.Minute, "oom-a leads", func(s leaseState) bool { return s.Holder == a.Name })
-	c.run(t, batonPod(t, "oom-b", podOptions{deathSignal: true}))
+	a := c.run(t, batonPod(t, fmt.Sprintf("oom-a-%d", round), podOptions{deathSignal: true, oomAfter: oomAfter, memory: "128Mi"}))
+	if prev != "" {
+		time.Sleep(settle) // oom-a watches the Lease
+		if err := c.cs.CoreV1().Pods(ns).Delete(context.Background(), prev, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := lease.await(t, time.Minute, a.Name+" leads", func(s leaseState) bool { return s.Holder == a.Name })
+	b := c.run(t, batonPod(t, fmt.Sprintf("oom-b-%d", round), podOptions{deathSignal: true}))
 	if time.Since(started) > oomAfter-3*time.Second {
-		t.Fatalf("oom-b took %v to be Ready: oom-a may be killed before it follows", time.Since(started))
+		t.Fatalf("%s took %v to be Ready: %s may be killed before it follows", b.Name, time.Since(started), a.Name)
 	}
 	id := runningID(c.pod(t, a.Name), container)
 	log := c.watchPod(t, ns, a.Name)
@@ -161,14 +189,13 @@ func TestOOMKilledLeader(t *testing.T) {
 	})
 	checkTerminated(t, terminatedRun(p, container, id), nonceOf(cur), "OOMKilled")
 	next := lease.await(t, time.Minute, "the next term", func(s leaseState) bool { return s.Holder != "" && s.term() != cur.term() })
-	if next.Holder != "oom-b" {
-		t.Errorf("after the OOM kill the Lease is held by %s, want oom-b", next.Holder)
+	if next.Holder != b.Name {
+		t.Errorf("after the OOM kill the Lease is held by %s, want %s", next.Holder, b.Name)
 	}
-	lease.checkHistory(t)
-	figure(t, "OOM kill -> kubelet OOMKilled status", stats{seen.Sub(dead)})
-	figure(t, "OOM kill -> next term", stats{next.Seen.Sub(dead)})
-	c.deletePod(t, "oom-a")
-	c.deletePod(t, "oom-b")
+	t.Logf("OOM %d: %s killed; kubelet reported OOMKilled after %s; %s's term started after %s",
+		round, a.Name, ms(seen.Sub(dead)), next.Holder, ms(next.Seen.Sub(dead)))
+	c.deletePod(t, a.Name) // restarted in place, a follower
+	return seen.Sub(dead), next.Seen.Sub(dead), next.Holder
 }
 
 // TestRestartInPlaceKeepsLease: a container restarted in place keeps its
@@ -220,17 +247,20 @@ func TestRestartInPlaceKeepsLease(t *testing.T) {
 	c.deletePod(t, "restart-b")
 }
 
-// logDeathLines logs the lines of the pod's log about the death signal and
-// the lease.
-func (c *cluster) logDeathLines(t *testing.T, pod string) {
+// logDeathLines logs the lines of the container's log that contain one of
+// words (default: about the death signal and the lease).
+func (c *cluster) logDeathLines(t *testing.T, namespace, pod, container string, words ...string) {
 	t.Helper()
-	raw, err := c.cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	if len(words) == 0 {
+		words = []string{"death", "dead", "lease", "term"}
+	}
+	raw, err := c.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
 	if err != nil {
 		t.Logf("the log of %s: %v", pod, err)
 		return
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.Contains(line, "death") || strings.Contains(line, "dead") || strings.Contains(line, "lease") || strings.Contains(line, "term") {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
 			t.Logf("%s: %s", pod, line)
 		}
 	}

@@ -100,12 +100,23 @@ func (c *campaign) stopDeath() {
 	c.death = deathState{}
 }
 
-// deathProven takes in the proof that the watched incarnation is over.
+// deathProven takes in the proof that the watched incarnation is over. It logs
+// whether the proof lets this follower take the lease at once (holderDead): a state
+// first seen on a look (at start, or on a list after the watch broke) is waited out
+// all the same, for up to a lease from that look.
 func (c *campaign) deathProven() {
 	c.death.proven, c.death.dead = nil, true
 	c.death.version = c.lease.record.ResourceVersion
-	c.e.logger.Info("lease holder proven dead: its lease is not waited out",
-		"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation)
+	if c.holderDead(c.lease.record) {
+		c.e.logger.Info("lease holder proven dead: its lease is not waited out",
+			"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation)
+	} else {
+		// The holder wrote nothing this elector saw in a watch event since its look:
+		// the state may be a restored copy that hides a later, live holder.
+		c.e.logger.Info("lease holder proven dead, but its state was first seen on a list, not in a watch event: its lease is waited out",
+			"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation,
+			"since", c.lease.since, "waitingUntil", c.lease.since.Add(c.expiryWait(c.lease.record)))
+	}
 	if f := c.e.callbacks.OnHolderDead; f != nil && c.lease.exists && c.lease.record.HolderIdentity != "" {
 		f(c.lease.record.HolderIdentity)
 	}

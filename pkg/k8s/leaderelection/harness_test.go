@@ -291,6 +291,9 @@ type cluster struct {
 	// tests that show a fault beyond what the elector tolerates.
 	overlapOK bool
 	overlaps  int
+	// logTo, when set before a start, receives the logs of the candidates started
+	// from then on (text, Info and up); it must be safe for concurrent use.
+	logTo io.Writer
 }
 
 type candidate struct {
@@ -387,7 +390,7 @@ func (cl *cluster) startWrapped(id string, edit func(*Config), prepare func(*tes
 			c.newLeaders = append(c.newLeaders, identity)
 			c.mu.Unlock()
 		},
-	}, testLogger(cl.t))
+	}, cl.logger())
 	if err != nil {
 		cl.t.Fatalf("NewWithStore(%s): %v", id, err)
 	}
@@ -532,6 +535,17 @@ func (cl *cluster) stop() {
 	}
 	cl.cancel()
 	cl.poller.Wait()
+}
+
+// logger is the logger of a candidate started now: to logTo when set, else testLogger's.
+func (cl *cluster) logger() *slog.Logger {
+	cl.mu.Lock()
+	w := cl.logTo
+	cl.mu.Unlock()
+	if w == nil {
+		return testLogger(cl.t)
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 // testLogger logs to t with -v and LEADERELECTION_TEST_LOG set, and discards otherwise.
