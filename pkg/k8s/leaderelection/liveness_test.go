@@ -37,7 +37,7 @@ func (f *fakeLiveness) LastSign(holder, inc string) (time.Time, bool) {
 	return f.looked, true
 }
 
-func (f *fakeLiveness) Confirm(_ context.Context, holder, inc string) (bool, error) {
+func (f *fakeLiveness) Confirm(_ context.Context, holder, inc string, sign time.Time) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
@@ -45,6 +45,9 @@ func (f *fakeLiveness) Confirm(_ context.Context, holder, inc string) (bool, err
 		return false, f.readErr
 	}
 	k := holder + "/" + inc
+	if at, ok := f.signs[k]; ok && !at.Equal(sign) {
+		return false, nil
+	}
 	if f.truth[k].After(f.signs[k]) {
 		f.signs[k] = time.Now() // seen now, by the fresh read
 		return false, nil
@@ -238,4 +241,31 @@ func TestLivenessConfig(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Field != "Liveness" {
 		t.Fatalf("SingleReplica with Liveness: %v, want a ConfigError naming Liveness", err)
 	}
+}
+
+// TestLivenessDeletedLeaseReleased: a lease deleted by hand under a leader whose
+// liveness record stays renewed ends its term; while it may not campaign for the
+// lease, it creates the lease as its release, so that the follower (which would wait
+// for its liveness record to go quiet) takes it at once.
+func TestLivenessDeletedLeaseReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		live := newFakeLiveness()
+		a := cl.start("a", withLiveness(live, "a-1"))
+		go live.pump(cl.ctx, a, "a-1", func() bool { return true })
+		cl.waitLeader(nil, time.Second)
+		b := cl.start("b", withLiveness(live, "b-1"))
+		go live.pump(cl.ctx, b, "b-1", func() bool { return true })
+		time.Sleep(DefaultRetryPeriod)
+		a.e.SetCampaigning(false)
+		deleted := time.Now()
+		cl.mem.remove()
+		if l := cl.waitLeader(a, DefaultRetryPeriod); l != b {
+			t.Fatalf("%s leads, want b", l.id)
+		}
+		if _, started, _, _ := b.snapshot(); started[0].Sub(deleted) > promptly {
+			t.Fatalf("b took the lease %v after the delete, want at once after a's release", started[0].Sub(deleted))
+		}
+	})
 }

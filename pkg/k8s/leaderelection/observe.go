@@ -347,7 +347,7 @@ func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 		return time.Time{}, false // our own write, our term is over (Config.Liveness)
 	case c.oursRecent(r):
 		return time.Time{}, false // nobody wrote since us, and our term is over
-	case c.holderDead(r):
+	case c.holderDead(r), c.holderDeadListed(r):
 		return time.Time{}, false // the holder's incarnation is proven over (Config.DeathWatch)
 	case c.external() && heldByBaton(r):
 		return c.livenessTakeAt(r), true

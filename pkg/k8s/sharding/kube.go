@@ -24,6 +24,8 @@ const RingLabel = "sharding.baton.dev/ring"
 const (
 	ShapeAnnotation       = "sharding.baton.dev/shape"
 	MemberStateAnnotation = "sharding.baton.dev/state"
+	// IncarnationAnnotation is the writer's MemberLease.Incarnation.
+	IncarnationAnnotation = "sharding.baton.dev/incarnation"
 )
 
 // ShardLeaseName returns the name of shard's Lease in ring.
@@ -39,12 +41,12 @@ func MemberLeaseName(ring, identity string) string { return ring + "-member-" + 
 // and delete on coordination.k8s.io leases in that namespace. Errors as
 // NewWithStores's.
 //
-// A replica renews each shard it owns once per RetryPeriod: one owning all 64 shards
-// of a ring at RetryPeriod 2s writes 32 Leases a second. client-go's default client
-// rate limit (5 QPS, burst 10, on a rest.Config that sets none) would delay those
-// renewals past their deadline; give clientset a config with QPS and Burst above
-// Shards/RetryPeriod (a config from controller-runtime's GetConfig has the client-side
-// limit off).
+// A quiet replica writes one Lease per RetryPeriod (its member Lease; shard Leases
+// are written only when they change hands), but a rebalance or a crash moves many
+// shards at once, two writes each: client-go's default client rate limit (5 QPS,
+// burst 10, on a rest.Config that sets none) slows those hand-overs; give clientset
+// a config with QPS and Burst above Shards/RetryPeriod (a config from
+// controller-runtime's GetConfig has the client-side limit off).
 func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
 	if clientset == nil {
 		return nil, fmt.Errorf("%w: clientset: nil", ErrInvalidConfig)
@@ -141,6 +143,7 @@ func (k *KubeMembers) renewal(l *coordinationv1.Lease, lease MemberLease) *coord
 	}
 	setOrDelete(out.Annotations, ShapeAnnotation, lease.Shape)
 	setOrDelete(out.Annotations, MemberStateAnnotation, string(lease.State))
+	setOrDelete(out.Annotations, IncarnationAnnotation, lease.Incarnation)
 	seconds := int32(lease.LeaseDuration.Round(time.Second) / time.Second)
 	now := metav1.NewMicroTime(time.Now())
 	identity := lease.Identity
@@ -259,7 +262,8 @@ func put(members map[string]MemberLease, l *coordinationv1.Lease) {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion,
-		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation])}
+		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation]),
+		Incarnation: l.Annotations[IncarnationAnnotation]}
 }
 
 func snapshot(members map[string]MemberLease) []MemberLease {

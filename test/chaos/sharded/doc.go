@@ -66,7 +66,14 @@
 //     (the write may have been applied); watches close and new ones fail;
 //   - lagging watches (1.5 to 7.5s): every shard and member event reaches the node 20ms
 //     to 1s late;
-//   - 1 to 3 shard Leases deleted by hand, and a replica's member Lease deleted by hand.
+//   - 1 to 3 shard Leases deleted by hand, and a replica's member Lease deleted by hand;
+//   - faults of the member Lease that carries the shard terms (docs/design/
+//     sharding-renewal.md), drawn from a source of their own: one of r0 to r2 cannot
+//     renew its member Lease for 0.75 to 6.75s while its shard Leases' calls go
+//     through, and one of them restarts with the same identity (its process dies, a
+//     new run with another incarnation starts 0 to 1s later, half of the time with
+//     the kubelet's report of the old run), each only on a replica still in its
+//     first run.
 //
 // Every owner of a shard writes the shard's 2 objects to a fenced register every half
 // to one and a half RetryPeriod, each write stamped with its shard term and sent after
