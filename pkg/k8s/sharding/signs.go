@@ -159,15 +159,45 @@ func (m *memberSigns) Confirm(ctx context.Context, holder, incarnation string, s
 	}
 }
 
+// memberLister is a MemberStore that reads the members afresh without a watch
+// (KubeMembers: a quorum list), for Confirm.
+type memberLister interface {
+	List(ctx context.Context) ([]MemberLease, error)
+}
+
 // read lists the members afresh and reports whether holder's incarnation showed no
 // sign after sign.
 func (m *memberSigns) read(ctx context.Context, holder, incarnation string, sign time.Time) (bool, error) {
 	sentAt := m.clock.Now()
+	members, err := m.list(ctx, holder)
+	if err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.observeLocked(m.clock.Now(), members)
+	if after, _ := m.lastSignLocked(holder, incarnation); !after.Equal(sign) {
+		return false, nil
+	}
+	m.quiet[holder] = quietRead{version: m.current[holder].Version, sentAt: sentAt}
+	return true, nil
+}
+
+// list reads the members afresh: the store's List, or the first event of a new watch
+// (a MemoryMembers' is its current state).
+func (m *memberSigns) list(ctx context.Context, holder string) ([]MemberLease, error) {
+	if l, ok := m.members.(memberLister); ok {
+		members, err := l.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sharding: read member %s: %w", holder, err)
+		}
+		return members, nil
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, err := m.members.Watch(rctx)
 	if err != nil {
-		return false, fmt.Errorf("sharding: read member %s: %w", holder, err)
+		return nil, fmt.Errorf("sharding: read member %s: %w", holder, err)
 	}
 	var ev MemberEvent
 	var ok bool
@@ -180,18 +210,11 @@ func (m *memberSigns) read(ctx context.Context, holder, incarnation string, sign
 	}
 	switch {
 	case ctx.Err() != nil:
-		return false, ctx.Err()
+		return nil, ctx.Err()
 	case !ok:
-		return false, errMembersClosed
+		return nil, errMembersClosed
 	case ev.Err != nil:
-		return false, fmt.Errorf("sharding: read member %s: %w", holder, ev.Err)
+		return nil, fmt.Errorf("sharding: read member %s: %w", holder, ev.Err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.observeLocked(m.clock.Now(), ev.Members)
-	if after, _ := m.lastSignLocked(holder, incarnation); !after.Equal(sign) {
-		return false, nil
-	}
-	m.quiet[holder] = quietRead{version: m.current[holder].Version, sentAt: sentAt}
-	return true, nil
+	return ev.Members, nil
 }
