@@ -327,7 +327,8 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 			}})
 		}
 	}
-	events = append(events, renewalFaults(seed, get, start, isRemoved, deaths)...)
+	applied := func(kind string) { h.faults[kind]++ } // on the schedule's goroutine
+	events = append(events, renewalFaults(seed, get, start, isRemoved, applied, deaths)...)
 	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
 
 	for _, id := range []string{"r0", "r1", "r2"} {
@@ -364,8 +365,9 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 // of them with the same identity (its process dies, a new run with another
 // incarnation starts 0 to 1s later; half of the time the kubelet reports the old run
 // dead as the new one starts). Each applies only to a replica still running its
-// first run, not left, crashed or cut off for good.
-func renewalFaults(seed uint64, get func(string) *replica, start func(string), removed func(string) bool, deaths *kubelet) []event {
+// first run, not left, crashed or cut off, and is counted (applied) only then.
+func renewalFaults(seed uint64, get func(string) *replica, start func(string), removed func(string) bool, applied func(kind string),
+	deaths *kubelet) []event {
 	rng := rand.New(rand.NewPCG(seed, 0x11fe))
 	at := func() time.Duration { return warmUp + time.Duration(rng.Int64N(int64(faultPhase))) }
 	first := func(id string) bool { r := get(id); return r.incarnation == id && !removed(id) && !r.node.stopped() }
@@ -375,8 +377,9 @@ func renewalFaults(seed uint64, get func(string) *replica, start func(string), r
 	delay, report := time.Duration(rng.Int64N(int64(time.Second))), rng.IntN(2) == 0
 	var failing *node
 	return []event{
-		{at: failAt, kind: "member renewals fail", desc: fmt.Sprintf("member renewals of %s fail for %v", failID, d), do: func() {
+		{at: failAt, desc: fmt.Sprintf("member renewals of %s fail for %v", failID, d), do: func() {
 			if first(failID) {
+				applied("member renewals fail")
 				failing = get(failID).node
 				failing.setMemberFail(true)
 			}
@@ -386,8 +389,9 @@ func renewalFaults(seed uint64, get func(string) *replica, start func(string), r
 				failing.setMemberFail(false)
 			}
 		}},
-		{at: restartAt, kind: "restart", desc: fmt.Sprintf("restart %s after %v (reported: %v)", restartID, delay, report), do: func() {
+		{at: restartAt, desc: fmt.Sprintf("restart %s after %v (reported: %v)", restartID, delay, report), do: func() {
 			if first(restartID) {
+				applied("restart")
 				get(restartID).node.die()
 				time.AfterFunc(delay, func() {
 					if removed(restartID) {
