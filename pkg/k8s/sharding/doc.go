@@ -96,17 +96,19 @@
 // which this package sets for every shard elector; the single-leader Lease keeps
 // client-go's renew semantics). The holder stops acting on a shard RenewDeadline
 // after the later of its acquiring write's send and the send of its last member
-// renewal that succeeded while the term was on; a follower takes a shard held by H's
-// incarnation I once the shard Lease and I's signs on H's member Lease (a change while
-// it carried I, or the change that showed it no longer does) have been unchanged for
-// LeaseDuration by its own clock, and a fresh list of the member Leases (not the
-// watch, which may hang) shows nothing new. A new run of a replica (same identity,
-// another incarnation) renews the same member Lease without keeping the old run's
-// shards alive. A term that missed its deadline is released; a shard Lease still
-// naming this run after its term ended is taken back (placed here) or released. The
-// design, the argument that no two owners act at once, restarts, failing member
-// renewals, lagging watches, clocks and mixed versions are in
-// docs/design/sharding-renewal.md. Moves are as before: a release and a take.
+// renewal that claimed the shard (ShardsAnnotation: each renewal claims the shards
+// whose terms it leads when sent) and succeeded while the term was on; a follower
+// takes shard k held by H's incarnation I once the shard Lease and I's signs for k on
+// H's member Lease (a change while it claimed k for I, before or after the change)
+// have been unchanged for LeaseDuration by its own clock, and a fresh list of the
+// member Leases (not the watch, which may hang) shows nothing new. A new run of a
+// replica (same identity, another incarnation) renews the same member Lease without
+// keeping the old run's shards alive. A term that missed its deadline is released,
+// and the next renewal no longer claims it; a shard Lease still naming this run after
+// its term ended is taken back (placed here) or released. The design, the argument
+// that no two owners act at once, restarts, failing member renewals, lagging
+// watches, clocks and mixed versions are in docs/design/sharding-renewal.md. Moves are
+// as before: a release and a take.
 //
 // Why member Leases, and not the shard Leases' holders: a replica that just started
 // holds no shard, so nobody could see it to give it one. Why not one shared object

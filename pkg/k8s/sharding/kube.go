@@ -27,6 +27,8 @@ const (
 	MemberStateAnnotation = "sharding.baton.dev/state"
 	// IncarnationAnnotation is the writer's MemberLease.Incarnation.
 	IncarnationAnnotation = "sharding.baton.dev/incarnation"
+	// ShardsAnnotation is the writer's MemberLease.Shards.
+	ShardsAnnotation = "sharding.baton.dev/shards"
 )
 
 // ShardLeaseName returns the name of shard's Lease in ring.
@@ -148,6 +150,7 @@ func (k *KubeMembers) renewal(l *coordinationv1.Lease, lease MemberLease) *coord
 	setOrDelete(out.Annotations, ShapeAnnotation, lease.Shape)
 	setOrDelete(out.Annotations, MemberStateAnnotation, string(lease.State))
 	setOrDelete(out.Annotations, IncarnationAnnotation, lease.Incarnation)
+	setOrDelete(out.Annotations, ShardsAnnotation, lease.Shards)
 	seconds := int32(lease.LeaseDuration.Round(time.Second) / time.Second)
 	now := metav1.NewMicroTime(time.Now())
 	identity := lease.Identity
@@ -297,7 +300,7 @@ func put(members map[string]MemberLease, l *coordinationv1.Lease) {
 	}
 	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion,
 		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation]),
-		Incarnation: l.Annotations[IncarnationAnnotation]}
+		Incarnation: l.Annotations[IncarnationAnnotation], Shards: l.Annotations[ShardsAnnotation]}
 }
 
 func snapshot(members map[string]MemberLease) []MemberLease {

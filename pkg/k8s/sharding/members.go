@@ -34,6 +34,12 @@ type MemberLease struct {
 	// Lease is a sign of life of this incarnation's shard terms only (see
 	// docs/design/sharding-renewal.md). "" for a lease written without one.
 	Incarnation string
+	// Shards are the shards whose terms the writer led when it sent the write, as
+	// ranges ("0-3,7"; "" for none): the write renews those terms only, and is a sign
+	// of life of their holder for those shards only (see
+	// docs/design/sharding-renewal.md). A claim that cannot be read claims every
+	// shard.
+	Shards string
 }
 
 // MemberState is a member's part in the ring, as its member Lease says.

@@ -286,13 +286,14 @@ func (l *loop) renew(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	want := l.want
-	version, err := s.members.Renew(cctx, s.memberLease(want))
+	claimed := s.ownedShards()
+	version, err := s.members.Renew(cctx, s.memberLease(want, claimed))
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.logger.Warn("renewing member lease failed", "error", err)
 	case err == nil:
 		l.lastRenewOK = now
-		s.livenessRenewed(now)
+		s.livenessRenewed(now, claimed)
 		if want == MemberActive && l.activeVersion == "" {
 			l.activeVersion = version
 		}
@@ -478,11 +479,11 @@ func (l *loop) leave(ctx context.Context) {
 	defer cancel()
 	// Leaving: the others stop placing shards here at once; the Lease itself stays
 	// until every shard term here ended (depart).
-	sent := s.clock.Now()
-	if _, err := s.members.Renew(lctx, s.memberLease(MemberLeaving)); err != nil {
+	sent, claimed := s.clock.Now(), s.ownedShards()
+	if _, err := s.members.Renew(lctx, s.memberLease(MemberLeaving, claimed)); err != nil {
 		s.logger.Warn("marking member lease leaving failed", "error", err)
 	} else {
-		s.livenessRenewed(sent) // the hand-overs below have RenewDeadline from here
+		s.livenessRenewed(sent, claimed) // the hand-overs below have RenewDeadline from here
 	}
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
 	l.rebalance(lctx)
@@ -537,8 +538,9 @@ func (l *loop) notePlaced(now time.Time, prev, next Placement) {
 	s.ownerless.placed(now, mine, fromGone)
 }
 
-// memberLease is this replica's member Lease in state.
-func (s *Sharder) memberLease(state MemberState) MemberLease {
+// memberLease is this replica's member Lease in state, claiming the terms of the
+// shards claimed.
+func (s *Sharder) memberLease(state MemberState, claimed []int) MemberLease {
 	return MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration, Shape: s.shape(), State: state,
-		Incarnation: s.incarnation}
+		Incarnation: s.incarnation, Shards: formatShards(claimed)}
 }

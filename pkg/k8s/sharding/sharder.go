@@ -182,7 +182,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 	if s.incarnation == "" {
 		s.incarnation = randomIncarnation()
 	}
-	s.signs = newMemberSigns(s.clock, stores.Members, config.LeaseDuration)
+	s.signs = newMemberSigns(s.clock, stores.Members, ring.Shards(), config.LeaseDuration)
 	var deaths leaderelection.DeathWatch
 	if config.DeathWatch != nil {
 		deaths = newSharedDeaths(config.DeathWatch)
@@ -209,7 +209,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			Incarnation:     s.incarnation,
 			DeathWatch:      deaths,
 			FollowOnly:      true, // until placement gives this replica the shard (place)
-			Liveness:        s.signs,
+			Liveness:        shardLiveness{m: s.signs, shard: i},
 		}, store, leaderelection.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
@@ -489,10 +489,23 @@ func (s *Sharder) shape() string { return s.ring.Shape() + shapeRenewal }
 // shapeRenewal is the part of a replica's shape that names its renewal of shard terms.
 const shapeRenewal = "/member-renewal"
 
-// livenessRenewed tells every shard elector that this replica's member Lease was
-// renewed by a write sent at sent: the terms it leads last RenewDeadline from sent.
-func (s *Sharder) livenessRenewed(sent time.Time) {
-	for _, e := range s.electors {
-		e.LivenessRenewed(sent)
+// livenessRenewed tells the electors of the shards a member Lease write sent at sent
+// claimed that it succeeded: the terms it claimed last RenewDeadline from sent.
+func (s *Sharder) livenessRenewed(sent time.Time, claimed []int) {
+	for _, shard := range claimed {
+		s.electors[shard].LivenessRenewed(sent)
 	}
+}
+
+// ownedShards returns the shards this replica leads now, sorted: what a member Lease
+// write claims.
+func (s *Sharder) ownedShards() []int {
+	s.mu.Lock()
+	out := make([]int, 0, len(s.owned))
+	for shard := range s.owned {
+		out = append(out, shard)
+	}
+	s.mu.Unlock()
+	slices.Sort(out)
+	return out
 }

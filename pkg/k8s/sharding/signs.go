@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,8 +16,11 @@ import (
 // before its first event.
 var errMembersClosed = errors.New("sharding: member watch closed before its first event")
 
-// signKey names the liveness of one incarnation of one member.
-type signKey struct{ identity, incarnation string }
+// signKey names the liveness of one incarnation of one member for one shard.
+type signKey struct {
+	identity, incarnation string
+	shard                 int
+}
 
 // quietRead is a fresh read of a member's Lease that showed no sign of life: the
 // version it showed ("" for absent) and when it was sent.
@@ -25,13 +30,16 @@ type quietRead struct {
 }
 
 // memberSigns is the liveness of the shard Leases' holders, kept on their member
-// Leases (leaderelection.Liveness, given to every shard elector): for each (member,
-// incarnation), when this replica last saw a sign that it may have renewed (see
-// docs/design/sharding-renewal.md). Run's loop feeds it every view of the members;
-// the shard electors read it. Safe for concurrent use.
+// Leases: for each (member, incarnation, shard), when this replica last saw a sign
+// that the member may have renewed that shard's term: a change of its member Lease
+// while it claimed the shard (MemberLease.Shards) for that incarnation, before or
+// after the change (see docs/design/sharding-renewal.md). Run's loop feeds it every
+// view of the members; each shard elector reads it through its shardLiveness. Safe
+// for concurrent use.
 type memberSigns struct {
 	clock         leaderelection.Clock
 	members       MemberStore
+	shards        int           // the ring's S: a claim that cannot be read claims every shard
 	leaseDuration time.Duration // the ring's, for the reuse of a quiet read
 
 	// mu guards the fields below.
@@ -40,26 +48,27 @@ type memberSigns struct {
 	lookedAt time.Time              // the first view of the members
 	current  map[string]MemberLease // by identity, as last seen
 	signs    map[signKey]time.Time
+	prunedAt time.Time
 	quiet    map[string]quietRead     // by identity, the last read that found it quiet
 	reading  map[string]chan struct{} // by identity, closed when a read under way ends
 }
 
-var _ leaderelection.Liveness = (*memberSigns)(nil)
-
-func newMemberSigns(clock leaderelection.Clock, members MemberStore, leaseDuration time.Duration) *memberSigns {
-	return &memberSigns{clock: clock, members: members, leaseDuration: leaseDuration,
+func newMemberSigns(clock leaderelection.Clock, members MemberStore, shards int, leaseDuration time.Duration) *memberSigns {
+	return &memberSigns{clock: clock, members: members, shards: shards, leaseDuration: leaseDuration,
 		current: map[string]MemberLease{}, signs: map[signKey]time.Time{},
 		quiet: map[string]quietRead{}, reading: map[string]chan struct{}{}}
 }
 
-// signsKept bounds how long the sign of an incarnation no member Lease carries any
-// more is kept: past it, the first look (earlier) answers for it, which gives the same
-// take time once any lease duration (at most leaderelection.MaxLeaseDuration) passed.
+// signsKept bounds how long a sign is kept: past it, the first look (earlier)
+// answers for it, which gives the same take time once any lease duration (at most
+// leaderelection.MaxLeaseDuration) passed. A claimed shard's sign is renewed with
+// every renewal of its claimer.
 const signsKept = leaderelection.MaxLeaseDuration
 
 // observe takes in a whole view of the members seen at now: every member whose
-// Lease appeared, changed version or went is a sign, at now, of the incarnation it
-// carried and of the one it carries, and of the member without incarnation.
+// Lease appeared, changed version or went is a sign, at now, for each shard it
+// claimed before the change and each it claims after, of the incarnation that made
+// the claim (and of a holder that recorded none).
 func (m *memberSigns) observe(now time.Time, members []MemberLease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -73,63 +82,79 @@ func (m *memberSigns) observeLocked(now time.Time, members []MemberLease) {
 	}
 	for id, l := range next {
 		if prev, had := m.current[id]; !had || prev.Version != l.Version {
-			m.sign(now, id, prev, had)
-			m.signs[signKey{id, l.Incarnation}] = now
+			if had {
+				m.sign(now, prev)
+			}
+			m.sign(now, l)
 		}
 	}
 	for id, prev := range m.current {
 		if _, ok := next[id]; !ok {
-			m.sign(now, id, prev, true)
+			m.sign(now, prev)
 		}
 	}
 	m.current = next
 	if !m.looked {
-		m.looked, m.lookedAt = true, now
+		m.looked, m.lookedAt, m.prunedAt = true, now, now
 	}
-	for k, at := range m.signs {
-		if cur, ok := next[k.identity]; (!ok || cur.Incarnation != k.incarnation) && k.incarnation != "" && now.Sub(at) > signsKept {
-			delete(m.signs, k)
+	if now.Sub(m.prunedAt) > signsKept {
+		m.prunedAt = now
+		for k, at := range m.signs {
+			if now.Sub(at) > signsKept {
+				delete(m.signs, k)
+			}
 		}
 	}
 }
 
-// sign records a change of id's Lease at now: a sign of the member without
-// incarnation, and of prev's incarnation when had.
-func (m *memberSigns) sign(now time.Time, id string, prev MemberLease, had bool) {
-	m.signs[signKey{id, ""}] = now
-	if had {
-		m.signs[signKey{id, prev.Incarnation}] = now
+// sign records a change at now of l's state: a sign, for each shard l claims, of
+// l's incarnation and of a holder that recorded none.
+func (m *memberSigns) sign(now time.Time, l MemberLease) {
+	for _, shard := range claimedShards(l.Shards, m.shards) {
+		m.signs[signKey{l.Identity, l.Incarnation, shard}] = now
+		m.signs[signKey{l.Identity, "", shard}] = now
 	}
 }
 
-// LastSign is leaderelection.Liveness's: the last sign of holder's incarnation, or
-// the first view of the members when it showed none since.
-func (m *memberSigns) LastSign(holder, incarnation string) (time.Time, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lastSignLocked(holder, incarnation)
-}
-
-func (m *memberSigns) lastSignLocked(holder, incarnation string) (time.Time, bool) {
+// lastSignLocked is the last sign of holder's incarnation for shard, or the first
+// view of the members when it showed none since; false before the first view.
+func (m *memberSigns) lastSignLocked(holder, incarnation string, shard int) (time.Time, bool) {
 	if !m.looked {
 		return time.Time{}, false
 	}
-	if at, ok := m.signs[signKey{holder, incarnation}]; ok {
+	if at, ok := m.signs[signKey{holder, incarnation, shard}]; ok {
 		return at, true
 	}
 	return m.lookedAt, true
 }
 
-// Confirm is leaderelection.Liveness's: it lists the members afresh (the first event
-// of a new member watch) and takes the view in. One read serves the shard electors
-// that ask about one holder at once; a read that found holder quiet, sent a
-// LeaseDuration after its last sign, answers later calls while holder's Lease stays
-// at the version it showed and no sign came since (the holder's terms it covered are
-// over for good).
-func (m *memberSigns) Confirm(ctx context.Context, holder, incarnation string, sign time.Time) (bool, error) {
+// shardLiveness is one shard elector's leaderelection.Liveness: the member signs of
+// its shard.
+type shardLiveness struct {
+	m     *memberSigns
+	shard int
+}
+
+var _ leaderelection.Liveness = shardLiveness{}
+
+// LastSign is leaderelection.Liveness's: the last sign of holder's incarnation for
+// the shard, or the first view of the members when it showed none since.
+func (l shardLiveness) LastSign(holder, incarnation string) (time.Time, bool) {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	return l.m.lastSignLocked(holder, incarnation, l.shard)
+}
+
+// Confirm is leaderelection.Liveness's: it lists the members afresh and takes the
+// view in. One read serves the shard electors that ask about one holder at once; a
+// read that found holder quiet for the shard, sent a LeaseDuration after its last
+// sign, answers later calls while holder's Lease stays at the version it showed and
+// no sign came since (the holder's terms it covered are over for good).
+func (l shardLiveness) Confirm(ctx context.Context, holder, incarnation string, sign time.Time) (bool, error) {
+	m := l.m
 	for {
 		m.mu.Lock()
-		if at, known := m.lastSignLocked(holder, incarnation); !known || !at.Equal(sign) {
+		if at, known := m.lastSignLocked(holder, incarnation, l.shard); !known || !at.Equal(sign) {
 			m.mu.Unlock()
 			return false, nil // a sign came since the caller looked
 		}
@@ -148,7 +173,7 @@ func (m *memberSigns) Confirm(ctx context.Context, holder, incarnation string, s
 				m.mu.Unlock()
 				close(done)
 			}()
-			return m.read(ctx, holder, incarnation, sign)
+			return m.read(ctx, holder, incarnation, l.shard, sign)
 		}
 		m.mu.Unlock()
 		select {
@@ -166,8 +191,8 @@ type memberLister interface {
 }
 
 // read lists the members afresh and reports whether holder's incarnation showed no
-// sign after sign.
-func (m *memberSigns) read(ctx context.Context, holder, incarnation string, sign time.Time) (bool, error) {
+// sign for shard after sign.
+func (m *memberSigns) read(ctx context.Context, holder, incarnation string, shard int, sign time.Time) (bool, error) {
 	sentAt := m.clock.Now()
 	members, err := m.list(ctx, holder)
 	if err != nil {
@@ -176,7 +201,7 @@ func (m *memberSigns) read(ctx context.Context, holder, incarnation string, sign
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.observeLocked(m.clock.Now(), members)
-	if after, _ := m.lastSignLocked(holder, incarnation); !after.Equal(sign) {
+	if after, _ := m.lastSignLocked(holder, incarnation, shard); !after.Equal(sign) {
 		return false, nil
 	}
 	m.quiet[holder] = quietRead{version: m.current[holder].Version, sentAt: sentAt}
@@ -217,4 +242,59 @@ func (m *memberSigns) list(ctx context.Context, holder string) ([]MemberLease, e
 		return nil, fmt.Errorf("sharding: read member %s: %w", holder, ev.Err)
 	}
 	return ev.Members, nil
+}
+
+// formatShards writes a sorted set of shards as MemberLease.Shards: ranges, "0-3,7".
+func formatShards(shards []int) string {
+	var b strings.Builder
+	for i := 0; i < len(shards); {
+		j := i
+		for j+1 < len(shards) && shards[j+1] == shards[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(shards[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(shards[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// claimedShards reads MemberLease.Shards of a ring of n shards; a claim it cannot
+// read (not ranges of shards below n) claims every shard, so that no renewal of a
+// term is missed.
+func claimedShards(claim string, n int) []int {
+	if claim == "" {
+		return nil
+	}
+	var out []int
+	for _, part := range strings.Split(claim, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, errA := strconv.Atoi(lo)
+		b := a
+		var errB error
+		if isRange {
+			b, errB = strconv.Atoi(hi)
+		}
+		if errA != nil || errB != nil || a < 0 || b < a || b >= n {
+			return allShards(n)
+		}
+		for k := a; k <= b; k++ {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func allShards(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }

@@ -41,8 +41,13 @@ const (
 
 // defaultSeeds are the histories CI runs: 6 is the regression seed of a member Watch
 // call that hung; 1071 overlaps two owners in the elector's cold-start window, so
-// that CI sees the checker tell it apart.
-var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 1071}
+// that CI sees the checker tell it apart. With the shard terms carried by the member
+// Lease (docs/design/sharding-renewal.md): 5 gave two owners when a fresh read of a
+// member compared with a sign newer than the one its elector judged; 145 left a shard
+// Lease deleted under its live holder without owner (the holder never released it);
+// 5211 did so when the holder's term ended unseen while its member Lease stayed
+// renewed, before a member Lease claimed the shards it renews.
+var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 145, 1071, 5211}
 
 // TestShardedChaos runs seeded random histories of a ring of 12 shards on in-memory
 // stores, each in a synctest bubble: 3 replicas, then faults for 30s (joins, graceful
