@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,16 @@ var ErrGroupWatchBroke = errors.New("leaderelection: lease group watch broke")
 // not taken them: past it, the reader's watch ends (it lists again) instead of the
 // shared watch waiting for it.
 const groupQueue = 256
+
+// groupOpenTimeout bounds the opening of a group's shared watch (a black-holed List
+// or Watch call): past it, the readers waiting for it fail and the next opens anew.
+const groupOpenTimeout = DefaultRenewDeadline
+
+// groupSilence is how long a group's shared watch may deliver nothing, not even a
+// bookmark (the API server sends one about every minute), before it is taken as
+// stuck and broken: its readers list again on a new one. A ring's member Leases are
+// renewed every RetryPeriod, so its watch is never that quiet while it runs.
+const groupSilence = 3 * time.Minute
 
 // KubernetesLeaseGroup is a group of coordination.k8s.io/v1 Leases in one namespace
 // that carry one label (key=value): the Leases of a sharded ring. Its stores
@@ -176,7 +187,9 @@ func (g *KubernetesLeaseGroup) unsubscribe(sub *groupSub) {
 // it opened) and hands its events to the readers until ctx ends or it breaks; then
 // it ends every reader's watch (each lists again) unless ctx ended.
 func (g *KubernetesLeaseGroup) run(ctx context.Context, shared *sharedWatch) {
-	w, err := g.open(ctx)
+	octx, cancel := context.WithTimeout(ctx, groupOpenTimeout)
+	w, err := g.open(octx)
+	cancel()
 	shared.err = err
 	close(shared.ready)
 	if err != nil {
@@ -184,14 +197,20 @@ func (g *KubernetesLeaseGroup) run(ctx context.Context, shared *sharedWatch) {
 		return
 	}
 	defer w.Stop()
+	silence := time.NewTimer(groupSilence)
+	defer silence.Stop()
 	for {
 		var we watch.Event
 		var ok bool
 		select {
 		case <-ctx.Done():
 			return
+		case <-silence.C:
+			g.breakAll(shared, fmt.Errorf("%w: nothing delivered for %v", ErrGroupWatchBroke, groupSilence))
+			return
 		case we, ok = <-w.ResultChan():
 		}
+		silence.Reset(groupSilence)
 		switch {
 		case !ok:
 			g.breakAll(shared, fmt.Errorf("%w: closed", ErrGroupWatchBroke))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,4 +103,33 @@ func TestKubernetesLeaseGroupBreak(t *testing.T) {
 	if ev := <-events; !ev.Deleted || ev.Err != nil {
 		t.Fatalf("first event after the break %+v", ev)
 	}
+}
+
+// TestKubernetesLeaseGroupSilence: a shared watch that delivers nothing, not even a
+// bookmark, for groupSilence is taken as stuck: its readers' watches end with the
+// break, so that they list again on a new one.
+func TestKubernetesLeaseGroupSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs := versionedClientset()
+		fw := watch.NewFake()
+		cs.PrependWatchReactor("leases", k8stesting.DefaultWatchReactor(fw, nil))
+		g, _ := NewKubernetesLeaseGroup(cs, "ns", "ring", "r")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		events, err := g.Store("r-shard-0").Watch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-events
+		opened := time.Now()
+		ev := <-events
+		if !errors.Is(ev.Err, ErrGroupWatchBroke) {
+			t.Fatalf("event %+v, want the break", ev)
+		}
+		if d := time.Since(opened); d != groupSilence {
+			t.Fatalf("broken after %v of silence, want %v", d, groupSilence)
+		}
+		for range events {
+		}
+	})
 }
