@@ -187,9 +187,18 @@ func (g *KubernetesLeaseGroup) unsubscribe(sub *groupSub) {
 // it opened) and hands its events to the readers until ctx ends or it breaks; then
 // it ends every reader's watch (each lists again) unless ctx ended.
 func (g *KubernetesLeaseGroup) run(ctx context.Context, shared *sharedWatch) {
-	octx, cancel := context.WithTimeout(ctx, groupOpenTimeout)
+	// The watch lives as long as the context of its open: give the open up by
+	// cancelling it only while it is under way.
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	giveUp := time.AfterFunc(groupOpenTimeout, cancel)
 	w, err := g.open(octx)
-	cancel()
+	if !giveUp.Stop() {
+		if err == nil {
+			w.Stop()
+		}
+		err = fmt.Errorf("%w: opening took more than %v", ErrGroupWatchBroke, groupOpenTimeout)
+	}
 	shared.err = err
 	close(shared.ready)
 	if err != nil {
