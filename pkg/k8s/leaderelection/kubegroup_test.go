@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -132,4 +134,60 @@ func TestKubernetesLeaseGroupSilence(t *testing.T) {
 		for range events {
 		}
 	})
+}
+
+// ctxClientset is a fake clientset whose Lease watches end when the context of their
+// Watch call ends, as a real client's stream does.
+type ctxClientset struct {
+	*fake.Clientset
+}
+
+func (c ctxClientset) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return ctxCoordination{c.Clientset.CoordinationV1()}
+}
+
+type ctxCoordination struct {
+	coordinationv1client.CoordinationV1Interface
+}
+
+func (c ctxCoordination) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return ctxLeases{c.CoordinationV1Interface.Leases(namespace)}
+}
+
+type ctxLeases struct {
+	coordinationv1client.LeaseInterface
+}
+
+func (l ctxLeases) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := l.LeaseInterface.Watch(ctx, opts)
+	if err == nil {
+		context.AfterFunc(ctx, w.Stop)
+	}
+	return w, err
+}
+
+// TestKubernetesLeaseGroupOutlivesItsOpen: the shared watch keeps delivering after
+// its open returned (the open's timeout once cancelled the context the stream lives
+// by, and every watch of a ring broke at once and again).
+func TestKubernetesLeaseGroupOutlivesItsOpen(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := versionedClientset()
+	g, err := NewKubernetesLeaseGroup(ctxClientset{cs}, "ns", "ring", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := g.Store("r-shard-0")
+	events, err := s.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-events
+	r, err := s.Create(ctx, LeaseRecord{HolderIdentity: "x", LeaseDuration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; ev.Err != nil || ev.Record != r {
+		t.Fatalf("event after the open %+v, want the create %+v", ev, r)
+	}
 }
