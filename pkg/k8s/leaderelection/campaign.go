@@ -313,14 +313,14 @@ func (c *campaign) step() {
 	// 2. Leading.
 	if c.phase == leading {
 		if c.term.Err() == nil {
-			if !now.Before(c.renewAt) {
+			if !c.external() && !now.Before(c.renewAt) {
 				c.renew()
 			}
 			return
 		}
 		cause := context.Cause(c.term)
 		c.stepDown(cause)
-		c.resigned(cause)
+		c.resigned(cause, c.endedUnrenewed(cause))
 	}
 	switch c.phase {
 	case holding: // 3.
@@ -333,10 +333,13 @@ func (c *campaign) step() {
 		if c.watch.stale && !now.Before(c.watch.staleCheckAt) {
 			c.replaceSilentWatch(now)
 		}
+		if c.strandedHold() && !now.Before(c.acquireAt) {
+			c.releaseStranded()
+		}
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
 			// Judge the latest state the watch delivered, not an older one it replaced.
 			c.drainWatch()
-			if at, ok := c.acquireTime(); ok && !now.Before(at) {
+			if at, ok := c.acquireTime(); ok && !now.Before(at) && c.livenessConfirmed() {
 				c.acquire()
 			}
 		}
@@ -380,7 +383,9 @@ func (c *campaign) nextWake() (time.Time, bool) {
 	}
 	switch c.phase {
 	case leading:
-		consider(c.renewAt)
+		if !c.external() {
+			consider(c.renewAt)
+		}
 	case holding:
 		consider(c.renewAt)
 		consider(c.held.until)
@@ -390,6 +395,9 @@ func (c *campaign) nextWake() (time.Time, bool) {
 		}
 		if t, can := c.acquireTime(); can {
 			consider(t)
+		}
+		if c.strandedHold() {
+			consider(c.acquireAt)
 		}
 	}
 	return at, ok

@@ -111,6 +111,17 @@ type Config struct {
 	// electors whose right to campaign comes from elsewhere, e.g. the shard electors
 	// of package sharding, which campaign only for the shards placed on their replica.
 	FollowOnly bool
+	// Liveness, when set, keeps the liveness of the lease's holders outside the lease
+	// (see Liveness): a leader never renews the lease (it is written only when it
+	// changes hands), its term lasts RenewDeadline after the send of its acquiring
+	// write or of the last renew of its liveness record it was told of
+	// (Elector.LivenessRenewed), and a follower takes a Baton holder's lease a
+	// leaseDuration after both the lease and the holder's liveness record last
+	// changed, once Liveness.Confirm found the record quiet. A term that missed its
+	// deadline is released as after Resign. Incarnation is then required. Only for
+	// leases no client-go elector shares (they judge a holder by its renews):
+	// package sharding sets it for shard Leases. nil (the default) renews the lease.
+	Liveness Liveness
 }
 
 // Callbacks are called by a started Elector. All are optional.
@@ -190,6 +201,7 @@ func (c Config) validate(source string, present bool) error {
 	d := c.withDefaults()
 	checkDurations(d.LeaseDuration, d.RenewDeadline, d.RetryPeriod, bad)
 	checkDeathSignal(c, bad)
+	checkLiveness(c, bad)
 	return errors.Join(errs...)
 }
 
@@ -218,6 +230,7 @@ func (c Config) validateSingle(source string, present bool, bad func(field, form
 	set("Incarnation", c.Incarnation != "")
 	set("DeathWatch", c.DeathWatch != nil)
 	set("FollowOnly", c.FollowOnly)
+	set("Liveness", c.Liveness != nil)
 	set(source, present)
 }
 

@@ -26,6 +26,11 @@
 // stores seconds) from 1s to 1h, RetryPeriod at least 100ms, LeaseDuration >
 // RenewDeadline > 1.2 × RetryPeriod.
 //
+// Config.Liveness keeps the holders' liveness outside the lease (package sharding's
+// member Leases carry its shard Leases): a leader then writes the lease only when it
+// changes hands. KubernetesLeaseGroup gives the stores of a group of labelled Leases
+// one shared watch.
+//
 // # Design notes
 //
 // The design notes (the protocol, expiry, releases, deletes and cold starts, slow

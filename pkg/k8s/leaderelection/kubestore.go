@@ -34,6 +34,7 @@ type kubernetesStore struct {
 	namespace string
 	name      string
 	selector  string
+	labels    map[string]string // set on every write (a KubernetesLeaseGroup's); nil for none
 
 	// mu guards last.
 	mu sync.Mutex
@@ -85,6 +86,7 @@ func (s *kubernetesStore) Get(ctx context.Context) (LeaseRecord, error) {
 func (s *kubernetesStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, error) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace}}
 	setSpec(l, r)
+	s.setLabels(l)
 	out, err := s.leases.Create(ctx, l, metav1.CreateOptions{})
 	if err != nil {
 		// NotFound here is the namespace: not ErrLeaseNotFound.
@@ -104,6 +106,7 @@ func (s *kubernetesStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecor
 		return LeaseRecord{}, err
 	}
 	setSpec(l, r)
+	s.setLabels(l)
 	out, err := s.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if err != nil {
 		return LeaseRecord{}, s.mapError("update", err, true)
@@ -289,6 +292,16 @@ func setSpec(l *coordinationv1.Lease, r LeaseRecord) {
 	setAnnotation(l, MarkerAnnotation, r.Marker)
 	setAnnotation(l, PreferredHolderAnnotation, r.PreferredHolder)
 	setAnnotation(l, IncarnationAnnotation, r.Incarnation)
+}
+
+// setLabels sets the store's labels on l, keeping its others.
+func (s *kubernetesStore) setLabels(l *coordinationv1.Lease) {
+	for k, v := range s.labels {
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		l.Labels[k] = v
+	}
 }
 
 // setAnnotation sets l's annotation key to value, or removes it for "".

@@ -316,32 +316,43 @@ func (c *campaign) unknownWait() time.Duration {
 
 // takeAt is when the observed state lets this follower take the lease, zero for now.
 func (c *campaign) takeAt() time.Time {
+	at, _ := c.takeRule()
+	return at
+}
+
+// takeRule is takeAt, and whether the holder is taken for its silence in
+// Config.Liveness (the take then waits for Liveness.Confirm: livenessConfirmed).
+func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 	r := c.lease.record
 	switch {
 	case !c.lease.exists && !c.lease.lastKnown:
-		return time.Time{} // cold start, or unknown (lease.unknownUntil has the wait)
+		return time.Time{}, false // cold start, or unknown (lease.unknownUntil has the wait)
 	case r.HolderIdentity == "" && releasedByBaton(r) && c.lease.unvouched:
 		// A release seen on a first look may be a restored copy, written before terms
 		// that are not over: wait as for an unknown holder.
-		return c.lease.since.Add(c.unknownWait())
+		return c.lease.since.Add(c.unknownWait()), false
 	case r.HolderIdentity == "" && releasedByBaton(r):
 		if r.PreferredHolder == "" || r.PreferredHolder == c.self {
-			return time.Time{} // released: its holder's term ended before
+			return time.Time{}, false // released: its holder's term ended before
 		}
 		// Handed over to another candidate: give it a LeaseDuration to take it.
-		return c.lease.since.Add(max(c.e.config.LeaseDuration, c.lease.holderDuration))
+		return c.lease.since.Add(max(c.e.config.LeaseDuration, c.lease.holderDuration)), false
 	case r.HolderIdentity == "" && c.clearedFromUs(r):
-		return time.Time{} // we were its last holder, and our term is over
+		return time.Time{}, false // we were its last holder, and our term is over
 	case r.HolderIdentity == "":
 		// Cleared, but not by a Baton release (client-go's release, a person): the last
 		// holder may not know yet, and may lead until its term ends.
-		return c.lease.since.Add(c.unknownWait())
+		return c.lease.since.Add(c.unknownWait()), false
+	case c.external() && c.ours(r):
+		return time.Time{}, false // our own write, our term is over (Config.Liveness)
 	case c.oursRecent(r):
-		return time.Time{} // nobody wrote since us, and our term is over
-	case c.holderDead(r):
-		return time.Time{} // the holder's incarnation is proven over (Config.DeathWatch)
+		return time.Time{}, false // nobody wrote since us, and our term is over
+	case c.holderDead(r), c.holderDeadListed(r):
+		return time.Time{}, false // the holder's incarnation is proven over (Config.DeathWatch)
+	case c.external() && heldByBaton(r):
+		return c.livenessTakeAt(r), true
 	default:
-		return c.lease.since.Add(c.expiryWait(r))
+		return c.lease.since.Add(c.expiryWait(r)), false
 	}
 }
 

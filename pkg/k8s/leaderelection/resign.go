@@ -25,11 +25,12 @@ func (e *Elector) Resign(term uint64) bool {
 	return true
 }
 
-// resigned follows the end of a term by Resign, on the election goroutine: like a
-// hand-over to nobody, the lease is released once the term's OnStartedLeading
-// returned, and the next campaign is held back by a LeaseDuration (finishHandOver).
-func (c *campaign) resigned(cause error) {
-	if !errors.Is(cause, ErrResigned) || c.phase != following {
+// resigned follows the end of a term by Resign (or, with release set, by any
+// cause), on the election goroutine: like a hand-over to nobody, the lease is
+// released once the term's OnStartedLeading returned, and the next campaign is held
+// back by a LeaseDuration (finishHandOver).
+func (c *campaign) resigned(cause error, release bool) {
+	if !release && !errors.Is(cause, ErrResigned) || c.phase != following {
 		return
 	}
 	c.phase, c.handover = handingOver, handoverRequest{}

@@ -85,7 +85,7 @@ func (c *campaign) acquire() {
 	create := !c.lease.exists
 	// A takeover on a proof that the holder is dead (Config.DeathWatch), before the
 	// lease rules alone would have let it (Stats.DeathTakeovers).
-	onDeath := !create && c.holderDead(c.lease.record) &&
+	onDeath := !create && (c.holderDead(c.lease.record) || c.holderDeadListed(c.lease.record)) &&
 		sentAt.Before(c.lease.since.Add(c.expiryWait(c.lease.record)))
 	if create {
 		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0

@@ -2,7 +2,10 @@
 // replica leads a share of a fixed set of shards, each shard elected on its own
 // coordination.k8s.io/v1 Lease with Baton's elector (its own term, fencing and
 // hand-over). There is no extra component: no sharder Deployment, no webhook, no
-// CRD, no labels on objects. The replicas' own Leases are the whole state.
+// CRD, no labels on objects. The replicas' own Leases are the whole state. A shard
+// Lease is written only when it changes hands: the liveness of its holder is the
+// holder's member Lease (# Renewal), so a quiet ring writes N Leases per RetryPeriod
+// whatever its number of shards.
 //
 // # Ring
 //
@@ -22,7 +25,9 @@
 // S, and both fences pass the writes of each, since each names a Lease its writer
 // holds (one replica at S=4 and one at S=8 reconciled 2,549 of 10,000 objects both at
 // once, before shapes were recorded). So each replica records its shape on its member
-// Lease (ShapeAnnotation), with its state in the ring (MemberStateAnnotation:
+// Lease (ShapeAnnotation; Ring.Shape with "/member-renewal" appended, so that replicas
+// of a Baton version that renews every shard Lease count as another shape: #
+// Renewal), with its state in the ring (MemberStateAnnotation:
 // MemberActive, MemberWaiting, MemberLeaving), and replicas of one shape never lead
 // shards while one of another shape does:
 //
@@ -70,7 +75,9 @@
 //
 // Each replica writes a member Lease of its own ("<ring>-member-<identity>") when it
 // joins, renews it every RetryPeriod, marks it leaving when it leaves, and deletes it
-// once its shard terms ended. A member Lease's leaseDurationSeconds is bounded as the
+// once its shard terms ended. It records this run's incarnation
+// (IncarnationAnnotation: Config.Incarnation, or a random name per run), which the
+// shard Leases it takes record too. A member Lease's leaseDurationSeconds is bounded as the
 // elector bounds a holder's: above leaderelection.MaxLeaseDuration (1h) it is taken as
 // 1h, logged at WARN once per record and counted in Stats.OutOfRange, so that a
 // leftover or hand-written Lease cannot keep a share of shards without owner for longer. Every replica
@@ -81,6 +88,27 @@
 // RenewDeadline (a black-holed List) is given up and tried again a RetryPeriod later,
 // as the elector does for a shard's Lease, so that it never holds up the renewals of
 // the member Lease.
+//
+// # Renewal
+//
+// Nobody renews a shard Lease: its holder's terms are carried by the holder's member
+// Lease, as Chubby sessions carry Bigtable's tablets (leaderelection.Config.Liveness,
+// which this package sets for every shard elector; the single-leader Lease keeps
+// client-go's renew semantics). The holder stops acting on a shard RenewDeadline
+// after the later of its acquiring write's send and the send of its last member
+// renewal that claimed the shard (ShardsAnnotation: each renewal claims the shards
+// whose terms it leads when sent) and succeeded while the term was on; a follower
+// takes shard k held by H's incarnation I once the shard Lease and I's signs for k on
+// H's member Lease (a change while it claimed k for I, before or after the change)
+// have been unchanged for LeaseDuration by its own clock, and a fresh list of the
+// member Leases (not the watch, which may hang) shows nothing new. A new run of a
+// replica (same identity, another incarnation) renews the same member Lease without
+// keeping the old run's shards alive. A term that missed its deadline is released,
+// and the next renewal no longer claims it; a shard Lease still naming this run after
+// its term ended is taken back (placed here) or released. The design, the argument
+// that no two owners act at once, restarts, failing member renewals, lagging
+// watches, clocks and mixed versions are in docs/design/sharding-renewal.md. Moves are
+// as before: a release and a take.
 //
 // Why member Leases, and not the shard Leases' holders: a replica that just started
 // holds no shard, so nobody could see it to give it one. Why not one shared object
@@ -143,11 +171,11 @@
 // held), and then deletes its member Lease.
 // Its shard work keeps its term until that shard is handed over.
 //
-// A replica that crashes stops renewing: its shard terms end by their
-// RenewDeadline, the others see its member Lease expire and its shards' Leases
-// expire at about the same time, LeaseDuration after its last renew, and the shards'
-// new owners take them then (TestSharderFaults: all of them one LeaseDuration after
-// the crash).
+// A replica that crashes stops renewing its member Lease: its shard terms end by
+// their RenewDeadline, the others see its member Lease go quiet, LeaseDuration after
+// its last renew they place its shards on themselves, read the member Leases afresh
+// once, and take them (TestSharderFaults: all of them one LeaseDuration after the
+// crash).
 //
 // With the death signal (Config.Incarnation and Config.DeathWatch; see
 // pkg/k8s/incarnation), every shard elector records this run's incarnation in the
@@ -161,9 +189,11 @@
 // # Safety
 //
 // No shard has two leaders at once: that is the elector's guarantee for each shard
-// Lease, with its clock-rate tolerance and fencing terms (see leaderelection). This
-// package adds no rule that safety depends on; placement and membership decide only
-// who campaigns, and a wrong or stale view costs time, never a second leader.
+// Lease, with its clock-rate tolerance and fencing terms (see leaderelection), with
+// the holder's liveness taken from its member Lease (# Renewal; the member signs are
+// the one rule of this package that safety depends on, argued in
+// docs/design/sharding-renewal.md). Placement and membership decide only who
+// campaigns, and a wrong or stale view costs time, never a second leader.
 //
 // The elector's limits hold per shard too. A shard Lease deleted by hand while its
 // holder is cut off may be created again at once by a replica that just started and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,10 @@ const RingLabel = "sharding.baton.dev/ring"
 const (
 	ShapeAnnotation       = "sharding.baton.dev/shape"
 	MemberStateAnnotation = "sharding.baton.dev/state"
+	// IncarnationAnnotation is the writer's MemberLease.Incarnation.
+	IncarnationAnnotation = "sharding.baton.dev/incarnation"
+	// ShardsAnnotation is the writer's MemberLease.Shards.
+	ShardsAnnotation = "sharding.baton.dev/shards"
 )
 
 // ShardLeaseName returns the name of shard's Lease in ring.
@@ -33,18 +38,19 @@ func ShardLeaseName(ring string, shard int) string { return fmt.Sprintf("%s-shar
 func MemberLeaseName(ring, identity string) string { return ring + "-member-" + identity }
 
 // New returns a Sharder for config's ring on the Leases of config.Namespace, read and
-// written with clientset's typed client: the shard Leases "<Name>-shard-<i>" (with
-// the elector's KubeStore) and the member Leases "<Name>-member-<identity>",
-// labelled RingLabel=<Name> (KubeMembers). It needs get, list, watch, create, update
-// and delete on coordination.k8s.io leases in that namespace. Errors as
-// NewWithStores's.
+// written with clientset's typed client: the shard Leases "<Name>-shard-<i>" and the
+// member Leases "<Name>-member-<identity>" (KubeMembers), all labelled
+// RingLabel=<Name> and watched through one watch of that label
+// (leaderelection.KubernetesLeaseGroup): a replica holds one watch for the ring,
+// whatever its number of shards. It needs get, list, watch, create, update and delete
+// on coordination.k8s.io leases in that namespace. Errors as NewWithStores's.
 //
-// A replica renews each shard it owns once per RetryPeriod: one owning all 64 shards
-// of a ring at RetryPeriod 2s writes 32 Leases a second. client-go's default client
-// rate limit (5 QPS, burst 10, on a rest.Config that sets none) would delay those
-// renewals past their deadline; give clientset a config with QPS and Burst above
-// Shards/RetryPeriod (a config from controller-runtime's GetConfig has the client-side
-// limit off).
+// A quiet replica writes one Lease per RetryPeriod (its member Lease; shard Leases
+// are written only when they change hands), but a rebalance or a crash moves many
+// shards at once, two writes each: client-go's default client rate limit (5 QPS,
+// burst 10, on a rest.Config that sets none) slows those hand-overs; give clientset
+// a config with QPS and Burst above Shards/RetryPeriod (a config from
+// controller-runtime's GetConfig has the client-side limit off).
 func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, logger *slog.Logger) (*Sharder, error) {
 	if clientset == nil {
 		return nil, fmt.Errorf("%w: clientset: nil", ErrInvalidConfig)
@@ -53,15 +59,14 @@ func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, log
 	if err != nil {
 		return nil, err
 	}
+	group, err := leaderelection.NewKubernetesLeaseGroup(clientset, config.Namespace, RingLabel, config.Name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	members.group = group
 	stores := Stores{
 		Members: members,
-		Shard: func(i int) leaderelection.LeaseStore {
-			s, err := leaderelection.NewKubernetesStore(clientset, config.Namespace, ShardLeaseName(config.Name, i))
-			if err != nil {
-				return nil // NewWithStores reports the nil store; the fields were checked above
-			}
-			return s
-		},
+		Shard:   func(i int) leaderelection.LeaseStore { return group.Store(ShardLeaseName(config.Name, i)) },
 	}
 	return NewWithStores(config, stores, callbacks, logger)
 }
@@ -72,6 +77,9 @@ func New(config Config, clientset kubernetes.Interface, callbacks Callbacks, log
 type KubeMembers struct {
 	leases coordinationclient.LeaseInterface
 	ring   string
+	// group, when set (New sets it), is the ring's shared watch, which Watch follows
+	// instead of a watch of its own.
+	group *leaderelection.KubernetesLeaseGroup
 
 	// mu guards own.
 	mu  sync.Mutex
@@ -141,6 +149,8 @@ func (k *KubeMembers) renewal(l *coordinationv1.Lease, lease MemberLease) *coord
 	}
 	setOrDelete(out.Annotations, ShapeAnnotation, lease.Shape)
 	setOrDelete(out.Annotations, MemberStateAnnotation, string(lease.State))
+	setOrDelete(out.Annotations, IncarnationAnnotation, lease.Incarnation)
+	setOrDelete(out.Annotations, ShardsAnnotation, lease.Shards)
 	seconds := int32(lease.LeaseDuration.Round(time.Second) / time.Second)
 	now := metav1.NewMicroTime(time.Now())
 	identity := lease.Identity
@@ -179,22 +189,52 @@ func (k *KubeMembers) Leave(ctx context.Context, identity string) error {
 	return nil
 }
 
-// Watch lists the ring's member leases (by RingLabel) and watches them from the
-// list's resourceVersion, delivering every member after the list and after each
-// change, skipping to the latest when the reader is slow.
-func (k *KubeMembers) Watch(ctx context.Context) (<-chan MemberEvent, error) {
-	selector := RingLabel + "=" + k.ring
-	list, err := k.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
+// isMember reports whether name is one of the ring's member Leases (its shard Leases
+// carry the ring's label too).
+func (k *KubeMembers) isMember(name string) bool {
+	return strings.HasPrefix(name, MemberLeaseName(k.ring, ""))
+}
+
+// List reads the ring's member leases afresh (a quorum list by RingLabel), for the
+// fresh read of a holder's liveness (memberSigns.Confirm).
+func (k *KubeMembers) List(ctx context.Context) ([]MemberLease, error) {
+	members, _, err := k.list(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sharding: list member leases of %s: %w", k.ring, err)
+		return nil, err
 	}
-	w, err := k.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
+	return snapshot(members), nil
+}
+
+// list lists the ring's member leases, with the list's resourceVersion.
+func (k *KubeMembers) list(ctx context.Context) (map[string]MemberLease, string, error) {
+	list, err := k.leases.List(ctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + k.ring})
 	if err != nil {
-		return nil, fmt.Errorf("sharding: watch member leases of %s: %w", k.ring, err)
+		return nil, "", fmt.Errorf("sharding: list member leases of %s: %w", k.ring, err)
 	}
 	members := map[string]MemberLease{}
 	for i := range list.Items {
-		put(members, &list.Items[i])
+		if k.isMember(list.Items[i].Name) {
+			put(members, &list.Items[i])
+		}
+	}
+	return members, list.ResourceVersion, nil
+}
+
+// Watch lists the ring's member leases (by RingLabel) and watches them from the
+// list's resourceVersion, delivering every member after the list and after each
+// change, skipping to the latest when the reader is slow. With the ring's shared
+// watch (New), it follows that watch instead of opening one.
+func (k *KubeMembers) Watch(ctx context.Context) (<-chan MemberEvent, error) {
+	if k.group != nil {
+		return k.watchGroup(ctx)
+	}
+	members, rv, err := k.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, err := k.leases.Watch(ctx, metav1.ListOptions{LabelSelector: RingLabel + "=" + k.ring, ResourceVersion: rv})
+	if err != nil {
+		return nil, fmt.Errorf("sharding: watch member leases of %s: %w", k.ring, err)
 	}
 	slot := make(chan MemberEvent, 1) // the latest event not yet taken
 	offer := func(ev MemberEvent) {
@@ -232,12 +272,12 @@ func (k *KubeMembers) Watch(ctx context.Context) (<-chan MemberEvent, error) {
 					offer(MemberEvent{Err: fmt.Errorf("sharding: member watch of %s: %v", k.ring, apierrors.FromObject(e.Object))})
 					in = nil
 				case e.Type == watch.Deleted:
-					if l, ok := e.Object.(*coordinationv1.Lease); ok {
+					if l, ok := e.Object.(*coordinationv1.Lease); ok && k.isMember(l.Name) {
 						delete(members, l.Name)
 						offer(MemberEvent{Members: snapshot(members)})
 					}
 				case e.Type == watch.Added || e.Type == watch.Modified:
-					if l, ok := e.Object.(*coordinationv1.Lease); ok {
+					if l, ok := e.Object.(*coordinationv1.Lease); ok && k.isMember(l.Name) {
 						put(members, l)
 						offer(MemberEvent{Members: snapshot(members)})
 					}
@@ -259,7 +299,8 @@ func put(members map[string]MemberLease, l *coordinationv1.Lease) {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion,
-		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation])}
+		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation]),
+		Incarnation: l.Annotations[IncarnationAnnotation], Shards: l.Annotations[ShardsAnnotation]}
 }
 
 func snapshot(members map[string]MemberLease) []MemberLease {
@@ -268,4 +309,66 @@ func snapshot(members map[string]MemberLease) []MemberLease {
 		out = append(out, m)
 	}
 	return out
+}
+
+// watchGroup is Watch on the ring's shared watch: it opens a reader of the member
+// Leases, lists them, and delivers every member after the list and after each
+// change above the list's resourceVersion, skipping to the latest when the reader
+// is slow. A break of the shared watch ends it after an event with Err.
+func (k *KubeMembers) watchGroup(ctx context.Context) (<-chan MemberEvent, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	in, err := k.group.Watch(wctx, k.isMember)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("sharding: watch member leases of %s: %w", k.ring, err)
+	}
+	members, floor, err := k.list(ctx)
+	if err != nil {
+		cancel()
+		for range in {
+		}
+		return nil, err
+	}
+	out := make(chan MemberEvent, 1) // holds the latest event not yet taken
+	out <- MemberEvent{Members: snapshot(members)}
+	go func() {
+		defer close(out)
+		defer func() {
+			cancel()
+			for range in {
+			}
+		}()
+		for ge := range in {
+			ev, ok := applyGroupEvent(members, ge, floor)
+			if !ok {
+				continue
+			}
+			select { // replace an event not yet taken: each is the whole state
+			case <-out:
+			default:
+			}
+			out <- ev
+			if ev.Err != nil {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// applyGroupEvent applies ge to members and returns the event to deliver; false for
+// an event at or below floor (the list showed it).
+func applyGroupEvent(members map[string]MemberLease, ge leaderelection.GroupEvent, floor string) (MemberEvent, bool) {
+	if ge.Err != nil {
+		return MemberEvent{Err: ge.Err}, true
+	}
+	if !atLeast(ge.Lease.ResourceVersion, floor) || ge.Lease.ResourceVersion == floor {
+		return MemberEvent{}, false
+	}
+	if ge.Deleted {
+		delete(members, ge.Lease.Name)
+	} else {
+		put(members, ge.Lease)
+	}
+	return MemberEvent{Members: snapshot(members)}, true
 }

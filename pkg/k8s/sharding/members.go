@@ -29,6 +29,17 @@ type MemberLease struct {
 	// State is the writer's part in the ring; "" (a lease written without one) is
 	// MemberActive.
 	State MemberState
+	// Incarnation names the writer's run (Config.Incarnation, or a random name per
+	// run): the shard Leases it takes record the same, and a change of the member
+	// Lease is a sign of life of this incarnation's shard terms only (see
+	// docs/design/sharding-renewal.md). "" for a lease written without one.
+	Incarnation string
+	// Shards are the shards whose terms the writer led when it sent the write, as
+	// ranges ("0-3,7"; "" for none): the write renews those terms only, and is a sign
+	// of life of their holder for those shards only (see
+	// docs/design/sharding-renewal.md). A claim that cannot be read claims every
+	// shard.
+	Shards string
 }
 
 // MemberState is a member's part in the ring, as its member Lease says.
@@ -68,8 +79,8 @@ type MemberEvent struct {
 // replica writes. Implementations are safe for concurrent use. Stores in this
 // package: MemoryMembers, KubeMembers.
 type MemberStore interface {
-	// Renew writes lease.Identity's member lease with lease's duration, shape and
-	// state (lease.Version is not used), creating it when absent, with a new Version
+	// Renew writes lease.Identity's member lease with lease's duration, shape,
+	// state and incarnation (lease.Version is not used), creating it when absent, with a new Version
 	// every time, and returns that Version.
 	Renew(ctx context.Context, lease MemberLease) (version string, err error)
 	// Leave deletes identity's member lease; nil when it is absent.

@@ -10,12 +10,14 @@ import (
 )
 
 // DefaultShards is the number of shards of a ring when none is given: enough that
-// up to a few dozen replicas get shares within one shard of each other (64/N), few
-// enough that the shard Leases cost little (one renew per shard per RetryPeriod).
+// up to a few dozen replicas get shares within one shard of each other (64/N). A
+// quiet ring's cost does not grow with it (shard Leases are written only when they
+// change hands: docs/design/sharding-renewal.md); a move, a start and a crash do.
 const DefaultShards = 64
 
-// MaxShards bounds the shards of a ring: each shard is a Lease renewed every
-// RetryPeriod, and placement sorts shards × members scores.
+// MaxShards bounds the shards of a ring: each shard is a Lease and an elector in
+// every replica (listed when its watch opens), and placement sorts shards × members
+// scores.
 const MaxShards = 4096
 
 // UIDField is the field a ring hashes, in the syntax of a shard selector.

@@ -230,6 +230,7 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 		return false
 	}
 	now := l.s.clock.Now()
+	l.s.signs.observe(now, ev.Members)
 	for _, m := range l.liveness.observe(now, ev.Members, l.s.config.LeaseDuration) {
 		l.s.outOfRange.Add(1)
 		bounded, _ := leaderelection.BoundLeaseDuration(m.LeaseDuration, l.s.config.LeaseDuration)
@@ -285,13 +286,14 @@ func (l *loop) renew(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	want := l.want
-	version, err := s.members.Renew(cctx, MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration,
-		Shape: s.ring.Shape(), State: want})
+	claimed := s.ownedShards()
+	version, err := s.members.Renew(cctx, s.memberLease(want, claimed))
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.logger.Warn("renewing member lease failed", "error", err)
 	case err == nil:
 		l.lastRenewOK = now
+		s.livenessRenewed(now, claimed)
 		if want == MemberActive && l.activeVersion == "" {
 			l.activeVersion = version
 		}
@@ -477,9 +479,11 @@ func (l *loop) leave(ctx context.Context) {
 	defer cancel()
 	// Leaving: the others stop placing shards here at once; the Lease itself stays
 	// until every shard term here ended (depart).
-	if _, err := s.members.Renew(lctx, MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration,
-		Shape: s.ring.Shape(), State: MemberLeaving}); err != nil {
+	sent, claimed := s.clock.Now(), s.ownedShards()
+	if _, err := s.members.Renew(lctx, s.memberLease(MemberLeaving, claimed)); err != nil {
 		s.logger.Warn("marking member lease leaving failed", "error", err)
+	} else {
+		s.livenessRenewed(sent, claimed) // the hand-overs below have RenewDeadline from here
 	}
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
 	l.rebalance(lctx)
@@ -532,4 +536,11 @@ func (l *loop) notePlaced(now time.Time, prev, next Placement) {
 		}
 	}
 	s.ownerless.placed(now, mine, fromGone)
+}
+
+// memberLease is this replica's member Lease in state, claiming the terms of the
+// shards claimed.
+func (s *Sharder) memberLease(state MemberState, claimed []int) MemberLease {
+	return MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration, Shape: s.shape(), State: state,
+		Incarnation: s.incarnation, Shards: formatShards(claimed)}
 }

@@ -28,7 +28,7 @@ func (l *loop) view(now time.Time) shapeView {
 			continue
 		}
 		st := m.state()
-		if m.Shape == "" || m.Shape == s.ring.Shape() {
+		if m.Shape == "" || m.Shape == s.shape() {
 			if st == MemberActive {
 				v.peers = append(v.peers, m.Identity)
 			}
@@ -58,7 +58,7 @@ func (l *loop) admit(now time.Time, v shapeView) {
 	s.mismatched = v.mismatched
 	s.mu.Unlock()
 	if changed && len(v.mismatched) > 0 {
-		s.logger.Warn("members of another ring shape seen: a ring's replicas must all use the same Shards", "shape", s.ring.Shape(),
+		s.logger.Warn("members of another ring shape seen: a ring's replicas must all use the same Shards", "shape", s.shape(),
 			"mismatched", v.mismatched, "admitted", admitted)
 	}
 	if admitted || leaving || l.activeVersion == "" && l.want == MemberActive {
@@ -76,7 +76,7 @@ func (l *loop) admit(now time.Time, v shapeView) {
 	}
 	if len(v.blockers) == 0 {
 		s.setAdmitted(true)
-		s.logger.Info("admitted: no member of another ring shape is active", "shape", s.ring.Shape())
+		s.logger.Info("admitted: no member of another ring shape is active", "shape", s.shape())
 		return
 	}
 	s.shapeRefusals.Add(1)
@@ -84,7 +84,7 @@ func (l *loop) admit(now time.Time, v shapeView) {
 	s.refusing = true
 	s.mu.Unlock()
 	s.logger.Warn("refusing to campaign: members of another ring shape are active; a ring's replicas must all use the same Shards (to change it, see the package doc, # Ring shape)",
-		"shape", s.ring.Shape(), "blockers", v.blockers)
+		"shape", s.shape(), "blockers", v.blockers)
 	l.want, l.activeVersion, l.renewAt = MemberWaiting, "", now
 	// Two replicas of different shapes that both withdrew try again at random times.
 	l.retryActiveAt = now.Add(time.Duration(float64(s.config.RetryPeriod) * (0.5 + l.rand.Float64())))

@@ -2,6 +2,8 @@ package sharding
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,7 +125,12 @@ type Sharder struct {
 	logger    *slog.Logger
 	clock     leaderelection.Clock
 	electors  []*leaderelection.Elector
-	started   atomic.Bool
+	// incarnation names this run on its member Lease and the shard Leases it takes
+	// (Config.Incarnation, or a random name); signs is the shard electors' liveness
+	// of the holders, kept on their member Leases (docs/design/sharding-renewal.md).
+	incarnation string
+	signs       *memberSigns
+	started     atomic.Bool
 	// Counters of Stats.
 	handOvers, handOverFailures, outOfRange, shapeRefusals, acquisitions atomic.Uint64
 	ownerless                                                            *ownerless
@@ -171,6 +178,11 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
+	s.incarnation = config.Incarnation
+	if s.incarnation == "" {
+		s.incarnation = randomIncarnation()
+	}
+	s.signs = newMemberSigns(s.clock, stores.Members, ring.Shards(), config.LeaseDuration)
 	var deaths leaderelection.DeathWatch
 	if config.DeathWatch != nil {
 		deaths = newSharedDeaths(config.DeathWatch)
@@ -194,9 +206,10 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			ReleaseOnCancel: true,
 			Clock:           config.Clock,
 			JitterSource:    jitter,
-			Incarnation:     config.Incarnation,
+			Incarnation:     s.incarnation,
 			DeathWatch:      deaths,
 			FollowOnly:      true, // until placement gives this replica the shard (place)
+			Liveness:        shardLiveness{m: s.signs, shard: i},
 		}, store, leaderelection.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
@@ -456,4 +469,43 @@ type realClock struct{}
 func (realClock) Now() time.Time { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) leaderelection.Timer {
 	return time.AfterFunc(d, f)
+}
+
+// randomIncarnation names a run of a replica that was given no Config.Incarnation:
+// 16 random bytes, so that no other run of any replica ever uses it.
+func randomIncarnation() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // crypto/rand's Read never fails
+	return "run-" + hex.EncodeToString(b[:])
+}
+
+// shape is the ring shape this replica records on its member Lease: the ring's
+// (Ring.Shape) and the renewal of its shard terms (by the member Lease, see
+// docs/design/sharding-renewal.md), so that replicas of a version that renews every
+// shard Lease, which would take a shard a LeaseDuration after its Lease last changed,
+// never lead shards beside this one's (package doc, # Ring shape).
+func (s *Sharder) shape() string { return s.ring.Shape() + shapeRenewal }
+
+// shapeRenewal is the part of a replica's shape that names its renewal of shard terms.
+const shapeRenewal = "/member-renewal"
+
+// livenessRenewed tells the electors of the shards a member Lease write sent at sent
+// claimed that it succeeded: the terms it claimed last RenewDeadline from sent.
+func (s *Sharder) livenessRenewed(sent time.Time, claimed []int) {
+	for _, shard := range claimed {
+		s.electors[shard].LivenessRenewed(sent)
+	}
+}
+
+// ownedShards returns the shards this replica leads now, sorted: what a member Lease
+// write claims.
+func (s *Sharder) ownedShards() []int {
+	s.mu.Lock()
+	out := make([]int, 0, len(s.owned))
+	for shard := range s.owned {
+		out = append(out, shard)
+	}
+	s.mu.Unlock()
+	slices.Sort(out)
+	return out
 }

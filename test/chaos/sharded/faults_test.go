@@ -15,6 +15,8 @@ import (
 var (
 	errCrashed = errors.New("sharded chaos: replica crashed")
 	errCut     = errors.New("sharded chaos: replica cut off from the store")
+	// errMemberFail is the error of a member Lease renewal failed by the fault.
+	errMemberFail = errors.New("sharded chaos: member lease renewal failed")
 )
 
 // node is one replica's way to the stores and to the fenced register, with the faults
@@ -41,6 +43,9 @@ type node struct {
 	resumed chan struct{} // closed when a pause ends
 	lag     time.Duration
 	leases  []*nodeLease // by shard
+	// memberFail makes the member Lease's renewals fail while the shard Leases' calls
+	// go through (a fault of the Lease that carries the shard terms).
+	memberFail bool
 }
 
 func newNode(id string, shards int, seed uint64) *node {
@@ -165,6 +170,19 @@ func (n *node) setPaused(on bool) {
 		n.resumed = make(chan struct{})
 	}
 	n.paused = on
+}
+
+func (n *node) setMemberFail(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.memberFail = on
+}
+
+// stopped reports whether the node was crashed or cut off (and not yet back).
+func (n *node) stopped() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.crashed || n.cut
 }
 
 func (n *node) setLag(d time.Duration) {
@@ -474,6 +492,12 @@ func (m *nodeMembers) Renew(ctx context.Context, l sharding.MemberLease) (string
 	tr := m.renew.trip()
 	if err := m.n.enter(ctx, tr); err != nil {
 		return "", err
+	}
+	m.n.mu.Lock()
+	failing := m.n.memberFail
+	m.n.mu.Unlock()
+	if failing {
+		return "", m.n.leave(ctx, errMemberFail, tr)
 	}
 	version, err := m.inner.Renew(ctx, l)
 	if err = m.n.leave(ctx, err, tr); err != nil {

@@ -41,8 +41,13 @@ const (
 
 // defaultSeeds are the histories CI runs: 6 is the regression seed of a member Watch
 // call that hung; 1071 overlaps two owners in the elector's cold-start window, so
-// that CI sees the checker tell it apart.
-var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 1071}
+// that CI sees the checker tell it apart. With the shard terms carried by the member
+// Lease (docs/design/sharding-renewal.md): 5 gave two owners when a fresh read of a
+// member compared with a sign newer than the one its elector judged; 145 left a shard
+// Lease deleted under its live holder without owner (the holder never released it);
+// 5211 did so when the holder's term ended unseen while its member Lease stayed
+// renewed, before a member Lease claimed the shards it renews.
+var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 145, 1071, 5211}
 
 // TestShardedChaos runs seeded random histories of a ring of 12 shards on in-memory
 // stores, each in a synctest bubble: 3 replicas, then faults for 30s (joins, graceful
@@ -140,10 +145,11 @@ func (h *history) reowned() (longest time.Duration, n, fast int) {
 
 // replica is one Sharder on its node.
 type replica struct {
-	node    *node
-	sharder *sharding.Sharder
-	cancel  context.CancelFunc
-	done    chan struct{}
+	node        *node
+	sharder     *sharding.Sharder
+	incarnation string
+	cancel      context.CancelFunc
+	done        chan struct{}
 }
 
 // event is one step of a schedule.
@@ -175,10 +181,22 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 		logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 
-	var mu sync.Mutex // guards replicas: the schedule starts them, leaves run in goroutines
-	replicas := map[string]*replica{}
+	var mu sync.Mutex                 // guards replicas and runs: the schedule starts them, leaves run in goroutines
+	replicas := map[string]*replica{} // the current run of each identity
+	var runs []*replica               // every run, restarted ones too
+	runsOf := map[string]int{}
+	var removed sync.Map // identities the schedule crashed, killed or made leave
+	remove := func(id string) { removed.Store(id, true) }
+	isRemoved := func(id string) bool { _, ok := removed.Load(id); return ok }
 	start := func(id string) {
 		n := newNode(id, shards, seed)
+		mu.Lock()
+		runsOf[id]++
+		inc := id
+		if runsOf[id] > 1 {
+			inc = fmt.Sprintf("%s/%d", id, runsOf[id]) // a restart: same identity, new incarnation
+		}
+		mu.Unlock()
 		var lg *slog.Logger
 		if logger != nil {
 			lg = logger.With("replica", id)
@@ -187,15 +205,16 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 			Identity: id, Name: "ring", Namespace: "default", Shards: shards,
 			LeaseDuration: leaseDur, RenewDeadline: renewDL, RetryPeriod: retryPeriod,
 			JitterSource: func(shard int) rand.Source { return rand.NewPCG(seed, replicaNumber(id)<<16|uint64(shard)) },
-			Incarnation:  id, DeathWatch: deaths.watch(),
+			Incarnation:  inc, DeathWatch: deaths.watch(),
 		}, n.stores(stores), sharding.Callbacks{OnAcquired: work(rec, reg, n, retryPeriod, seed)}, lg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		r := &replica{node: n, sharder: s, cancel: cancel, done: make(chan struct{})}
+		r := &replica{node: n, sharder: s, incarnation: inc, cancel: cancel, done: make(chan struct{})}
 		mu.Lock()
 		replicas[id] = r
+		runs = append(runs, r)
 		mu.Unlock()
 		go func() {
 			defer close(r.done)
@@ -211,10 +230,7 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 	}
 	stopAll := func() {
 		mu.Lock()
-		all := make([]*replica, 0, len(replicas))
-		for _, id := range slices.Sorted(maps.Keys(replicas)) {
-			all = append(all, replicas[id])
-		}
+		all := slices.Clone(runs)
 		mu.Unlock()
 		for _, r := range all {
 			r.node.setPaused(false)
@@ -263,22 +279,23 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 			id := pick()
 			live = slices.DeleteFunc(live, func(s string) bool { return s == id })
 			events = append(events, event{at: at, kind: "leave", desc: "leave " + id, do: func() {
+				remove(id)
 				go get(id).cancel() // a leave takes its time; the others act meanwhile
 			}})
 		case k == 2:
 			id := pick()
 			live = slices.DeleteFunc(live, func(s string) bool { return s == id })
 			if deathRng.IntN(2) == 0 {
-				events = append(events, event{at: at, kind: "crash", desc: "crash " + id, do: func() { get(id).node.crash() }})
+				events = append(events, event{at: at, kind: "crash", desc: "crash " + id, do: func() { remove(id); get(id).node.crash() }})
 				break
 			}
 			// The process dies; the kubelet reports its container terminated a moment
 			// later, and the others take its shards then (the death signal).
 			d := min(time.Duration(deathRng.Int64N(int64(time.Second))), heal-at)
 			events = append(events,
-				event{at: at, kind: "death", desc: "kill " + id, do: func() { get(id).node.die() }},
+				event{at: at, kind: "death", desc: "kill " + id, do: func() { remove(id); get(id).node.die() }},
 				event{at: at + d, desc: fmt.Sprintf("kubelet reports %s dead after %v", id, d), do: func() {
-					deaths.report(id)
+					deaths.report(get(id).incarnation)
 					h.reports = append(h.reports, deathReport{who: id, died: get(id).node.deathTime(), reported: time.Now()})
 				}})
 		case k == 3:
@@ -315,6 +332,8 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 			}})
 		}
 	}
+	applied := func(kind string) { h.faults[kind]++ } // on the schedule's goroutine
+	events = append(events, renewalFaults(seed, get, start, isRemoved, applied, deaths)...)
 	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
 
 	for _, id := range []string{"r0", "r1", "r2"} {
@@ -342,6 +361,55 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 	mu.Unlock()
 	stopAll()
 	return h
+}
+
+// renewalFaults are the faults of the member Lease that carries the shard terms
+// (docs/design/sharding-renewal.md), drawn from a source of their own so that the
+// other faults of a seed stay as they were: a window in which one of r0 to r2 cannot
+// renew its member Lease while its shard Leases are untouched, and a restart of one
+// of them with the same identity (its process dies, a new run with another
+// incarnation starts 0 to 1s later; half of the time the kubelet reports the old run
+// dead as the new one starts). Each applies only to a replica still running its
+// first run, not left, crashed or cut off, and is counted (applied) only then.
+func renewalFaults(seed uint64, get func(string) *replica, start func(string), removed func(string) bool, applied func(kind string),
+	deaths *kubelet) []event {
+	rng := rand.New(rand.NewPCG(seed, 0x11fe))
+	at := func() time.Duration { return warmUp + time.Duration(rng.Int64N(int64(faultPhase))) }
+	first := func(id string) bool { r := get(id); return r.incarnation == id && !removed(id) && !r.node.stopped() }
+	failID, failAt := fmt.Sprint("r", rng.IntN(3)), at()
+	d := min(leaseDur/4+time.Duration(rng.Int64N(int64(2*leaseDur))), warmUp+faultPhase-failAt)
+	restartID, restartAt := fmt.Sprint("r", rng.IntN(3)), at()
+	delay, report := time.Duration(rng.Int64N(int64(time.Second))), rng.IntN(2) == 0
+	var failing *node
+	return []event{
+		{at: failAt, desc: fmt.Sprintf("member renewals of %s fail for %v", failID, d), do: func() {
+			if first(failID) {
+				applied("member renewals fail")
+				failing = get(failID).node
+				failing.setMemberFail(true)
+			}
+		}},
+		{at: failAt + d, desc: "end of member renewals failing of " + failID, do: func() {
+			if failing != nil {
+				failing.setMemberFail(false)
+			}
+		}},
+		{at: restartAt, desc: fmt.Sprintf("restart %s after %v (reported: %v)", restartID, delay, report), do: func() {
+			if first(restartID) {
+				applied("restart")
+				get(restartID).node.die()
+				time.AfterFunc(delay, func() {
+					if removed(restartID) {
+						return // the schedule crashed it or made it leave meanwhile
+					}
+					if report {
+						deaths.report(get(restartID).incarnation)
+					}
+					start(restartID)
+				})
+			}
+		}},
+	}
 }
 
 // promptly is how soon after the kubelet's report a dead replica's shard is owned

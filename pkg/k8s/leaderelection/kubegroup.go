@@ -1,0 +1,425 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// ErrGroupWatchBroke is the Err of the last event of a KubernetesLeaseGroup watch that
+// ended because the group's shared watch broke (the caller watches again, which
+// lists) or because the caller fell behind by more than groupQueue events.
+var ErrGroupWatchBroke = errors.New("leaderelection: lease group watch broke")
+
+// groupQueue bounds the events a KubernetesLeaseGroup keeps for one reader that has
+// not taken them: past it, the reader's watch ends (it lists again) instead of the
+// shared watch waiting for it.
+const groupQueue = 256
+
+// groupOpenTimeout bounds the opening of a group's shared watch (a black-holed List
+// or Watch call): past it, the readers waiting for it fail and the next opens anew.
+const groupOpenTimeout = DefaultRenewDeadline
+
+// groupSilence is how long a group's shared watch may deliver nothing, not even a
+// bookmark (the API server sends one about every minute), before it is taken as
+// stuck and broken: its readers list again on a new one. A ring's member Leases are
+// renewed every RetryPeriod, so its watch is never that quiet while it runs.
+const groupSilence = 3 * time.Minute
+
+// KubernetesLeaseGroup is a group of coordination.k8s.io/v1 Leases in one namespace
+// that carry one label (key=value): the Leases of a sharded ring. Its stores
+// (Store) read and write each Lease as NewKubernetesStore's do and label every
+// Lease they write, but watch through one shared watch of the label (Watch), opened
+// while any of them watches: a replica electing S Leases holds one watch, not S.
+// Safe for concurrent use.
+type KubernetesLeaseGroup struct {
+	leases    coordinationv1client.LeaseInterface
+	namespace string
+	labels    map[string]string
+	selector  string
+
+	// mu guards subs and shared.
+	mu     sync.Mutex
+	subs   map[*groupSub]struct{}
+	shared *sharedWatch // the shared watch, nil while none runs
+}
+
+// GroupEvent is one event of a KubernetesLeaseGroup watch: a Lease added, changed or
+// deleted (Lease is its state; for a delete, its last state, with the delete's
+// resourceVersion), or, as the last event, Err.
+type GroupEvent struct {
+	Lease   *coordinationv1.Lease
+	Deleted bool
+	Err     error
+}
+
+// sharedWatch is the group's one watch of its label.
+type sharedWatch struct {
+	ready chan struct{} // closed once open, or once opening failed (err)
+	err   error
+	stop  context.CancelFunc
+}
+
+// NewKubernetesLeaseGroup returns the group of the Leases of namespace labelled
+// key=value. It returns an error wrapping ErrInvalidConfig when clientset is nil or
+// namespace, key or value is empty.
+func NewKubernetesLeaseGroup(clientset kubernetes.Interface, namespace, key, value string) (*KubernetesLeaseGroup, error) {
+	var errs []error
+	if clientset == nil {
+		errs = append(errs, &ConfigError{Field: "clientset", Reason: "clientset is nil"})
+	}
+	if namespace == "" {
+		errs = append(errs, &ConfigError{Field: "LeaseNamespace", Reason: "lease namespace is empty"})
+	}
+	if key == "" || value == "" {
+		errs = append(errs, &ConfigError{Field: "label", Reason: fmt.Sprintf("label %q=%q has an empty part", key, value)})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	set := map[string]string{key: value}
+	return &KubernetesLeaseGroup{
+		leases:    clientset.CoordinationV1().Leases(namespace),
+		namespace: namespace,
+		labels:    set,
+		selector:  labels.SelectorFromSet(set).String(),
+		subs:      map[*groupSub]struct{}{},
+	}, nil
+}
+
+// Store returns the LeaseStore of the group's Lease name: Get, Create and Update as
+// NewKubernetesStore's (Create and Update set the group's label), Watch a list of
+// the Lease followed by its events on the group's shared watch.
+func (g *KubernetesLeaseGroup) Store(name string) LeaseStore {
+	return &groupStore{
+		kubernetesStore: &kubernetesStore{leases: g.leases, namespace: g.namespace, name: name,
+			selector: fields.OneTermEqualSelector("metadata.name", name).String(), labels: g.labels},
+		g: g,
+	}
+}
+
+// Watch delivers the events of the group's Leases whose name accept takes, from the
+// shared watch, once it is open (Watch returns then): a caller that needs their
+// state lists it after Watch returned and skips the events at or below the list's
+// resourceVersion. The channel is closed when ctx ends, or after an event with Err
+// (wrapping ErrGroupWatchBroke) when the shared watch broke or the caller fell
+// behind; the caller then watches again.
+func (g *KubernetesLeaseGroup) Watch(ctx context.Context, accept func(name string) bool) (<-chan GroupEvent, error) {
+	sub, err := g.subscribe(ctx, accept)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan GroupEvent)
+	go func() {
+		defer close(out)
+		defer g.unsubscribe(sub)
+		for {
+			ev, ok := sub.next(ctx)
+			if !ok {
+				return
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+			if ev.Err != nil {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// subscribe registers a reader of the events accept takes and waits until the
+// shared watch is open, starting it if none runs.
+func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, accept func(string) bool) (*groupSub, error) {
+	sub := &groupSub{accept: accept, wake: make(chan struct{}, 1)}
+	g.mu.Lock()
+	if g.shared == nil {
+		wctx, stop := context.WithCancel(context.Background())
+		g.shared = &sharedWatch{ready: make(chan struct{}), stop: stop}
+		go g.run(wctx, g.shared)
+	}
+	shared := g.shared
+	g.subs[sub] = struct{}{}
+	g.mu.Unlock()
+	select {
+	case <-shared.ready:
+	case <-ctx.Done():
+		g.unsubscribe(sub)
+		return nil, ctx.Err()
+	}
+	if shared.err != nil {
+		g.unsubscribe(sub)
+		return nil, shared.err
+	}
+	return sub, nil
+}
+
+// unsubscribe removes sub; the shared watch stops with its last reader.
+func (g *KubernetesLeaseGroup) unsubscribe(sub *groupSub) {
+	g.mu.Lock()
+	delete(g.subs, sub)
+	var stop context.CancelFunc
+	if len(g.subs) == 0 && g.shared != nil {
+		stop = g.shared.stop
+		g.shared = nil
+	}
+	g.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// run opens the shared watch (from the current resourceVersion: readers list after
+// it opened) and hands its events to the readers until ctx ends or it breaks; then
+// it ends every reader's watch (each lists again) unless ctx ended.
+func (g *KubernetesLeaseGroup) run(ctx context.Context, shared *sharedWatch) {
+	// The watch lives as long as the context of its open: give the open up by
+	// cancelling it only while it is under way.
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	giveUp := time.AfterFunc(groupOpenTimeout, cancel)
+	w, err := g.open(octx)
+	if !giveUp.Stop() {
+		if err == nil {
+			w.Stop()
+		}
+		err = fmt.Errorf("%w: opening took more than %v", ErrGroupWatchBroke, groupOpenTimeout)
+	}
+	shared.err = err
+	close(shared.ready)
+	if err != nil {
+		g.breakAll(shared, err)
+		return
+	}
+	defer w.Stop()
+	silence := time.NewTimer(groupSilence)
+	defer silence.Stop()
+	for {
+		var we watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return
+		case <-silence.C:
+			g.breakAll(shared, fmt.Errorf("%w: nothing delivered for %v", ErrGroupWatchBroke, groupSilence))
+			return
+		case we, ok = <-w.ResultChan():
+		}
+		silence.Reset(groupSilence)
+		switch {
+		case !ok:
+			g.breakAll(shared, fmt.Errorf("%w: closed", ErrGroupWatchBroke))
+			return
+		case we.Type == watch.Error:
+			g.breakAll(shared, fmt.Errorf("%w: %w", ErrGroupWatchBroke, apierrors.FromObject(we.Object)))
+			return
+		case we.Type == watch.Added, we.Type == watch.Modified, we.Type == watch.Deleted:
+			if l, isLease := we.Object.(*coordinationv1.Lease); isLease {
+				g.dispatch(GroupEvent{Lease: l, Deleted: we.Type == watch.Deleted})
+			}
+		}
+	}
+}
+
+// open starts the shared watch at the group's current resourceVersion (a list of
+// at most one Lease gives it).
+func (g *KubernetesLeaseGroup) open(ctx context.Context) (watch.Interface, error) {
+	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: g.selector, Limit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: list leases %s/%s: %w", g.namespace, g.selector, err)
+	}
+	w, err := g.leases.Watch(ctx, metav1.ListOptions{LabelSelector: g.selector, ResourceVersion: list.ResourceVersion,
+		AllowWatchBookmarks: true})
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: watch leases %s/%s: %w", g.namespace, g.selector, err)
+	}
+	return w, nil
+}
+
+// dispatch queues ev for every reader that takes its Lease.
+func (g *KubernetesLeaseGroup) dispatch(ev GroupEvent) {
+	g.mu.Lock()
+	subs := make([]*groupSub, 0, len(g.subs))
+	for s := range g.subs {
+		if s.accept(ev.Lease.Name) {
+			subs = append(subs, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, s := range subs {
+		s.push(ev)
+	}
+}
+
+// breakAll ends the watch of every reader of shared with err, and forgets shared so
+// that the next reader opens a new one.
+func (g *KubernetesLeaseGroup) breakAll(shared *sharedWatch, err error) {
+	g.mu.Lock()
+	if g.shared == shared {
+		g.shared = nil
+	}
+	subs := make([]*groupSub, 0, len(g.subs))
+	for s := range g.subs {
+		subs = append(subs, s)
+		delete(g.subs, s)
+	}
+	g.mu.Unlock()
+	shared.stop()
+	for _, s := range subs {
+		s.push(GroupEvent{Err: err})
+	}
+}
+
+// groupSub is one reader's queue of events.
+type groupSub struct {
+	accept func(string) bool
+	wake   chan struct{} // room for one: a push never blocks
+
+	// mu guards queue and ended.
+	mu    sync.Mutex
+	queue []GroupEvent
+	ended bool // the queue ends with an Err event
+}
+
+// push queues ev; a reader groupQueue events behind gets an Err instead, its last.
+func (s *groupSub) push(ev GroupEvent) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.queue) >= groupQueue {
+		ev = GroupEvent{Err: fmt.Errorf("%w: reader %d events behind", ErrGroupWatchBroke, groupQueue)}
+	}
+	s.queue = append(s.queue, ev)
+	s.ended = ev.Err != nil
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next takes the next event, waiting for one; false when ctx ended.
+func (s *groupSub) next(ctx context.Context) (GroupEvent, bool) {
+	for {
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			ev := s.queue[0]
+			s.queue = s.queue[1:]
+			s.mu.Unlock()
+			return ev, true
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return GroupEvent{}, false
+		}
+	}
+}
+
+// groupStore is the LeaseStore of one Lease of a KubernetesLeaseGroup.
+type groupStore struct {
+	*kubernetesStore
+	g *KubernetesLeaseGroup
+}
+
+// Watch opens a reader of the group's shared watch, then lists the Lease (by name:
+// a Lease not yet labelled is found too, and labelled by its next write), delivers
+// its state and then its events on the shared watch above the list's
+// resourceVersion. A break of the shared watch ends it with an Err event.
+func (s *groupStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	in, err := s.g.Watch(wctx, func(name string) bool { return name == s.name })
+	if err != nil {
+		cancel()
+		return nil, s.mapError("watch", err, false)
+	}
+	first, floor, err := s.list(ctx)
+	if err != nil {
+		cancel()
+		for range in {
+		}
+		return nil, err
+	}
+	events := make(chan LeaseEvent, watchBuffer)
+	events <- first
+	go func() {
+		defer close(events)
+		defer func() {
+			cancel()
+			for range in {
+			}
+		}()
+		for ge := range in {
+			ev, ok := s.eventOf(ge, floor)
+			if !ok {
+				continue
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+			if ev.Err != nil {
+				return
+			}
+		}
+	}()
+	return events, nil
+}
+
+// list reads the Lease's state as a watch's first event, and the list's
+// resourceVersion, above which the shared watch's events are news.
+func (s *groupStore) list(ctx context.Context) (LeaseEvent, string, error) {
+	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: s.selector})
+	if err != nil {
+		return LeaseEvent{}, "", s.mapError("list", err, false)
+	}
+	first := LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: list.ResourceVersion}}
+	for i := range list.Items {
+		if l := &list.Items[i]; l.Name == s.name {
+			s.remember(l)
+			first = LeaseEvent{Record: recordOf(l)}
+		}
+	}
+	return first, list.ResourceVersion, nil
+}
+
+// eventOf is ge as the Lease's watch event; false for an event at or below floor
+// (the list showed it).
+func (s *groupStore) eventOf(ge GroupEvent, floor string) (LeaseEvent, bool) {
+	if ge.Err != nil {
+		return LeaseEvent{Err: fmt.Errorf("leaderelection: watch lease %s: %w", s, ge.Err)}, true
+	}
+	if !versionAbove(ge.Lease.ResourceVersion, floor) {
+		return LeaseEvent{}, false
+	}
+	if !ge.Deleted {
+		s.remember(ge.Lease)
+	}
+	return LeaseEvent{Record: recordOf(ge.Lease), Deleted: ge.Deleted}, true
+}
+
+// versionAbove reports whether resourceVersion rv is above floor; true when either
+// is not a number (then nothing is skipped).
+func versionAbove(rv, floor string) bool {
+	a, okA := parseVersion(rv)
+	b, okB := parseVersion(floor)
+	return !okA || !okB || a > b
+}
