@@ -37,6 +37,36 @@ const (
 	EventLost = "LeaderLost"
 )
 
+// Reasons of the Events a sharded controller records on a shard Lease, one for each
+// change of hands this replica makes, with why (the counterparts of the single
+// Lease's).
+const (
+	// EventShardAcquired: this replica took the shard's Lease (free, released by its
+	// holder in a hand-over, or expired); Normal.
+	EventShardAcquired = "ShardAcquired"
+	// EventShardDeathTakeover: this replica took the shard's Lease at once from a
+	// holder whose container the kubelet reported terminated; Warning.
+	EventShardDeathTakeover = "ShardDeathTakeover"
+	// EventShardReleased: this replica released the shard's Lease on a graceful stop;
+	// Normal.
+	EventShardReleased = "ShardReleased"
+	// EventShardHandedOver: this replica ended its term of the shard to hand it to
+	// its owner in placement (a member joined or left); Normal.
+	EventShardHandedOver = "ShardHandedOver"
+	// EventShardLost: this replica's term of the shard ended without a release (it
+	// missed its deadline, or gave the shard up); Warning.
+	EventShardLost = "ShardLost"
+)
+
+// eventReasons are the reasons of one kind of Lease's Events, in the order of
+// leaseEvents' cases: acquired, death takeover, released, handed over, lost.
+type eventReasons struct{ acquired, death, released, handedOver, lost string }
+
+var (
+	leaderReasons = eventReasons{EventAcquired, EventDeathTakeover, EventReleased, EventHandedOver, EventLost}
+	shardReasons  = eventReasons{EventShardAcquired, EventShardDeathTakeover, EventShardReleased, EventShardHandedOver, EventShardLost}
+)
+
 // eventRecorderName is the reporting controller of the Runtime's Events.
 const eventRecorderName = "baton"
 
@@ -55,6 +85,10 @@ type leaseEvents struct {
 	stats           func() k8sle.Stats
 	stopping        func() bool // the manager is stopping: a term's end is a release
 	release         bool        // Options.LeaderElectionReleaseOnCancel
+	// reasons are the single Lease's (leaderReasons) or a shard's (shardReasons);
+	// what names the role in the notes: "leader", or "owner of shard 3".
+	reasons eventReasons
+	what    string
 
 	// wg counts the Events being recorded; the Runtime's Start waits for them.
 	wg sync.WaitGroup
@@ -73,12 +107,12 @@ func (e *leaseEvents) started(ctx context.Context) {
 	e.mu.Unlock()
 	term, _ := termctx.FromContext(ctx)
 	if death {
-		e.record(corev1.EventTypeWarning, EventDeathTakeover, "Acquire",
-			"%s took the Lease in term %d: the kubelet reported the holder's container terminated", e.identity, term)
+		e.record(corev1.EventTypeWarning, e.reasons.death, "Acquire",
+			"%s became %s in term %d at once: the kubelet reported the holder's container terminated", e.identity, e.what, term)
 		return
 	}
-	e.record(corev1.EventTypeNormal, EventAcquired, "Acquire",
-		"%s became leader in term %d (the Lease was free, released or expired)", e.identity, term)
+	e.record(corev1.EventTypeNormal, e.reasons.acquired, "Acquire",
+		"%s became %s in term %d (the Lease was free, released or expired)", e.identity, e.what, term)
 }
 
 // stopped records the Event of a term that ended.
@@ -88,16 +122,21 @@ func (e *leaseEvents) stopped() {
 	handOver := st.HandOvers > e.handOvers
 	e.handOvers = st.HandOvers
 	e.mu.Unlock()
+	// The manager stops its recorder once its runnables returned, dropping what it
+	// still holds: the Event of a stopping replica is written directly.
+	stopping := e.stopping()
 	switch {
+	case handOver && stopping:
+		e.recordDirect(corev1.EventTypeNormal, e.reasons.handedOver, "Release",
+			fmt.Sprintf("%s stopped being %s to hand the Lease over (graceful stop)", e.identity, e.what))
 	case handOver:
-		e.record(corev1.EventTypeNormal, EventHandedOver, "Release", "%s stopped leading to hand the Lease over", e.identity)
-	case e.stopping() && e.release:
-		// The manager stops its recorder once its runnables returned, dropping what it
-		// still holds: the Event of a stopping replica is written here.
-		e.recordDirect(corev1.EventTypeNormal, EventReleased, "Release", e.identity+" stopped leading and released the Lease (graceful stop)")
+		e.record(corev1.EventTypeNormal, e.reasons.handedOver, "Release", "%s stopped being %s to hand the Lease over", e.identity, e.what)
+	case stopping && e.release:
+		e.recordDirect(corev1.EventTypeNormal, e.reasons.released, "Release",
+			fmt.Sprintf("%s stopped being %s and released the Lease (graceful stop)", e.identity, e.what))
 	default:
-		e.record(corev1.EventTypeWarning, EventLost, "Lose",
-			"%s stopped leading without a release (renew deadline missed, or stepped down); another replica takes the Lease once it expires", e.identity)
+		e.record(corev1.EventTypeWarning, e.reasons.lost, "Lose",
+			"%s stopped being %s without a release (deadline missed, or gave it up); another replica takes the Lease once it expires", e.identity, e.what)
 	}
 }
 

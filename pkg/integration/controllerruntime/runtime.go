@@ -160,6 +160,7 @@ func (r *Runtime) setUpElection(opts Options, s settings, cs kubernetes.Interfac
 		namespace: s.election.LeaseNamespace, name: s.election.LeaseName, release: s.election.ReleaseOnCancel,
 		stopping: func() bool { return r.baseContext().Err() != nil },
 		stats:    func() k8sle.Stats { return r.elector.Elector().Stats() },
+		reasons:  leaderReasons, what: "leader",
 	}
 	callbacks := leaderelection.Callbacks{
 		OnStartedLeading: func(ctx context.Context) { status.Set(1); r.events.started(ctx) },

@@ -156,7 +156,9 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		cfg.Incarnation, cfg.DeathWatch = r.incarnation, s.deaths
 	}
 	// The sharder adds the ring's name to its lines itself.
-	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired}, toSlog(r.logger.WithValues("controller", c.Name)))
+	s.events = newShardEvents(s)
+	s.sharder, err = sharding.New(cfg, cs, sharding.Callbacks{OnAcquired: s.acquired, OnLost: s.events.lost},
+		toSlog(r.logger.WithValues("controller", c.Name)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
@@ -268,6 +270,7 @@ type Sharded struct {
 	r         *Runtime
 	spec      ShardedController
 	config    sharding.Config // spec.Sharding with Name and Identity filled in
+	events    *shardEvents    // the Events of its shard Leases
 	list      runtime.Object  // an empty list of For's type
 	clientset kubernetes.Interface
 	logger    logr.Logger
@@ -340,6 +343,7 @@ func (s *Sharded) Start(ctx context.Context) error {
 	ctrlDone := make(chan error, 1)
 	go func() { ctrlDone <- s.ctrl.Start(ctrlCtx) }()
 	runErr := s.sharder.Run(ctx)
+	defer s.events.wait()
 	if s.deaths != nil {
 		s.deaths.Wait() // the pod watches end with the shard electors
 	}
@@ -408,6 +412,7 @@ func (s *Sharded) leads(shard int) bool {
 func (s *Sharded) acquired(ctx context.Context) {
 	t, _ := termctx.Get(ctx)
 	st, _ := sharding.ShardTermOf(t, true)
+	s.events.of(st.Shard).started(ctx)
 	s.r.shardLeases.LoadOrStore(t.Lease, &leaseReader{cs: s.clientset, namespace: t.Lease.Namespace,
 		name: t.Lease.Name, identity: s.config.Identity, admission: s.r.serverSide, shard: true})
 	lead := &shardLead{ctx: ctx}

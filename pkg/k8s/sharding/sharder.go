@@ -299,6 +299,27 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
+// ResignShard ends this replica's term t of shard t.Shard early, if it leads that
+// term now, as Elector.Resign does for one shard: the shard's Lease is released,
+// and this replica does not campaign for the shard again for a LeaseDuration. It
+// reports whether it ended the term. It is meant for WorkConfig.StepDown; safe from
+// any goroutine, it never blocks.
+func (s *Sharder) ResignShard(t ShardTerm) bool {
+	if t.Shard < 0 || t.Shard >= len(s.electors) {
+		return false
+	}
+	return s.electors[t.Shard].Resign(t.Term)
+}
+
+// ShardStats returns the counters of shard's elector (its death takeovers and
+// hand-overs among them), and false when shard is not in the ring.
+func (s *Sharder) ShardStats(shard int) (leaderelection.Stats, bool) {
+	if shard < 0 || shard >= len(s.electors) {
+		return leaderelection.Stats{}, false
+	}
+	return s.electors[shard].Stats(), true
+}
+
 // Ring returns the sharder's ring.
 func (s *Sharder) Ring() Ring { return s.ring }
 

@@ -172,15 +172,3 @@ func (w *Workers) Stats() WorkStats { return w.runner.Stats() }
 // StatsByWork returns the counters of each work by its name, for the works that
 // ran.
 func (w *Workers) StatsByWork() map[string]WorkStats { return w.runner.WorkStats() }
-
-// ResignShard ends this replica's term t of shard t.Shard early, if it leads that
-// term now, as Elector.Resign does for one shard: the shard's Lease is released,
-// and this replica does not campaign for the shard again for a LeaseDuration. It
-// reports whether it ended the term. It is meant for WorkConfig.StepDown; safe from
-// any goroutine, it never blocks.
-func (s *Sharder) ResignShard(t ShardTerm) bool {
-	if t.Shard < 0 || t.Shard >= len(s.electors) {
-		return false
-	}
-	return s.electors[t.Shard].Resign(t.Term)
-}

@@ -1,0 +1,70 @@
+package controllerruntime
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/client-go/tools/events"
+
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+)
+
+// shardEvents records the Events of a sharded controller's shard Leases on this
+// replica, with the reasons shardReasons: one leaseEvents per shard, made when the
+// shard is first led here.
+type shardEvents struct {
+	s        *Sharded
+	recorder func() events.EventRecorder
+
+	// mu guards byShard.
+	mu      sync.Mutex
+	byShard map[int]*leaseEvents
+}
+
+func newShardEvents(s *Sharded) *shardEvents {
+	return &shardEvents{
+		s:        s,
+		recorder: sync.OnceValue(func() events.EventRecorder { return s.r.mgr.GetEventRecorder(eventRecorderName) }),
+		byShard:  map[int]*leaseEvents{},
+	}
+}
+
+// of returns the recorder of shard's Lease.
+func (e *shardEvents) of(shard int) *leaseEvents {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if le := e.byShard[shard]; le != nil {
+		return le
+	}
+	le := &leaseEvents{
+		recorder: e.recorder, cs: e.s.clientset, identity: e.s.config.Identity,
+		namespace: e.s.config.Namespace, name: sharding.ShardLeaseName(e.s.config.Name, shard),
+		// Run releases the shard Leases it leads when its context ends.
+		release:  true,
+		stopping: func() bool { return e.s.r.baseContext().Err() != nil },
+		stats: func() k8sle.Stats {
+			st, _ := e.s.sharder.ShardStats(shard)
+			return st
+		},
+		reasons: shardReasons, what: fmt.Sprintf("owner of shard %d", shard),
+	}
+	e.byShard[shard] = le
+	return le
+}
+
+// lost records the Event of the end of t.
+func (e *shardEvents) lost(t sharding.ShardTerm) { e.of(t.Shard).stopped() }
+
+// wait waits for the Events being recorded.
+func (e *shardEvents) wait() {
+	e.mu.Lock()
+	all := make([]*leaseEvents, 0, len(e.byShard))
+	for _, le := range e.byShard {
+		all = append(all, le)
+	}
+	e.mu.Unlock()
+	for _, le := range all {
+		le.wg.Wait()
+	}
+}
