@@ -153,7 +153,21 @@ func (b *EventBus) deliverTo(t *topic, e Event, seq uint64, replay bool) int {
 		if r.left || replay && r.lastSeq >= seq {
 			continue
 		}
-		res, ev := r.sink.send(e, r.key)
+		var res sendResult
+		var ev eviction
+		if r.ch != nil { // eventSink.send, inlined: the common case, on the hot path
+			select {
+			case r.ch <- e:
+				n++
+				r.delivered++
+				r.lastSeq = max(r.lastSeq, seq)
+				continue
+			default:
+				res = sendFull
+			}
+		} else {
+			res, ev = r.sink.send(e, r.key)
+		}
 		if res == sendOK {
 			n++
 			r.delivered++

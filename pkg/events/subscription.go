@@ -34,6 +34,10 @@ func newSink[T Event](ch chan T, cfg subscribeConfig) sink {
 // route is one subscription's state for one event type. Its fields are
 // guarded by the mutex of its topic; those a delivery reads come first.
 type route struct {
+	// ch is the channel of a plain subscription on chan Event (an eventSink),
+	// which a delivery sends to directly, without the call through sink;
+	// nil for any other sink.
+	ch   chan Event
 	sink sink  // the subscription's
 	key  int32 // LatestValue key of the type in sub, or -1
 	// left is set when the route leaves its topic: a delivery that let go
@@ -53,6 +57,9 @@ type route struct {
 // held.
 func (s *subscription) newRouteLocked(t *topic) *route {
 	r := &route{sink: s.sink, key: int32(slices.Index(s.cfg.latest, t.name)), sub: s, topic: t}
+	if plain, ok := s.sink.(eventSink); ok {
+		r.ch = plain.ch
+	}
 	s.routes = append(s.routes, r)
 	return r
 }
