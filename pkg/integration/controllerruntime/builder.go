@@ -71,6 +71,7 @@ type Builder struct {
 	filters  []predicate.Predicate
 	options  controller.Options
 	sharding *sharding.Config
+	byLabel  bool // the CacheByLabel option of Sharded
 	errs     []error
 }
 
@@ -148,13 +149,32 @@ func (b *Builder) Named(name string) *Builder {
 
 // Sharded makes the controller a sharded one (ShardedController.Sharding is cfg):
 // every replica runs it and reconciles the objects of the shards it leads.
-// cfg.Namespace is required; cfg.Name defaults to the controller's name. For
-// CacheOwnShards, ShardWork or a Clientset of its own, use
-// Runtime.AddShardedController.
-func (b *Builder) Sharded(cfg sharding.Config) *Builder {
+// cfg.Namespace is required; cfg.Name defaults to the controller's name. The option
+// CacheByLabel caches For's and the Owns types' objects of the led shards only
+// (ShardedController.CacheOwnShardsByLabel). For CacheOwnShards, ShardWork or a
+// Clientset of its own, use Runtime.AddShardedController.
+func (b *Builder) Sharded(cfg sharding.Config, opts ...ShardedOption) *Builder {
 	b.sharding = &cfg
+	for _, o := range opts {
+		o.applyToSharded(b)
+	}
 	return b
 }
+
+// ShardedOption configures Sharded: CacheByLabel.
+type ShardedOption interface{ applyToSharded(*Builder) }
+
+type cacheByLabel struct{}
+
+// CacheByLabel makes a sharded controller cache only the objects of the shards its
+// replica leads, on any Kubernetes, by a shard label written once per object
+// (ShardedController.CacheOwnShardsByLabel): For's objects and the Owns types', each
+// child with its controller owner's shard. The Reconciler reads them through the
+// handle's Reader (Build returns the handle). Owns with MatchEveryOwner or
+// OnlyMetadata is refused with it; Watches stay on the manager's cache.
+var CacheByLabel cacheByLabel
+
+func (cacheByLabel) applyToSharded(b *Builder) { b.byLabel = true }
 
 // Complete registers the controller with r as its Reconciler.
 func (b *Builder) Complete(r reconcile.Reconciler) error {
@@ -301,9 +321,12 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 	if b.forInput.metadata {
 		return nil, fmt.Errorf("%w: sharded controller %q: For with OnlyMetadata: a sharded controller needs For's typed list", ErrInvalidRegistration, name)
 	}
+	if err := b.checkByLabel(name); err != nil {
+		return nil, err
+	}
 	s, err := rt.AddShardedController(ShardedController{
 		Name: name, Reconciler: r, For: b.forInput.object, Sharding: *b.sharding, Options: opts,
-		Predicates: b.predicates(*b.forInput),
+		Predicates: b.predicates(*b.forInput), CacheOwnShardsByLabel: b.byLabel,
 	})
 	if err != nil {
 		return nil, err
@@ -313,7 +336,13 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 		forGK = gvk.GroupKind()
 	}
 	for _, in := range b.owns {
-		if err := b.watchSharded(s, in, &shardOwnerHandler{s: s, owner: forGK, every: in.everyOwner}); err != nil {
+		h := &shardOwnerHandler{s: s, owner: forGK, every: in.everyOwner}
+		if b.byLabel {
+			err = s.addOwnsByLabel(in.object, h)
+		} else {
+			err = b.watchSharded(s, in, h)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -323,6 +352,23 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 		}
 	}
 	return s, nil
+}
+
+// checkByLabel refuses the Owns options that CacheByLabel cannot serve: a child is
+// labelled with its controller owner's shard alone, and read typed.
+func (b *Builder) checkByLabel(name string) error {
+	if !b.byLabel {
+		return nil
+	}
+	for i, in := range b.owns {
+		switch {
+		case in.everyOwner:
+			return fmt.Errorf("%w: sharded controller %q: Owns call %d: MatchEveryOwner with CacheByLabel: a child is cached in its controller owner's shard only", ErrInvalidRegistration, name, i+1)
+		case in.metadata:
+			return fmt.Errorf("%w: sharded controller %q: Owns call %d: OnlyMetadata with CacheByLabel: the shard informers cache typed objects", ErrInvalidRegistration, name, i+1)
+		}
+	}
+	return nil
 }
 
 // watchSharded adds a watch of in's object on the manager's cache to s's controller.
