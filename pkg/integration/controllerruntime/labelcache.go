@@ -295,9 +295,7 @@ func (s *Sharded) patchLabel(ctx context.Context, k *cacheKind, obj client.Objec
 	err = s.watcher.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
 	switch {
 	case err == nil:
-		if target.GetResourceVersion() != obj.GetResourceVersion() {
-			s.labelWrites.Add(1)
-		}
+		s.labelWrites.Add(1)
 	case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err) || ctx.Err() != nil:
 		// Gone, or replaced by an object of another UID (the API server refuses a
 		// patch changing the UID as invalid; the new object's own event labels it).

@@ -124,7 +124,10 @@ type ShardedStats struct {
 	// Acquired counts the shard terms this replica started.
 	Acquired uint64
 	// LabelWrites counts the shard label patches (CacheOwnShardsByLabel) that
-	// changed an object.
+	// succeeded. Each was sent for an object seen without its label, so it counts
+	// object writes, but for a patch sent twice for one object (seen unlabelled
+	// twice, e.g. at a shard's acquisition and by its event), the second writing
+	// nothing.
 	LabelWrites uint64
 }
 
