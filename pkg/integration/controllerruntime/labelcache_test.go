@@ -52,6 +52,11 @@ func (r *labelReader) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
+	if c := metav1.GetControllerOf(&sec); err == nil && (c == nil || c.UID != cm.UID) {
+		r.ledger.mu.Lock()
+		r.ledger.violate("%s read through the Reader a Secret %s not controlled by its ConfigMap %s", r.replica, sec.Name, cm.UID)
+		r.ledger.mu.Unlock()
+	}
 	r.mu.Lock()
 	r.childSeen[req.Name] = err == nil
 	r.mu.Unlock()
@@ -139,6 +144,7 @@ type labelRun struct {
 	writes   *writeCounter
 	owners   []*corev1.ConfigMap
 	children []*corev1.Secret
+	made     int // pairs created
 
 	mu  sync.Mutex
 	why string // what settled or reconciledBy found missing last
@@ -173,31 +179,39 @@ func newLabelRun(t *testing.T, replicas, shards int) *labelRun {
 			t.Log("last found missing:", run.why)
 		}
 	})
-	for i := range replicas {
-		id := fmt.Sprint("l", i)
-		n := newNode(t, id, "") // no single leader
-		rec := &labelReader{replica: id, ledger: run.ledger, childSeen: map[string]bool{}}
-		cfg := shardingConfig(run.ns, shards)
-		cfg.Name = run.ns
-		h, err := NewControllerManagedBy(n.rt.Manager()).
-			For(&corev1.ConfigMap{}).
-			Owns(&corev1.Secret{}).
-			Named("labelcache").
-			Sharded(cfg, CacheByLabel).
-			Build(rec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec.reader = h.Reader()
-		run.nodes, run.handles, run.readers = append(run.nodes, n), append(run.handles, h), append(run.readers, rec)
+	for range replicas {
+		run.addReplica()
 	}
 	return run
+}
+
+// addReplica builds one more replica (not started) and returns its index.
+func (r *labelRun) addReplica() int {
+	t := r.t
+	id := fmt.Sprint("l", len(r.nodes))
+	n := newNode(t, id, "") // no single leader
+	rec := &labelReader{replica: id, ledger: r.ledger, childSeen: map[string]bool{}}
+	cfg := shardingConfig(r.ns, r.ring.Shards())
+	cfg.Name = r.ns
+	h, err := NewControllerManagedBy(n.rt.Manager()).
+		For(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}).
+		Named("labelcache").
+		Sharded(cfg, CacheByLabel).
+		Build(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.reader = h.Reader()
+	r.nodes, r.handles, r.readers = append(r.nodes, n), append(r.handles, h), append(r.readers, rec)
+	return len(r.nodes) - 1
 }
 
 // create creates n ConfigMaps, each with a Secret it controls.
 func (r *labelRun) create(n int) {
 	for range n {
-		cm, sec := createOwned(r.t, r.direct, r.ns, fmt.Sprint("o", len(r.owners)))
+		cm, sec := createOwned(r.t, r.direct, r.ns, fmt.Sprint("o", r.made))
+		r.made++
 		r.owners, r.children = append(r.owners, cm), append(r.children, sec)
 	}
 }
@@ -266,11 +280,22 @@ func (r *labelRun) reconciledBy(live []*Sharded, only map[int]bool) bool {
 			continue
 		}
 		i := r.leader(live, shard)
-		if i < 0 || by[cm.Name] != r.readers[i].replica || !r.readers[i].sawChild(cm.Name) {
+		if i < 0 || by[cm.Name] != r.readerOf(live[i]).replica || !r.readerOf(live[i]).sawChild(cm.Name) {
 			return r.miss("%s of shard %d: leader %d, last reconciled by %q", cm.Name, shard, i, by[cm.Name])
 		}
 	}
 	return true
+}
+
+// readerOf returns the Reconciler of the replica of h.
+func (r *labelRun) readerOf(h *Sharded) *labelReader {
+	for i, o := range r.handles {
+		if o == h {
+			return r.readers[i]
+		}
+	}
+	r.t.Fatal("no such replica")
+	return nil
 }
 
 // leader returns the index of the replica of live leading shard, -1 for none.
@@ -340,12 +365,12 @@ func (r *labelRun) figures(live []*Sharded) float64 {
 		totalSec += n
 	}
 	worst := 0.0
-	for i, h := range live {
+	for _, h := range live {
 		c := h.Cached(&corev1.ConfigMap{})
 		share := float64(c) / (float64(totalCM) / float64(len(live)))
 		worst = max(worst, share)
 		r.t.Logf("N=%d %s: %d shards, caches %d of %d ConfigMaps (%.2f of total/N), %d of %d owned Secrets, %d unlabelled (metadata); stats %+v",
-			len(live), r.readers[i].replica, len(h.Sharder().Owned()), c, totalCM, share, h.Cached(&corev1.Secret{}), totalSec, h.Unlabelled(), h.Stats())
+			len(live), r.readerOf(h).replica, len(h.Sharder().Owned()), c, totalCM, share, h.Cached(&corev1.Secret{}), totalSec, h.Unlabelled(), h.Stats())
 	}
 	return worst
 }
