@@ -470,4 +470,3 @@ func TestShardedLabelCacheFigures(t *testing.T) {
 		})
 	}
 }
-
