@@ -118,8 +118,9 @@ type ShardedStats struct {
 	// they were processed (the shard's owner reconciles the object).
 	Dropped uint64
 	// Enqueued counts the requests enqueued from the manager's cache when a shard was
-	// acquired. (With CacheOwnShards served, the shard informer's first list enqueues
-	// them instead, counted nowhere.)
+	// acquired. (With a per-shard cache of For's objects, CacheOwnShards served or
+	// CacheOwnShardsByLabel, the shard informer's first list enqueues them instead,
+	// counted nowhere.)
 	Enqueued uint64
 	// Acquired counts the shard terms this replica started.
 	Acquired uint64
