@@ -94,9 +94,10 @@ func (s *Sharded) shardStoreHandler(ctx context.Context, shard int, k *cacheKind
 		}
 		key := client.ObjectKeyFromObject(o)
 		if deleted {
+			own := s.ring.ShardOf(string(o.GetUID())) // shard, but for a stray label
 			s.mu.Lock()
-			if _, led := s.shards[shard]; led {
-				s.gone[key] = shard
+			if _, led := s.shards[own]; led {
+				s.gone[key] = own
 			}
 			s.mu.Unlock()
 		}
