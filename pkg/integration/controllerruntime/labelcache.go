@@ -88,6 +88,8 @@ func (k *cacheKind) shardOf(ring sharding.Ring, obj client.Object) (shard int, o
 }
 
 // checkShardLabel refuses a ring whose shard label would not be a valid label key.
+// (sharding.Config's rules, a DNS-1123 subdomain of at most 63 characters, make every
+// ring name a valid prefix today; the check keeps the error clear should they change.)
 func checkShardLabel(ringName string, ring sharding.Ring) error {
 	key := ShardLabelKey(ringName, ring)
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
