@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/baton-dev/baton/pkg/batontest"
@@ -469,4 +473,134 @@ func TestShardedLabelCacheFigures(t *testing.T) {
 			run.ledger.check(t)
 		})
 	}
+}
+
+// TestShardedLabelCacheWithServerSharding: on an API server that serves sharded list
+// and watch, two replicas with CacheOwnShards and CacheOwnShardsByLabel cache For's
+// ConfigMaps by the server's shard selector (none is labelled) and the Secrets they
+// control by the shard label (each labelled with its owner's shard); each replica
+// caches exactly its shards' objects of both types and reconciles its owners with
+// their children found in its Reader.
+func TestShardedLabelCacheWithServerSharding(t *testing.T) {
+	const pairs, shards = 20, 8
+	cfg := startGatedEnv(t)
+	ctx := context.Background()
+	direct, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, _ := sharding.NewRing(shards)
+	ledger := newShardLedger(ring, "default")
+	var owners []*corev1.ConfigMap
+	for i := range pairs {
+		cm, _ := createOwned(t, direct, "default", fmt.Sprint("p", i))
+		owners = append(owners, cm)
+	}
+	var handles []*Sharded
+	var readers []*labelReader
+	for i := range 2 {
+		id := fmt.Sprint("s", i)
+		mgr, err := manager.New(cfg, manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := New(mgr, Options{Identity: id, MetricsRegisterer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &labelReader{replica: id, ledger: ledger, childSeen: map[string]bool{}}
+		h, err := rt.AddShardedController(ShardedController{
+			Name: "both", For: &corev1.ConfigMap{}, Reconciler: rec, CacheOwnShards: true, CacheOwnShardsByLabel: true,
+			Sharding: shardingConfig("default", shards),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The builder's Owns, as buildSharded adds it.
+		if err := h.addOwnsByLabel(&corev1.Secret{}, &shardOwnerHandler{s: h, owner: schema.GroupKind{Kind: "ConfigMap"}}); err != nil {
+			t.Fatal(err)
+		}
+		rec.reader = h.Reader()
+		handles, readers = append(handles, h), append(readers, rec)
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager %s returned %v", id, err)
+			}
+		})
+	}
+	key := ShardLabelKey("both", ring)
+	var why string
+	settled := func() bool {
+		var cms corev1.ConfigMapList
+		var secs corev1.SecretList
+		if err := direct.List(ctx, &cms); err != nil {
+			t.Fatal(err)
+		}
+		if err := direct.List(ctx, &secs); err != nil {
+			t.Fatal(err)
+		}
+		perCM, perSec := map[int]int{}, map[int]int{}
+		for _, cm := range cms.Items {
+			perCM[ring.ShardOf(string(cm.UID))]++
+		}
+		for _, sec := range secs.Items {
+			if c := metav1.GetControllerOf(&sec); c != nil && c.Kind == "ConfigMap" {
+				perSec[ring.ShardOf(string(c.UID))]++
+			}
+		}
+		by := ledger.reconciledBy()
+		led := 0
+		for i, h := range handles {
+			wantCM, wantSec := 0, 0
+			owned := map[int]bool{}
+			for _, st := range h.Sharder().Owned() {
+				wantCM, wantSec, owned[st.Shard] = wantCM+perCM[st.Shard], wantSec+perSec[st.Shard], true
+			}
+			led += len(owned)
+			if got, gotSec := h.Cached(&corev1.ConfigMap{}), h.Cached(&corev1.Secret{}); got != wantCM || gotSec != wantSec {
+				why = fmt.Sprintf("s%d caches %d ConfigMaps and %d Secrets, want %d and %d", i, got, gotSec, wantCM, wantSec)
+				return false
+			}
+			for _, cm := range owners {
+				if owned[ring.ShardOf(string(cm.UID))] && (by[cm.Name] != readers[i].replica || !readers[i].sawChild(cm.Name)) {
+					why = fmt.Sprintf("%s not reconciled by s%d with its child (by %q)", cm.Name, i, by[cm.Name])
+					return false
+				}
+			}
+		}
+		why = fmt.Sprintf("%d shards led", led)
+		return led == shards
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("last found missing:", why)
+		}
+	})
+	batontest.WaitFor(t, 30*time.Second, "both replicas caching their shards' ConfigMaps and Secrets only, every owner reconciled with its child", settled)
+	for i, h := range handles {
+		if h.ServerSharding() != ShardingServed {
+			t.Errorf("s%d: server sharding %v, want served", i, h.ServerSharding())
+		}
+	}
+	for _, cm := range owners {
+		var gotCM corev1.ConfigMap
+		var gotSec corev1.Secret
+		if err := direct.Get(ctx, client.ObjectKeyFromObject(cm), &gotCM); err != nil {
+			t.Fatal(err)
+		}
+		if err := direct.Get(ctx, client.ObjectKeyFromObject(cm), &gotSec); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := gotCM.Labels[key]; ok {
+			t.Errorf("ConfigMap %s labelled %q: For's objects are cached by the server's selector, never labelled", cm.Name, v)
+		}
+		if want := strconv.Itoa(ring.ShardOf(string(cm.UID))); gotSec.Labels[key] != want {
+			t.Errorf("Secret %s labelled %q, want its owner's shard %s", cm.Name, gotSec.Labels[key], want)
+		}
+	}
+	ledger.check(t)
 }
