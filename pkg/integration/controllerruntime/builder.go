@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,7 +72,8 @@ type Builder struct {
 	filters  []predicate.Predicate
 	options  controller.Options
 	sharding *sharding.Config
-	byLabel  bool // the CacheByLabel option of Sharded
+	byLabel  bool            // the CacheByLabel option of Sharded
+	forSel   labels.Selector // the ForSelector option of Sharded
 	errs     []error
 }
 
@@ -161,7 +163,7 @@ func (b *Builder) Sharded(cfg sharding.Config, opts ...ShardedOption) *Builder {
 	return b
 }
 
-// ShardedOption configures Sharded: CacheByLabel.
+// ShardedOption configures Sharded: CacheByLabel, ForSelector.
 type ShardedOption interface{ applyToSharded(*Builder) }
 
 type cacheByLabel struct{}
@@ -175,6 +177,15 @@ type cacheByLabel struct{}
 var CacheByLabel cacheByLabel
 
 func (cacheByLabel) applyToSharded(b *Builder) { b.byLabel = true }
+
+type forSelector struct{ sel labels.Selector }
+
+// ForSelector restricts For's objects that CacheByLabel caches and labels to those
+// sel selects (ShardedController.ForSelector), as a manager cache's ByObject Label
+// does for the manager's cache, which the shard informers do not use.
+func ForSelector(sel labels.Selector) ShardedOption { return forSelector{sel} }
+
+func (o forSelector) applyToSharded(b *Builder) { b.forSel = o.sel }
 
 // Complete registers the controller with r as its Reconciler.
 func (b *Builder) Complete(r reconcile.Reconciler) error {
@@ -326,7 +337,7 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 	}
 	s, err := rt.AddShardedController(ShardedController{
 		Name: name, Reconciler: r, For: b.forInput.object, Sharding: *b.sharding, Options: opts,
-		Predicates: b.predicates(*b.forInput), CacheOwnShardsByLabel: b.byLabel,
+		Predicates: b.predicates(*b.forInput), CacheOwnShardsByLabel: b.byLabel, ForSelector: b.forSel,
 	})
 	if err != nil {
 		return nil, err

@@ -163,8 +163,20 @@ func (s *Sharded) labelled(k *cacheKind) bool { return k.child != nil || s.label
 // runShardLabelCache runs the informer of k's objects labelled with shard until ctx,
 // the shard's term context, ends (runShardStore).
 func (s *Sharded) runShardLabelCache(ctx context.Context, shard int, k *cacheKind) {
-	sel := s.labelKey + "=" + strconv.Itoa(shard)
+	sel := s.selector(k, s.labelKey+"="+strconv.Itoa(shard))
 	s.runShardStore(ctx, shard, k, func(o *metav1.ListOptions) { o.LabelSelector = sel })
+}
+
+// selector returns the label selector of an informer of k's objects: req, and
+// ForSelector's requirements for For's type.
+func (s *Sharded) selector(k *cacheKind, req string) string {
+	if k != s.forKind || s.spec.ForSelector == nil || s.spec.ForSelector.Empty() {
+		return req
+	}
+	if req == "" {
+		return s.spec.ForSelector.String()
+	}
+	return req + "," + s.spec.ForSelector.String()
 }
 
 // runLabellers runs, until ctx ends, one informer per labelled kind of the objects
@@ -181,7 +193,7 @@ func (s *Sharded) runLabellers(ctx context.Context) (wait func()) {
 
 // runLabeller runs k's informer of unlabelled objects until ctx ends.
 func (s *Sharded) runLabeller(ctx context.Context, k *cacheKind) {
-	sel := "!" + s.labelKey
+	sel := s.selector(k, "!"+s.labelKey)
 	listKind := k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List")
 	newList := func() *metav1.PartialObjectMetadataList {
 		l := &metav1.PartialObjectMetadataList{}

@@ -13,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -201,7 +203,7 @@ func (r *labelRun) addReplica() int {
 		For(&corev1.ConfigMap{}).
 		Owns(&corev1.Secret{}).
 		Named("labelcache").
-		Sharded(cfg, CacheByLabel).
+		Sharded(cfg, CacheByLabel, ForSelector(labels.SelectorFromSet(labels.Set{runLabel: r.ns}))).
 		Build(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -211,23 +213,37 @@ func (r *labelRun) addReplica() int {
 	return len(r.nodes) - 1
 }
 
-// create creates n ConfigMaps, each with a Secret it controls.
+// runLabel marks the ConfigMaps of a run: its ForSelector selects them alone.
+const runLabel = "labelcache-run"
+
+// create creates n ConfigMaps marked with runLabel, each with a Secret it controls.
 func (r *labelRun) create(n int) {
+	ctx := context.Background()
 	for range n {
-		cm, sec := createOwned(r.t, r.direct, r.ns, fmt.Sprint("o", r.made))
+		name := fmt.Sprint("o", r.made)
 		r.made++
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name, Labels: map[string]string{runLabel: r.ns}}}
+		if err := r.direct.Create(ctx, cm); err != nil {
+			r.t.Fatal(err)
+		}
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptr.To(true),
+		}}}}
+		if err := r.direct.Create(ctx, sec); err != nil {
+			r.t.Fatal(err)
+		}
 		r.owners, r.children = append(r.owners, cm), append(r.children, sec)
 	}
 }
 
-// shardCounts returns the ConfigMaps and the Secrets of each shard in the cluster
-// (every namespace: For's objects are all of the type's), a Secret in its controller
-// owner's shard.
+// shardCounts returns the ConfigMaps of the run (those its ForSelector selects) and
+// the Secrets a ConfigMap controls (in every namespace: the Owns type is not
+// selected) of each shard, a Secret in its controller owner's shard.
 func (r *labelRun) shardCounts() (cms, secs map[int]int) {
 	ctx := context.Background()
 	var cmList corev1.ConfigMapList
 	var secList corev1.SecretList
-	if err := r.direct.List(ctx, &cmList); err != nil {
+	if err := r.direct.List(ctx, &cmList, client.MatchingLabels{runLabel: r.ns}); err != nil {
 		r.t.Fatal(err)
 	}
 	if err := r.direct.List(ctx, &secList); err != nil {
@@ -413,6 +429,10 @@ func (r *labelRun) stopLast(live int) (moved int) {
 // reconciled by the others with no object written.
 func TestShardedLabelCache(t *testing.T) {
 	run := newLabelRun(t, 3, 16)
+	outsider := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: run.ns, Name: "outsider"}}
+	if err := run.direct.Create(context.Background(), outsider); err != nil {
+		t.Fatal(err)
+	}
 	run.create(40) // while no shard has an owner
 	for _, n := range run.nodes {
 		n.start(t)
@@ -426,6 +446,14 @@ func TestShardedLabelCache(t *testing.T) {
 	})
 	run.checkLabels()
 	run.labelledOnce()
+	// ForSelector: a ConfigMap it does not select is left alone.
+	var got corev1.ConfigMap
+	if err := run.direct.Get(context.Background(), client.ObjectKeyFromObject(outsider), &got); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := got.Labels[run.key]; ok {
+		t.Errorf("a ConfigMap ForSelector does not select labelled %q", v)
+	}
 	run.figures(run.handles)
 	run.stopLast(3)
 	run.figures(run.handles[:2])
@@ -433,8 +461,7 @@ func TestShardedLabelCache(t *testing.T) {
 	for _, h := range run.handles {
 		writes += h.Stats().LabelWrites
 	}
-	// Every ConfigMap of the cluster is For's and labelled too, and every Secret a
-	// ConfigMap controls.
+	// Every Secret a ConfigMap controls is labelled too, in every namespace.
 	cms, secs := run.shardCounts()
 	total := 0
 	for shard := range run.ring.Shards() {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -97,6 +98,11 @@ type ShardedController struct {
 	// the RBAC it needs is list, watch and patch on those types. See
 	// docs/design/controllerruntime.md, # Sharded controllers.
 	CacheOwnShardsByLabel bool
+	// ForSelector, with CacheOwnShards or CacheOwnShardsByLabel, restricts For's
+	// objects cached per shard, and labelled, to those it selects, as a manager cache's
+	// ByObject Label does (the manager's cache options do not reach the shard
+	// informers). Nil: every object of For's type.
+	ForSelector labels.Selector
 	// ShardWork is leader-only work per shard (sharding.Workers): each Work runs for
 	// every shard this replica leads, from the shard's acquisition, under its term
 	// context (the fenced client writes under it, fenced by the shard's term), and is
@@ -144,6 +150,8 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("%w: sharded controller %q: For is nil; set it to the type of the objects, e.g. &corev1.ConfigMap{}", ErrInvalidRegistration, c.Name)
 	case c.Sharding.Namespace == "":
 		return nil, fmt.Errorf("%w: sharded controller %q: Sharding.Namespace is empty; set it to the namespace of the ring's Leases", ErrInvalidRegistration, c.Name)
+	case c.ForSelector != nil && !c.CacheOwnShards && !c.CacheOwnShardsByLabel:
+		return nil, fmt.Errorf("%w: sharded controller %q: ForSelector without CacheOwnShards or CacheOwnShardsByLabel; restrict the manager's cache with its ByObject options instead", ErrInvalidRegistration, c.Name)
 	}
 	scheme := r.mgr.GetScheme()
 	listObj, err := listOf(scheme, c)

@@ -33,7 +33,8 @@ func (s *Sharded) runShardCache(ctx context.Context, shard int) {
 		s.logger.Error(err, "shard selector", "shard", shard)
 		return
 	}
-	s.runShardStore(ctx, shard, s.forKind, func(o *metav1.ListOptions) { o.ShardSelector = sel })
+	labelSel := s.selector(s.forKind, "")
+	s.runShardStore(ctx, shard, s.forKind, func(o *metav1.ListOptions) { o.ShardSelector, o.LabelSelector = sel, labelSel })
 }
 
 // runShardStore runs an informer of k's objects of shard, its list and watch options
