@@ -49,6 +49,8 @@ import (
 //     of that type with MatchEveryOwner). Sharded: the owner is enqueued only on the
 //     replica that leads the owner's shard, known from the UID in the ownerReference,
 //     so a child of an owner in another shard never reaches this replica's Reconciler.
+//     With CacheByLabel, obj's objects are cached only on the replica leading their
+//     controller owner's shard (read them through the Sharded's Reader).
 //   - Watches(obj, handler): events of obj enqueue what handler returns (e.g.
 //     handler.EnqueueRequestsFromMapFunc). Sharded: the requests name For objects;
 //     each is reconciled only by the replica leading that object's shard (the others
@@ -73,6 +75,7 @@ type Builder struct {
 	options  controller.Options
 	sharding *sharding.Config
 	byLabel  bool            // the CacheByLabel option of Sharded
+	byServer bool            // the CacheByServerShards option of Sharded
 	forSel   labels.Selector // the ForSelector option of Sharded
 	errs     []error
 }
@@ -153,8 +156,9 @@ func (b *Builder) Named(name string) *Builder {
 // every replica runs it and reconciles the objects of the shards it leads.
 // cfg.Namespace is required; cfg.Name defaults to the controller's name. The option
 // CacheByLabel caches For's and the Owns types' objects of the led shards only
-// (ShardedController.CacheOwnShardsByLabel). For CacheOwnShards, ShardWork or a
-// Clientset of its own, use Runtime.AddShardedController.
+// (ShardedController.CacheOwnShardsByLabel), CacheByServerShards For's by the API
+// server's shard selector (CacheOwnShards). For ShardWork or a Clientset of its own,
+// use Runtime.AddShardedController.
 func (b *Builder) Sharded(cfg sharding.Config, opts ...ShardedOption) *Builder {
 	b.sharding = &cfg
 	for _, o := range opts {
@@ -163,7 +167,7 @@ func (b *Builder) Sharded(cfg sharding.Config, opts ...ShardedOption) *Builder {
 	return b
 }
 
-// ShardedOption configures Sharded: CacheByLabel, ForSelector.
+// ShardedOption configures Sharded: CacheByLabel, CacheByServerShards, ForSelector.
 type ShardedOption interface{ applyToSharded(*Builder) }
 
 type cacheByLabel struct{}
@@ -177,6 +181,17 @@ type cacheByLabel struct{}
 var CacheByLabel cacheByLabel
 
 func (cacheByLabel) applyToSharded(b *Builder) { b.byLabel = true }
+
+type cacheByServerShards struct{}
+
+// CacheByServerShards makes a sharded controller cache For's objects of the shards
+// its replica leads by the API server's shard selector, where the server serves
+// sharded list and watch (ShardedController.CacheOwnShards). With CacheByLabel too,
+// For's objects are cached so where it is served, by label elsewhere, and the Owns
+// types by label always.
+var CacheByServerShards cacheByServerShards
+
+func (cacheByServerShards) applyToSharded(b *Builder) { b.byServer = true }
 
 type forSelector struct{ sel labels.Selector }
 
@@ -338,6 +353,7 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 	s, err := rt.AddShardedController(ShardedController{
 		Name: name, Reconciler: r, For: b.forInput.object, Sharding: *b.sharding, Options: opts,
 		Predicates: b.predicates(*b.forInput), CacheOwnShardsByLabel: b.byLabel, ForSelector: b.forSel,
+		CacheOwnShards: b.byServer,
 	})
 	if err != nil {
 		return nil, err

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -536,15 +535,13 @@ func TestShardedLabelCacheWithServerSharding(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &labelReader{replica: id, ledger: ledger, childSeen: map[string]bool{}}
-		h, err := rt.AddShardedController(ShardedController{
-			Name: "both", For: &corev1.ConfigMap{}, Reconciler: rec, CacheOwnShards: true, CacheOwnShardsByLabel: true,
-			Sharding: shardingConfig("default", shards),
-		})
+		h, err := NewControllerManagedBy(rt.Manager()).
+			For(&corev1.ConfigMap{}).
+			Owns(&corev1.Secret{}).
+			Named("both").
+			Sharded(shardingConfig("default", shards), CacheByServerShards, CacheByLabel).
+			Build(rec)
 		if err != nil {
-			t.Fatal(err)
-		}
-		// The builder's Owns, as buildSharded adds it.
-		if err := h.addOwnsByLabel(&corev1.Secret{}, &shardOwnerHandler{s: h, owner: schema.GroupKind{Kind: "ConfigMap"}}); err != nil {
 			t.Fatal(err)
 		}
 		rec.reader = h.Reader()
