@@ -2,16 +2,20 @@
 // reconciles a share of the ConfigMaps labelled baton.dev/sharded=true, writing into
 // each who reconciled it and in which shard. The ConfigMaps are split into shards by
 // their UID; each shard is a Lease of its own, led by one replica at a time, and the
-// replicas share the shards evenly. A replica that stops hands its shards to the
-// others, which reconcile their objects at once. There is no single leader, and no
-// Lease besides the ring's.
+// replicas share the shards evenly. Each replica caches only the ConfigMaps of the
+// shards it leads: each ConfigMap is labelled once with its shard, by the replica
+// leading it, and each replica's informers select its shards' labels. A replica that
+// stops hands its shards to the others, which cache and reconcile their objects at
+// once, with no object written. There is no single leader, and no Lease besides the
+// ring's.
 //
 //	sharded --kubeconfig ~/.kube/config --identity a --lease-namespace default
 //
 // Run several, each with its own --identity. Each logs the shards it owns whenever
 // they change ("shards owned") and every object it reconciles ("reconciled"). In a
 // cluster, its service account needs get, list, watch, create, update and delete on
-// leases in --lease-namespace, get, list, watch and update on configmaps, and, for
+// leases in --lease-namespace, get, list, watch, update and patch (the shard label)
+// on configmaps, and, for
 // the death signal (on when the pod's POD_ variables are set), get, list and watch on
 // pods in --lease-namespace.
 package main
@@ -31,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -43,7 +46,7 @@ import (
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// Label marks the ConfigMaps the controller reconciles; the manager caches no others.
+// Label marks the ConfigMaps the controller reconciles; no replica caches others.
 const Label = "baton.dev/sharded"
 
 // The keys the controller writes into each ConfigMap's data.
@@ -55,7 +58,7 @@ const (
 // Stamper reconciles one ConfigMap: it records who reconciled it, and in which shard.
 type Stamper struct {
 	Identity string
-	Reader   client.Reader // the manager's cache
+	Reader   client.Reader // the sharded controller's Reader: the led shards' caches
 	Writer   client.Client // fenced: refuses writes once the shard's term has ended
 }
 
@@ -109,9 +112,6 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Sharded, error) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: cfg.HealthAddr,
 		Logger:                 cfg.Logger,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{Label: "true"})},
-		}},
 	})
 	if err != nil {
 		return nil, nil, err
@@ -126,15 +126,19 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Sharded, error) {
 	}
 	ring := cfg.Ring // its Leases: sharded-shard-<i>, sharded-member-<identity>
 	ring.Name, ring.Namespace = "sharded", cfg.LeaseNamespace
-	// The builder of controller-runtime, from Baton's package: a sharded controller.
+	// The builder of controller-runtime, from Baton's package: a sharded controller
+	// whose replicas cache only their shards' ConfigMaps of the label, found by a
+	// shard label written once per object.
+	stamper := &Stamper{Identity: rt.Identity(), Writer: rt.FencedClient(nil)}
 	h, err := batoncr.NewControllerManagedBy(rt.Manager()).
 		For(&corev1.ConfigMap{}).
 		Named("stamper").
-		Sharded(ring).
-		Build(&Stamper{Identity: rt.Identity(), Reader: mgr.GetCache(), Writer: rt.FencedClient(nil)})
+		Sharded(ring, batoncr.CacheByLabel, batoncr.ForSelector(labels.SelectorFromSet(labels.Set{Label: "true"}))).
+		Build(stamper)
 	if err != nil {
 		return nil, nil, err
 	}
+	stamper.Reader = h.Reader() // not the manager's cache, which would cache them all
 	logger := mgr.GetLogger().WithName("shards").WithValues("identity", rt.Identity())
 	// On the manager itself, which runs it on every replica (rt.Manager() would
 	// refuse a RunnableFunc: the manager runs those as leader-only work).

@@ -76,7 +76,32 @@ func settled(t *testing.T, cs kubernetes.Interface, ring sharding.Ring, rs []*re
 		}
 	}
 	owner, ok := owners(rs)
-	return ok && len(owner) == shards && reconciledByOwners(t, cs, ring, owner, only) && logsItsShards(rs)
+	return ok && len(owner) == shards && reconciledByOwners(t, cs, ring, owner, only) && logsItsShards(rs) &&
+		cachesItsShards(t, cs, ring, rs)
+}
+
+// cachesItsShards reports whether each of rs caches exactly the labelled ConfigMaps
+// of the shards it leads.
+func cachesItsShards(t *testing.T, cs kubernetes.Interface, ring sharding.Ring, rs []*replica) bool {
+	t.Helper()
+	list, err := cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{LabelSelector: Label + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perShard := map[int]int{}
+	for _, cm := range list.Items {
+		perShard[ring.ShardOf(string(cm.UID))]++
+	}
+	for _, r := range rs {
+		want := 0
+		for _, shard := range shardsOf(r) {
+			want += perShard[shard]
+		}
+		if r.h.CachedObjects() != want {
+			return false
+		}
+	}
+	return true
 }
 
 // logsItsShards reports whether the last "shards owned" line of each of rs names the
@@ -97,8 +122,9 @@ func logsItsShards(rs []*replica) bool {
 }
 
 // TestThreeReplicasShareAndHandOver runs three replicas against a real API server over
-// labelled ConfigMaps: the shards are shared evenly, every labelled ConfigMap is
-// reconciled by the owner of its shard (and no other ConfigMap is touched), every
+// labelled ConfigMaps: the shards are shared evenly, each replica caches exactly the
+// ConfigMaps of its shards, every labelled ConfigMap is reconciled by the owner of its
+// shard (and no other ConfigMap is touched, not even labelled), every
 // replica logs the shards it owns and its reconciles; then one replica stops gracefully, the
 // other two take its shards, evenly, and reconcile its objects. No object's term stamp
 // ever goes back.
@@ -163,8 +189,8 @@ func TestThreeReplicasShareAndHandOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cm.Data) != 0 || len(cm.Annotations) != 0 {
-		t.Errorf("the unlabelled ConfigMap was written: data %v, annotations %v", cm.Data, cm.Annotations)
+	if len(cm.Data) != 0 || len(cm.Annotations) != 0 || len(cm.Labels) != 0 {
+		t.Errorf("the unlabelled ConfigMap was written: data %v, annotations %v, labels %v", cm.Data, cm.Annotations, cm.Labels)
 	}
 	if err := monitor.Err(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +49,8 @@ import (
 //     of that type with MatchEveryOwner). Sharded: the owner is enqueued only on the
 //     replica that leads the owner's shard, known from the UID in the ownerReference,
 //     so a child of an owner in another shard never reaches this replica's Reconciler.
+//     With CacheByLabel, obj's objects are cached only on the replica leading their
+//     controller owner's shard (read them through the Sharded's Reader).
 //   - Watches(obj, handler): events of obj enqueue what handler returns (e.g.
 //     handler.EnqueueRequestsFromMapFunc). Sharded: the requests name For objects;
 //     each is reconciled only by the replica leading that object's shard (the others
@@ -71,6 +74,9 @@ type Builder struct {
 	filters  []predicate.Predicate
 	options  controller.Options
 	sharding *sharding.Config
+	byLabel  bool            // the CacheByLabel option of Sharded
+	byServer bool            // the CacheByServerShards option of Sharded
+	forSel   labels.Selector // the ForSelector option of Sharded
 	errs     []error
 }
 
@@ -148,13 +154,53 @@ func (b *Builder) Named(name string) *Builder {
 
 // Sharded makes the controller a sharded one (ShardedController.Sharding is cfg):
 // every replica runs it and reconciles the objects of the shards it leads.
-// cfg.Namespace is required; cfg.Name defaults to the controller's name. For
-// CacheOwnShards, ShardWork or a Clientset of its own, use
-// Runtime.AddShardedController.
-func (b *Builder) Sharded(cfg sharding.Config) *Builder {
+// cfg.Namespace is required; cfg.Name defaults to the controller's name. The option
+// CacheByLabel caches For's and the Owns types' objects of the led shards only
+// (ShardedController.CacheOwnShardsByLabel), CacheByServerShards For's by the API
+// server's shard selector (CacheOwnShards). For ShardWork or a Clientset of its own,
+// use Runtime.AddShardedController.
+func (b *Builder) Sharded(cfg sharding.Config, opts ...ShardedOption) *Builder {
 	b.sharding = &cfg
+	for _, o := range opts {
+		o.applyToSharded(b)
+	}
 	return b
 }
+
+// ShardedOption configures Sharded: CacheByLabel, CacheByServerShards, ForSelector.
+type ShardedOption interface{ applyToSharded(*Builder) }
+
+type cacheByLabel struct{}
+
+// CacheByLabel makes a sharded controller cache only the objects of the shards its
+// replica leads, on any Kubernetes, by a shard label written once per object
+// (ShardedController.CacheOwnShardsByLabel): For's objects and the Owns types', each
+// child with its controller owner's shard. The Reconciler reads them through the
+// handle's Reader (Build returns the handle). Owns with MatchEveryOwner or
+// OnlyMetadata is refused with it; Watches stay on the manager's cache.
+var CacheByLabel cacheByLabel
+
+func (cacheByLabel) applyToSharded(b *Builder) { b.byLabel = true }
+
+type cacheByServerShards struct{}
+
+// CacheByServerShards makes a sharded controller cache For's objects of the shards
+// its replica leads by the API server's shard selector, where the server serves
+// sharded list and watch (ShardedController.CacheOwnShards). With CacheByLabel too,
+// For's objects are cached so where it is served, by label elsewhere, and the Owns
+// types by label always.
+var CacheByServerShards cacheByServerShards
+
+func (cacheByServerShards) applyToSharded(b *Builder) { b.byServer = true }
+
+type forSelector struct{ sel labels.Selector }
+
+// ForSelector restricts For's objects that CacheByLabel caches and labels to those
+// sel selects (ShardedController.ForSelector), as a manager cache's ByObject Label
+// does for the manager's cache, which the shard informers do not use.
+func ForSelector(sel labels.Selector) ShardedOption { return forSelector{sel} }
+
+func (o forSelector) applyToSharded(b *Builder) { b.forSel = o.sel }
 
 // Complete registers the controller with r as its Reconciler.
 func (b *Builder) Complete(r reconcile.Reconciler) error {
@@ -301,9 +347,13 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 	if b.forInput.metadata {
 		return nil, fmt.Errorf("%w: sharded controller %q: For with OnlyMetadata: a sharded controller needs For's typed list", ErrInvalidRegistration, name)
 	}
+	if err := b.checkByLabel(name); err != nil {
+		return nil, err
+	}
 	s, err := rt.AddShardedController(ShardedController{
 		Name: name, Reconciler: r, For: b.forInput.object, Sharding: *b.sharding, Options: opts,
-		Predicates: b.predicates(*b.forInput),
+		Predicates: b.predicates(*b.forInput), CacheOwnShardsByLabel: b.byLabel, ForSelector: b.forSel,
+		CacheOwnShards: b.byServer,
 	})
 	if err != nil {
 		return nil, err
@@ -313,7 +363,13 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 		forGK = gvk.GroupKind()
 	}
 	for _, in := range b.owns {
-		if err := b.watchSharded(s, in, &shardOwnerHandler{s: s, owner: forGK, every: in.everyOwner}); err != nil {
+		h := &shardOwnerHandler{s: s, owner: forGK, every: in.everyOwner}
+		if b.byLabel {
+			err = s.addOwnsByLabel(in.object, h)
+		} else {
+			err = b.watchSharded(s, in, h)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -323,6 +379,23 @@ func (b *Builder) buildSharded(rt *Runtime, name string, r reconcile.Reconciler,
 		}
 	}
 	return s, nil
+}
+
+// checkByLabel refuses the Owns options that CacheByLabel cannot serve: a child is
+// labelled with its controller owner's shard alone, and read typed.
+func (b *Builder) checkByLabel(name string) error {
+	if !b.byLabel {
+		return nil
+	}
+	for i, in := range b.owns {
+		switch {
+		case in.everyOwner:
+			return fmt.Errorf("%w: sharded controller %q: Owns call %d: MatchEveryOwner with CacheByLabel: a child is cached in its controller owner's shard only", ErrInvalidRegistration, name, i+1)
+		case in.metadata:
+			return fmt.Errorf("%w: sharded controller %q: Owns call %d: OnlyMetadata with CacheByLabel: the shard informers cache typed objects", ErrInvalidRegistration, name, i+1)
+		}
+	}
+	return nil
 }
 
 // watchSharded adds a watch of in's object on the manager's cache to s's controller.

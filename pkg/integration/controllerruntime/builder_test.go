@@ -302,6 +302,14 @@ func TestBuilderRefusesIncompleteChains(t *testing.T) {
 			return NewControllerManagedBy(n.rt.Manager()).For(&corev1.ConfigMap{}, OnlyMetadata).
 				Sharded(sharding.Config{Namespace: "default"}).Complete(rec)
 		}, "OnlyMetadata"},
+		{"CacheByLabel with MatchEveryOwner", func() error {
+			return NewControllerManagedBy(n.rt.Manager()).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}, MatchEveryOwner).
+				Named("every").Sharded(sharding.Config{Namespace: "default"}, CacheByLabel).Complete(rec)
+		}, "Owns call 1: MatchEveryOwner with CacheByLabel"},
+		{"CacheByLabel with OnlyMetadata Owns", func() error {
+			return NewControllerManagedBy(n.rt.Manager()).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}, OnlyMetadata).
+				Named("meta").Sharded(sharding.Config{Namespace: "default"}, CacheByLabel).Complete(rec)
+		}, "Owns call 1: OnlyMetadata with CacheByLabel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.build()

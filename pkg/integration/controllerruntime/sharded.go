@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -57,7 +59,7 @@ type ShardedController struct {
 	For client.Object
 	// Predicates filter the events of For's objects from the manager's cache (the
 	// builder's WithEventFilter and For's WithPredicates); not applied to the shard
-	// informers of CacheOwnShards.
+	// informers of CacheOwnShards and CacheOwnShardsByLabel.
 	Predicates []predicate.Predicate
 	// Sharding configures the ring. Namespace is required (where the ring's Leases
 	// live); Name defaults to the controller's Name, Identity to the Runtime's. The
@@ -77,8 +79,30 @@ type ShardedController struct {
 	// (its first list enqueues the shard's objects) and stopped when its term ends.
 	// The Reconciler must then read For's objects through Sharded.Reader, not the
 	// manager's cache (which would cache them all). Where the server does not serve
-	// it, the manager's cache holds every object, and Reader reads it.
+	// it, the manager's cache holds every object, and Reader reads it. Its selectors
+	// see an object's own UID only: for the Owns types, and on any cluster, use
+	// CacheOwnShardsByLabel (with both, For's objects use the server's selector where
+	// it is served, and the label elsewhere).
 	CacheOwnShards bool
+	// CacheOwnShardsByLabel caches only the objects of the shards led here on any
+	// Kubernetes: each object is labelled once with its shard (ShardLabelKey, value
+	// the shard) by the replica leading that shard, and one informer per led shard
+	// and type selects that label, started when the shard is acquired (its first list
+	// enqueues the shard's objects) and stopped when its term ends. The builder's Owns
+	// types are cached so too, each child labelled with its controller owner's shard
+	// (the owner's UID is in the ownerReference). A move writes no object: the label
+	// names the shard, not its owner. The Reconciler must read For's and the Owns
+	// types' objects through Sharded.Reader, never the manager's cache or client
+	// (which would cache them all). Every replica also runs one metadata-only informer
+	// per type selected by "label absent", and labels those of the shards it leads;
+	// the RBAC it needs is list, watch and patch on those types. See
+	// docs/design/controllerruntime.md, # Sharded controllers.
+	CacheOwnShardsByLabel bool
+	// ForSelector, with CacheOwnShards or CacheOwnShardsByLabel, restricts For's
+	// objects cached per shard, and labelled, to those it selects, as a manager cache's
+	// ByObject Label does (the manager's cache options do not reach the shard
+	// informers). Nil: every object of For's type.
+	ForSelector labels.Selector
 	// ShardWork is leader-only work per shard (sharding.Workers): each Work runs for
 	// every shard this replica leads, from the shard's acquisition, under its term
 	// context (the fenced client writes under it, fenced by the shard's term), and is
@@ -100,11 +124,18 @@ type ShardedStats struct {
 	// they were processed (the shard's owner reconciles the object).
 	Dropped uint64
 	// Enqueued counts the requests enqueued from the manager's cache when a shard was
-	// acquired. (With CacheOwnShards served, the shard informer's first list enqueues
-	// them instead, counted nowhere.)
+	// acquired. (With a per-shard cache of For's objects, CacheOwnShards served or
+	// CacheOwnShardsByLabel, the shard informer's first list enqueues them instead,
+	// counted nowhere.)
 	Enqueued uint64
 	// Acquired counts the shard terms this replica started.
 	Acquired uint64
+	// LabelWrites counts the shard label patches (CacheOwnShardsByLabel) that
+	// succeeded. Each was sent for an object seen without its label, so it counts
+	// object writes, but for a patch sent twice for one object (seen unlabelled
+	// twice, e.g. at a shard's acquisition and by its event), the second writing
+	// nothing.
+	LabelWrites uint64
 }
 
 // AddShardedController registers c to run on every replica, each reconciling the
@@ -119,6 +150,8 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("%w: sharded controller %q: For is nil; set it to the type of the objects, e.g. &corev1.ConfigMap{}", ErrInvalidRegistration, c.Name)
 	case c.Sharding.Namespace == "":
 		return nil, fmt.Errorf("%w: sharded controller %q: Sharding.Namespace is empty; set it to the namespace of the ring's Leases", ErrInvalidRegistration, c.Name)
+	case c.ForSelector != nil && !c.CacheOwnShards && !c.CacheOwnShardsByLabel:
+		return nil, fmt.Errorf("%w: sharded controller %q: ForSelector without CacheOwnShards or CacheOwnShardsByLabel; restrict the manager's cache with its ByObject options instead", ErrInvalidRegistration, c.Name)
 	}
 	scheme := r.mgr.GetScheme()
 	listObj, err := listOf(scheme, c)
@@ -141,8 +174,12 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 	s := &Sharded{
 		r: r, spec: c, config: cfg, list: listObj, clientset: cs,
 		logger: r.logger.WithValues("controller", c.Name, "ring", cfg.Name),
-		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{}, stores: map[int]toolscache.Store{},
+		shards: map[int]*shardLead{}, gone: map[types.NamespacedName]int{},
+		stores:     map[reflect.Type]map[int]toolscache.Store{reflect.TypeOf(c.For): {}},
 		queueReady: make(chan struct{}),
+	}
+	if s.forKind, err = s.newCacheKind(c.For, nil); err != nil {
+		return nil, fmt.Errorf("%w: sharded controller %q: For: %w", ErrInvalidRegistration, c.Name, err)
 	}
 	if s.workers, err = s.newShardWorkers(); err != nil {
 		return nil, err
@@ -163,6 +200,12 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 		return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
 	}
 	s.ring = s.sharder.Ring()
+	if c.CacheOwnShardsByLabel {
+		if err := checkShardLabel(cfg.Name, s.ring); err != nil {
+			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
+		}
+		s.labelKey = ShardLabelKey(cfg.Name, s.ring)
+	}
 	if r.serverSide {
 		if err := labelValue("Sharding.Name "+cfg.Name+"'s last shard Lease", sharding.ShardLeaseName(cfg.Name, s.ring.Shards()-1)); err != nil {
 			return nil, fmt.Errorf("%w: sharded controller %q: %w", ErrInvalidRegistration, c.Name, err)
@@ -182,7 +225,8 @@ func (r *Runtime) AddShardedController(c ShardedController) (*Sharded, error) {
 
 // buildController builds the sharded controller's unmanaged controller-runtime
 // controller, on the shard queue, and the watch its objects come from: the manager's
-// cache, or (CacheOwnShards) a watching client for the shard informers.
+// cache, or (CacheOwnShards, CacheOwnShardsByLabel) a watching client for the shard
+// informers.
 func (s *Sharded) buildController(scheme *runtime.Scheme) error {
 	var err error
 	opts := s.spec.Options
@@ -195,7 +239,7 @@ func (s *Sharded) buildController(scheme *runtime.Scheme) error {
 	if s.ctrl, err = controller.NewUnmanaged(s.spec.Name, opts); err != nil {
 		return fmt.Errorf("%w: building sharded controller %q: %w", ErrInvalidRegistration, s.spec.Name, err)
 	}
-	if s.spec.CacheOwnShards {
+	if s.spec.CacheOwnShards || s.spec.CacheOwnShardsByLabel {
 		s.watcher, err = client.NewWithWatch(s.r.mgr.GetConfig(), client.Options{Scheme: scheme, Mapper: s.r.mgr.GetRESTMapper()})
 		if err != nil {
 			return fmt.Errorf("%w: sharded controller %q: a watching client from the manager's rest config: %v", ErrInvalidRegistration, s.spec.Name, err)
@@ -277,7 +321,7 @@ type Sharded struct {
 	sharder   *sharding.Sharder
 	ring      sharding.Ring
 	ctrl      controller.Controller
-	watcher   client.WithWatch     // the shard informers' client, with CacheOwnShards
+	watcher   client.WithWatch     // the shard informers' client, with CacheOwnShards or CacheOwnShardsByLabel
 	workers   *sharding.Workers    // ShardWork's, nil without
 	deaths    *incarnation.Watcher // the shard electors' death signal; nil when off
 
@@ -285,15 +329,20 @@ type Sharded struct {
 	queueReady chan struct{}
 	queue      workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-	reconciled, dropped, enqueued, acquiredN atomic.Uint64
-	serverSharding                           atomic.Int32 // a ServerSharding
-	ownShards                                atomic.Bool  // see ownCache
+	forKind    *cacheKind   // For's type
+	childKinds []*cacheKind // the Owns types cached by label; set before Start
+	labelKey   string       // ShardLabelKey, with CacheOwnShardsByLabel
+
+	reconciled, dropped, enqueued, acquiredN, labelWrites atomic.Uint64
+	serverSharding                                        atomic.Int32 // a ServerSharding
+	ownShards                                             atomic.Bool  // For's cache by the server's shard selector; see ownCache
+	labelFor                                              atomic.Bool  // For's cache by the shard label; see ownCache
 
 	// mu guards shards, gone and stores.
 	mu     sync.Mutex
-	shards map[int]*shardLead           // the shards led now
-	gone   map[types.NamespacedName]int // the shard of objects enqueued but not in the cache (deleted, or owners not yet cached), until reconciled
-	stores map[int]toolscache.Store     // the shard informers' stores, with ownCache
+	shards map[int]*shardLead                        // the shards led now
+	gone   map[types.NamespacedName]int              // the shard of objects enqueued but not in the cache (deleted, or owners not yet cached), until reconciled
+	stores map[reflect.Type]map[int]toolscache.Store // the shard informers' stores per type and shard, with ownCache and the Owns types by label
 }
 
 // shardLead is one term of one shard led here.
@@ -309,7 +358,7 @@ func (s *Sharded) Sharder() *sharding.Sharder { return s.sharder }
 func (s *Sharded) Stats() ShardedStats {
 	return ShardedStats{
 		Reconciled: s.reconciled.Load(), Dropped: s.dropped.Load(),
-		Enqueued: s.enqueued.Load(), Acquired: s.acquiredN.Load(),
+		Enqueued: s.enqueued.Load(), Acquired: s.acquiredN.Load(), LabelWrites: s.labelWrites.Load(),
 	}
 }
 
@@ -321,17 +370,13 @@ func (s *Sharded) NeedLeaderElection() bool { return false }
 // When ctx ends it leaves the ring, handing its shards over (each after its running
 // reconciles returned), and only then stops the workers.
 func (s *Sharded) Start(ctx context.Context) error {
-	s.reportServerSharding(ctx)
-	if s.spec.CacheOwnShards {
-		if s.ServerSharding() == ShardingServed {
-			s.ownShards.Store(true)
-		} else if err := s.watchCache(); err != nil {
-			return err
-		}
+	if err := s.chooseCache(ctx); err != nil {
+		return err
 	}
 	// The controller outlives ctx until the shards are handed over.
 	ctrlCtx, stopCtrl := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCtrl()
+	waitLabellers := s.runLabellers(ctrlCtx)
+	defer func() { stopCtrl(); waitLabellers() }()
 	if wu, ok := s.ctrl.(warmupper); ok {
 		if err := wu.Warmup(ctrlCtx); err != nil {
 			if ctx.Err() != nil {
@@ -350,6 +395,23 @@ func (s *Sharded) Start(ctx context.Context) error {
 	stopCtrl()
 	ctrlErr := <-ctrlDone
 	return errors.Join(runErr, ctrlErr)
+}
+
+// chooseCache decides, once at Start, where For's objects are cached: the shard
+// informers of the server's selector (CacheOwnShards, served), of the shard label
+// (CacheOwnShardsByLabel), or the manager's cache.
+func (s *Sharded) chooseCache(ctx context.Context) error {
+	s.reportServerSharding(ctx)
+	switch {
+	case s.spec.CacheOwnShards && s.ServerSharding() == ShardingServed:
+		s.ownShards.Store(true)
+	case s.spec.CacheOwnShardsByLabel:
+		s.labelFor.Store(true)
+		s.logger.Info("caching only the objects of the shards led here, by their shard label", "label", s.labelKey)
+	case s.spec.CacheOwnShards:
+		return s.watchCache()
+	}
+	return nil
 }
 
 // takeQueue is a source that only keeps the controller's queue, for the requests
@@ -425,11 +487,7 @@ func (s *Sharded) acquired(ctx context.Context) {
 	var informer sync.WaitGroup
 	select {
 	case <-s.queueReady:
-		if s.ownCache() {
-			informer.Go(func() { s.runShardCache(ctx, st.Shard) })
-		} else {
-			s.enqueueShard(ctx, st.Shard)
-		}
+		s.startShardCaches(ctx, st.Shard, &informer)
 	case <-ctx.Done():
 	}
 	<-ctx.Done()
@@ -440,6 +498,26 @@ func (s *Sharded) acquired(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	lead.inflight.Wait()
+}
+
+// startShardCaches starts the shard's informers on wg (For's, by the server's selector
+// or the label, and the Owns types' by label) and labels the objects of the shard not
+// labelled yet; without a per-shard cache of For it enqueues the shard's objects in
+// the manager's cache.
+func (s *Sharded) startShardCaches(ctx context.Context, shard int, wg *sync.WaitGroup) {
+	switch {
+	case s.ownShards.Load():
+		wg.Go(func() { s.runShardCache(ctx, shard) })
+	case !s.labelFor.Load():
+		s.enqueueShard(ctx, shard)
+	}
+	if s.labelKey == "" {
+		return
+	}
+	for _, k := range s.labelledKinds() {
+		wg.Go(func() { s.runShardLabelCache(ctx, shard, k) })
+	}
+	wg.Go(func() { s.labelBacklog(ctx, shard) })
 }
 
 // enqueueShard enqueues every object of shard in the cache.

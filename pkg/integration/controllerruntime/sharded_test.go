@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -340,6 +341,8 @@ func TestAddShardedControllerRefusesBadInput(t *testing.T) {
 		// The ring's name defaults to the controller's: capitals make shard Lease names
 		// the API server refuses (issue 25, defect 4).
 		{"capital ring name", ShardedController{Name: "ConfigMapMirror", Reconciler: rec, For: &corev1.ConfigMap{}, Sharding: sharding.Config{Namespace: "default"}}, `Name: "ConfigMapMirror"`},
+		{"ForSelector without a per-shard cache", ShardedController{Name: "a", Reconciler: rec, For: &corev1.ConfigMap{}, Sharding: sharding.Config{Namespace: "default"},
+			ForSelector: labels.Everything()}, "ForSelector without CacheOwnShards or CacheOwnShardsByLabel"},
 	} {
 		_, err := n.rt.AddShardedController(tc.c)
 		if !errors.Is(err, ErrInvalidRegistration) || !strings.Contains(err.Error(), tc.want) {

@@ -18,9 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// ownCache reports whether this controller caches only the shards it leads: asked
-// for (CacheOwnShards) and served by the API server. Decided once at Start.
-func (s *Sharded) ownCache() bool { return s.ownShards.Load() }
+// ownCache reports whether this controller caches For's objects of the shards it
+// leads only: by the API server's shard selector (CacheOwnShards, served) or by the
+// shard label (CacheOwnShardsByLabel). Decided once at Start.
+func (s *Sharded) ownCache() bool { return s.ownShards.Load() || s.labelFor.Load() }
 
 // runShardCache runs an informer of For's objects of shard alone (the API server
 // filters them by the shard's selector) until ctx, the shard's term context, ends. Its
@@ -32,71 +33,104 @@ func (s *Sharded) runShardCache(ctx context.Context, shard int) {
 		s.logger.Error(err, "shard selector", "shard", shard)
 		return
 	}
+	labelSel := s.selector(s.forKind, "")
+	s.runShardStore(ctx, shard, s.forKind, func(o *metav1.ListOptions) { o.ShardSelector, o.LabelSelector = sel, labelSel })
+}
+
+// runShardStore runs an informer of k's objects of shard, its list and watch options
+// set by selectShard (the API server's shard selector, or the shard label's), until
+// ctx, the shard's term context, ends. Its events enqueue requests (the object, or a
+// child's owner), its first list enqueues every object of the shard, and its store
+// serves Reader while the shard is led here.
+func (s *Sharded) runShardStore(ctx context.Context, shard int, k *cacheKind, selectShard func(*metav1.ListOptions)) {
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.ShardSelector = sel
-			list := s.list.DeepCopyObject().(client.ObjectList)
+			selectShard(&o)
+			list := k.list.DeepCopyObject().(client.ObjectList)
 			err := s.watcher.List(ctx, list, &client.ListOptions{Limit: o.Limit, Continue: o.Continue, Raw: &o})
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.ShardSelector = sel
-			list := s.list.DeepCopyObject().(client.ObjectList)
+			selectShard(&o)
+			list := k.list.DeepCopyObject().(client.ObjectList)
 			return s.watcher.Watch(ctx, list, &client.ListOptions{Raw: &o})
 		},
 	}
-	inf := toolscache.NewSharedIndexInformer(lw, s.spec.For.DeepCopyObject(), 0, toolscache.Indexers{})
-	enqueue := func(obj any) {
-		if o, ok := obj.(client.Object); ok && s.leads(shard) {
-			s.queue.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
-	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if o, ok := obj.(client.Object); ok {
-				s.mu.Lock()
-				if _, led := s.shards[shard]; led {
-					s.gone[client.ObjectKeyFromObject(o)] = shard
-				}
-				s.mu.Unlock()
-			}
-			enqueue(obj)
-		},
-	})
-	if err != nil {
+	inf := toolscache.NewSharedIndexInformer(lw, k.obj.DeepCopyObject(), 0, toolscache.Indexers{})
+	if _, err := inf.AddEventHandler(s.shardStoreHandler(ctx, shard, k)); err != nil {
 		s.logger.Error(err, "shard informer", "shard", shard)
 		return
 	}
 	store := inf.GetStore()
 	s.mu.Lock()
-	s.stores[shard] = store
+	s.stores[k.typ][shard] = store
 	s.mu.Unlock()
 	inf.RunWithContext(ctx)
 	s.mu.Lock()
-	if s.stores[shard] == store { // not yet replaced by the shard's next term here
-		delete(s.stores, shard)
+	if s.stores[k.typ][shard] == store { // not yet replaced by the shard's next term here
+		delete(s.stores[k.typ], shard)
 	}
 	s.mu.Unlock()
 }
 
-// Reader returns the reader of For's objects that the Reconciler must use when
-// CacheOwnShards is set: it reads the informers of the shards led now (an object of a
-// shard led elsewhere is not found) when the API server serves sharded watches, and
-// the manager's cache otherwise. Get and List (namespace and label selector) only.
+// shardStoreHandler enqueues the requests of the events of a shard informer of k: For's
+// objects themselves (a deleted one's shard recorded), a child's controller owner.
+// An object labelled with another shard than its own (written by hand) is relabelled
+// and not enqueued here.
+func (s *Sharded) shardStoreHandler(ctx context.Context, shard int, k *cacheKind) toolscache.ResourceEventHandler {
+	enqueue := func(obj any, deleted bool) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		o, ok := obj.(client.Object)
+		if !ok || !s.leads(shard) {
+			return
+		}
+		if s.labelled(k) && !deleted && s.relabelStray(ctx, o, k, shard) {
+			return
+		}
+		if k.child != nil {
+			k.child.enqueue(s.queue, o)
+			return
+		}
+		key := client.ObjectKeyFromObject(o)
+		if deleted {
+			own := s.ring.ShardOf(string(o.GetUID())) // shard, but for a stray label
+			s.mu.Lock()
+			if _, led := s.shards[own]; led {
+				s.gone[key] = own
+			}
+			s.mu.Unlock()
+		}
+		s.queue.Add(reconcile.Request{NamespacedName: key})
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { enqueue(obj, false) },
+		UpdateFunc: func(_, obj any) { enqueue(obj, false) },
+		DeleteFunc: func(obj any) { enqueue(obj, true) },
+	}
+}
+
+// Reader returns the reader that the Reconciler must use with CacheOwnShards or
+// CacheOwnShardsByLabel: the objects of For's type and (by label) of the builder's
+// Owns types are read from the informers of the shards led now (an object of a shard
+// led elsewhere, or not yet labelled, is not found), those of other types from the
+// manager's cache. Without a per-shard cache of For's type (CacheOwnShards where the
+// API server does not serve sharded watches, or neither option) it reads the
+// manager's cache. Get and List (namespace and label selector) only.
 func (s *Sharded) Reader() client.Reader { return shardReader{s} }
 
 // CachedObjects returns how many objects of For's type this replica's shard informers
-// hold (0 without CacheOwnShards served).
-func (s *Sharded) CachedObjects() int {
+// hold (0 when For's objects are in the manager's cache).
+func (s *Sharded) CachedObjects() int { return s.Cached(s.spec.For) }
+
+// Cached returns how many objects of obj's type this replica's shard informers hold:
+// For's type, or an Owns type cached by label (0 for others).
+func (s *Sharded) Cached(obj client.Object) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, st := range s.stores {
+	for _, st := range s.stores[reflect.TypeOf(obj)] {
 		n += len(st.ListKeys())
 	}
 	return n
@@ -105,29 +139,32 @@ func (s *Sharded) CachedObjects() int {
 // shardReader is Sharded.Reader.
 type shardReader struct{ s *Sharded }
 
-// stores returns the stores of the shards led now.
-func (r shardReader) stores() []toolscache.Store {
+// stores returns the stores of t's objects of the shards led now, and whether t's
+// objects are cached by shard (read from the manager's cache otherwise).
+func (r shardReader) stores(t reflect.Type) ([]toolscache.Store, bool) {
+	k := r.s.kindOf(t)
+	if k == nil {
+		return nil, false
+	}
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
-	out := make([]toolscache.Store, 0, len(r.s.stores))
-	for _, st := range r.s.stores {
+	out := make([]toolscache.Store, 0, len(r.s.stores[t]))
+	for _, st := range r.s.stores[t] {
 		out = append(out, st)
 	}
-	return out
+	return out, true
 }
 
 func (r shardReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if !r.s.ownCache() {
+	stores, sharded := r.stores(reflect.TypeOf(obj))
+	if !sharded {
 		return r.s.r.mgr.GetCache().Get(ctx, key, obj, opts...)
-	}
-	if !sameType(obj, r.s.spec.For) {
-		return fmt.Errorf("controllerruntime: sharded reader of %T cannot read %T", r.s.spec.For, obj)
 	}
 	storeKey := key.Name
 	if key.Namespace != "" {
 		storeKey = key.Namespace + "/" + key.Name
 	}
-	for _, st := range r.stores() {
+	for _, st := range stores {
 		item, ok, err := st.GetByKey(storeKey)
 		if err != nil {
 			return err
@@ -137,22 +174,20 @@ func (r shardReader) Get(ctx context.Context, key client.ObjectKey, obj client.O
 			return nil
 		}
 	}
-	return apierrors.NewNotFound(r.s.resource(), key.Name)
+	return apierrors.NewNotFound(r.s.resource(obj), key.Name)
 }
 
 func (r shardReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if !r.s.ownCache() {
+	stores, sharded := r.stores(r.s.itemType(list))
+	if !sharded {
 		return r.s.r.mgr.GetCache().List(ctx, list, opts...)
-	}
-	if !sameType(list, r.s.list) {
-		return fmt.Errorf("controllerruntime: sharded reader of %T cannot list %T", r.s.list, list)
 	}
 	o := (&client.ListOptions{}).ApplyOptions(opts)
 	if o.FieldSelector != nil && !o.FieldSelector.Empty() {
 		return fmt.Errorf("controllerruntime: sharded reader: field selectors are not supported")
 	}
 	var items []runtime.Object
-	for _, st := range r.stores() {
+	for _, st := range stores {
 		for _, item := range st.List() {
 			obj := item.(client.Object)
 			if o.Namespace != "" && obj.GetNamespace() != o.Namespace {
@@ -173,11 +208,9 @@ func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
 func (l labelSet) Get(k string) string            { return l[k] }
 func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
 
-func sameType(a, b runtime.Object) bool { return reflect.TypeOf(a) == reflect.TypeOf(b) }
-
-// resource returns For's group and resource, for NotFound errors.
-func (s *Sharded) resource() schema.GroupResource {
-	gvk, err := apiutil.GVKForObject(s.spec.For, s.r.mgr.GetScheme())
+// resource returns obj's group and resource, for NotFound errors.
+func (s *Sharded) resource(obj client.Object) schema.GroupResource {
+	gvk, err := apiutil.GVKForObject(obj, s.r.mgr.GetScheme())
 	if err != nil {
 		return schema.GroupResource{}
 	}
