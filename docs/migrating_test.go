@@ -113,11 +113,17 @@ func migratedLeader(t *testing.T, cs kubernetes.Interface, ps []*process) (strin
 // crashTakenOver SIGKILLs the leader ps[leader], then plays the kubelet: it copies the
 // leader's termination message file into its pod's terminated container state. The
 // last replica must take the Lease within deathTakeover of that write, well inside
-// the 15s LeaseDuration a crash is otherwise waited out for.
+// the 13–15s a crash is otherwise waited out for (15s LeaseDuration, 2s renews).
+// The kill waits for a renew of the leader's: a follower acts on the report only
+// once it has seen the holder renew on its watch (the first-look rule).
 func crashTakenOver(t *testing.T, cs kubernetes.Interface, ps []*process, leader int, pod *corev1.Pod, termLog string) {
 	t.Helper()
-	const deathTakeover = 5 * time.Second
+	const deathTakeover = 8 * time.Second
 	holder := leaseHolder(t, cs, migratedLease)
+	renewed := leaseRenewTime(t, cs, migratedLease)
+	batontest.WaitFor(t, 10*time.Second, "a renew of the new leader's", func() bool {
+		return leaseRenewTime(t, cs, migratedLease).After(renewed)
+	})
 	ps[leader].kill()
 	msg, err := os.ReadFile(termLog)
 	if err != nil {
@@ -135,6 +141,15 @@ func crashTakenOver(t *testing.T, cs kubernetes.Interface, ps []*process, leader
 	})
 	t.Logf("SIGKILLed leader %s; the Lease moved %v after the kubelet's report",
 		holder, time.Since(written).Round(time.Millisecond))
+}
+
+// leaseRenewTime returns the Lease's renewTime, zero when it cannot be read.
+func leaseRenewTime(t *testing.T, cs kubernetes.Interface, name string) time.Time {
+	l, err := cs.CoordinationV1().Leases("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil || l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
 }
 
 // createPod creates a pod of the migrated program, its container running, as the
