@@ -44,7 +44,7 @@ func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) s
 // (dropHeld), and keeps any later acquisition of ours behind the same instant.
 func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 	c.e.slowAcquires.Add(1)
-	c.phase, c.held = holding, heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration)}
+	c.becomeHolding(heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration)})
 	c.renewAt = answeredAt // renew at once: the Create's own renewTime may be old
 	c.renewRetry.Reset()
 	c.e.logger.Warn("acquiring Create may have landed after unseen holders: holding the lease a LeaseDuration before leading",
@@ -70,7 +70,7 @@ func (c *campaign) createVouched(v uint64) bool {
 // watch delivers it with nothing before it (createVouched), and otherwise as for a
 // slow Create, a LeaseDuration after the answer.
 func (c *campaign) awaitCreateEvent(term, created uint64, answeredAt time.Time) {
-	c.phase, c.held = holding, heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration), onEvent: true, created: created}
+	c.becomeHolding(heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration), onEvent: true, created: created})
 	c.renewAt = c.writes.confirmedAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
 	c.e.logger.Debug("acquiring Create answered before its watch event: holding until the watch shows it", "term", term)
@@ -79,9 +79,7 @@ func (c *campaign) awaitCreateEvent(term, created uint64, answeredAt time.Time) 
 // stepHeld does what is due while a term is held: start it when due, renew.
 func (c *campaign) stepHeld(now time.Time) {
 	if c.held.onEvent && c.createVouched(c.held.created) {
-		term := c.held.term
-		c.held = heldTerm{}
-		c.startTerm(term, c.writes.confirmedAt)
+		c.startTerm(c.held.term, c.writes.confirmedAt)
 		c.checkTerm()
 		return
 	}
@@ -90,11 +88,9 @@ func (c *campaign) stepHeld(now time.Time) {
 		if c.phase != holding {
 			return
 		}
-		term := c.held.term
-		c.held = heldTerm{}
 		// The term runs a RenewDeadline from the send of the last renew that went
 		// through, as any term does.
-		c.startTerm(term, c.writes.confirmedAt)
+		c.startTerm(c.held.term, c.writes.confirmedAt)
 		c.checkTerm()
 		return
 	}
@@ -129,5 +125,5 @@ func (c *campaign) renewHeld() {
 func (c *campaign) dropHeld(why string) {
 	c.e.logger.Warn("not leading the held term", "term", c.held.term, "reason", why)
 	c.lease.unknownUntil = later(c.lease.unknownUntil, c.held.until)
-	c.phase, c.held = following, heldTerm{}
+	c.becomeFollowing()
 }

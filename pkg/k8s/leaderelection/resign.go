@@ -33,5 +33,5 @@ func (c *campaign) resigned(cause error, release bool) {
 	if !release && !errors.Is(cause, ErrResigned) || c.phase != following {
 		return
 	}
-	c.phase, c.handover = handingOver, handoverRequest{}
+	c.becomeHandingOver(handoverRequest{})
 }

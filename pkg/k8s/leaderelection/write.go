@@ -77,7 +77,7 @@ func (c *campaign) acquire() {
 	}
 	r.Incarnation = boundIncarnation(r.AcquireTime, r.RenewTime, cfg.Incarnation)
 	// 2.
-	c.phase = acquiring
+	c.becomeAcquiring()
 	ctx, cancel := withTimeout(c.ctx, c.e.clock, cfg.RenewDeadline, ErrRenewDeadlineMissed)
 	defer cancel()
 	var out LeaseRecord
@@ -104,7 +104,7 @@ func (c *campaign) acquire() {
 		out, err = c.e.store.Update(ctx, r)
 	}
 	answeredAt := c.e.clock.Now()
-	c.phase = following
+	c.becomeFollowing()
 	// 3.
 	switch {
 	case err == nil:
@@ -259,7 +259,8 @@ func (c *campaign) renewal(sentAt time.Time) LeaseRecord {
 // OnStartedLeading in a goroutine of its own.
 func (c *campaign) startTerm(term uint64, sentAt time.Time) {
 	t := newTermContext(c.ctx, c.termOf(term), sentAt, c.e.config.RenewDeadline, c.e.clock)
-	c.phase, c.term, c.termFloor = leading, t, max(c.termFloor, term)
+	c.becomeLeading(t)
+	c.termFloor = max(c.termFloor, term)
 	c.renewAt = sentAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
 	c.e.current.Store(t)
@@ -277,7 +278,7 @@ func (c *campaign) startTerm(term uint64, sentAt time.Time) {
 // stepDown ends the current term with cause and calls OnStoppedLeading.
 func (c *campaign) stepDown(cause error) {
 	t := c.term
-	c.phase, c.term = following, nil
+	c.becomeFollowing()
 	c.e.current.Store(nil)
 	t.end(cause)
 	c.e.logger.Info("stopped leading", "term", t.Term(), "cause", context.Cause(t))
@@ -300,7 +301,7 @@ func (c *campaign) requestHandOver(req handoverRequest) {
 func (c *campaign) beginHandOver(req handoverRequest) {
 	c.e.handOvers.Add(1)
 	c.stepDown(ErrHandedOver)
-	c.phase, c.handover = handingOver, req
+	c.becomeHandingOver(req)
 }
 
 // finishHandOver writes the release of the pending hand-over and answers its request.
@@ -308,7 +309,7 @@ func (c *campaign) beginHandOver(req handoverRequest) {
 // so that another candidate leads.
 func (c *campaign) finishHandOver() error {
 	req := c.handover
-	c.phase, c.handover = following, handoverRequest{}
+	c.becomeFollowing()
 	released, err := c.release(req.target)
 	if req.target == "" {
 		c.acquireAt = c.e.clock.Now().Add(c.e.config.LeaseDuration)
