@@ -326,10 +326,11 @@ func (s *Sharded) Unlabelled() int {
 	n := 0
 	for _, k := range s.labelledKinds() {
 		k.mu.Lock()
-		if k.unlabelled != nil {
-			n += len(k.unlabelled.ListKeys())
-		}
+		st := k.unlabelled
 		k.mu.Unlock()
+		if st != nil {
+			n += len(st.ListKeys())
+		}
 	}
 	return n
 }
