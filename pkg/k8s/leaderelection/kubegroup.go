@@ -49,10 +49,11 @@ type KubernetesLeaseGroup struct {
 	labels    map[string]string
 	selector  string
 
-	// mu guards subs and shared.
+	// mu guards subs, byName and shared.
 	mu     sync.Mutex
-	subs   map[*groupSub]struct{}
-	shared *sharedWatch // the shared watch, nil while none runs
+	subs   map[*groupSub]struct{}            // the readers of the Leases an accept function takes
+	byName map[string]map[*groupSub]struct{} // the readers of one Lease, by its name (a store's)
+	shared *sharedWatch                      // the shared watch, nil while none runs
 }
 
 // GroupEvent is one event of a KubernetesLeaseGroup watch: a Lease added, changed or
@@ -95,6 +96,7 @@ func NewKubernetesLeaseGroup(clientset kubernetes.Interface, namespace, key, val
 		labels:    set,
 		selector:  labels.SelectorFromSet(set).String(),
 		subs:      map[*groupSub]struct{}{},
+		byName:    map[string]map[*groupSub]struct{}{},
 	}, nil
 }
 
@@ -116,7 +118,7 @@ func (g *KubernetesLeaseGroup) Store(name string) LeaseStore {
 // (wrapping ErrGroupWatchBroke) when the shared watch broke or the caller fell
 // behind; the caller then watches again.
 func (g *KubernetesLeaseGroup) Watch(ctx context.Context, accept func(name string) bool) (<-chan GroupEvent, error) {
-	sub, err := g.subscribe(ctx, accept)
+	sub, err := g.subscribe(ctx, &groupSub{accept: accept})
 	if err != nil {
 		return nil, err
 	}
@@ -142,10 +144,10 @@ func (g *KubernetesLeaseGroup) Watch(ctx context.Context, accept func(name strin
 	return out, nil
 }
 
-// subscribe registers a reader of the events accept takes and waits until the
-// shared watch is open, starting it if none runs.
-func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, accept func(string) bool) (*groupSub, error) {
-	sub := &groupSub{accept: accept, wake: make(chan struct{}, 1)}
+// subscribe registers sub, a reader of one Lease (sub.name) or of those sub.accept
+// takes, and waits until the shared watch is open, starting it if none runs.
+func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, sub *groupSub) (*groupSub, error) {
+	sub.wake = make(chan struct{}, 1)
 	g.mu.Lock()
 	if g.shared == nil {
 		wctx, stop := context.WithCancel(context.Background())
@@ -153,7 +155,14 @@ func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, accept func(string
 		go g.run(wctx, g.shared)
 	}
 	shared := g.shared
-	g.subs[sub] = struct{}{}
+	if sub.name == "" {
+		g.subs[sub] = struct{}{}
+	} else {
+		if g.byName[sub.name] == nil {
+			g.byName[sub.name] = map[*groupSub]struct{}{}
+		}
+		g.byName[sub.name][sub] = struct{}{}
+	}
 	g.mu.Unlock()
 	select {
 	case <-shared.ready:
@@ -172,8 +181,14 @@ func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, accept func(string
 func (g *KubernetesLeaseGroup) unsubscribe(sub *groupSub) {
 	g.mu.Lock()
 	delete(g.subs, sub)
+	if named := g.byName[sub.name]; named != nil {
+		delete(named, sub)
+		if len(named) == 0 {
+			delete(g.byName, sub.name)
+		}
+	}
 	var stop context.CancelFunc
-	if len(g.subs) == 0 && g.shared != nil {
+	if len(g.subs) == 0 && len(g.byName) == 0 && g.shared != nil {
 		stop = g.shared.stop
 		g.shared = nil
 	}
@@ -250,10 +265,15 @@ func (g *KubernetesLeaseGroup) open(ctx context.Context) (watch.Interface, error
 	return w, nil
 }
 
-// dispatch queues ev for every reader that takes its Lease.
+// dispatch queues ev for every reader that takes its Lease: those of its name, found
+// at once, and those of an accept function (a ring's one member watch), asked.
 func (g *KubernetesLeaseGroup) dispatch(ev GroupEvent) {
 	g.mu.Lock()
-	subs := make([]*groupSub, 0, len(g.subs))
+	named := g.byName[ev.Lease.Name]
+	subs := make([]*groupSub, 0, len(named)+len(g.subs))
+	for s := range named {
+		subs = append(subs, s)
+	}
 	for s := range g.subs {
 		if s.accept(ev.Lease.Name) {
 			subs = append(subs, s)
@@ -275,8 +295,14 @@ func (g *KubernetesLeaseGroup) breakAll(shared *sharedWatch, err error) {
 	subs := make([]*groupSub, 0, len(g.subs))
 	for s := range g.subs {
 		subs = append(subs, s)
-		delete(g.subs, s)
 	}
+	for _, named := range g.byName {
+		for s := range named {
+			subs = append(subs, s)
+		}
+	}
+	clear(g.subs)
+	clear(g.byName)
 	g.mu.Unlock()
 	shared.stop()
 	for _, s := range subs {
@@ -286,8 +312,9 @@ func (g *KubernetesLeaseGroup) breakAll(shared *sharedWatch, err error) {
 
 // groupSub is one reader's queue of events.
 type groupSub struct {
-	accept func(string) bool
-	wake   chan struct{} // room for one: a push never blocks
+	name   string            // the one Lease it reads; "" for those accept takes
+	accept func(string) bool // set when name is ""
+	wake   chan struct{}     // room for one: a push never blocks
 
 	// mu guards queue and ended.
 	mu    sync.Mutex
@@ -342,31 +369,28 @@ type groupStore struct {
 // Watch opens a reader of the group's shared watch, then lists the Lease (by name:
 // a Lease not yet labelled is found too, and labelled by its next write), delivers
 // its state and then its events on the shared watch above the list's
-// resourceVersion. A break of the shared watch ends it with an Err event.
+// resourceVersion. A break of the shared watch ends it with an Err event. One
+// goroutine per call moves the reader's events to the channel it returns.
 func (s *groupStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	in, err := s.g.Watch(wctx, func(name string) bool { return name == s.name })
+	sub, err := s.g.subscribe(ctx, &groupSub{name: s.name})
 	if err != nil {
-		cancel()
 		return nil, s.mapError("watch", err, false)
 	}
 	first, floor, err := s.list(ctx)
 	if err != nil {
-		cancel()
-		for range in {
-		}
+		s.g.unsubscribe(sub)
 		return nil, err
 	}
 	events := make(chan LeaseEvent, watchBuffer)
 	events <- first
 	go func() {
 		defer close(events)
-		defer func() {
-			cancel()
-			for range in {
+		defer s.g.unsubscribe(sub)
+		for {
+			ge, ok := sub.next(ctx)
+			if !ok {
+				return
 			}
-		}()
-		for ge := range in {
 			ev, ok := s.eventOf(ge, floor)
 			if !ok {
 				continue

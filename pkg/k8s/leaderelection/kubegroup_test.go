@@ -17,7 +17,8 @@ import (
 
 // TestKubernetesLeaseGroupOneWatch: two Leases of a group are watched through one
 // watch of the API; each store's watch starts with its Lease's state and then gets
-// its own Lease's events only; every write labels the Lease.
+// its own Lease's events only, two stores of one Lease both get them, and a reader
+// of the whole group gets every event; every write labels the Lease.
 func TestKubernetesLeaseGroupOneWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -35,7 +36,15 @@ func TestKubernetesLeaseGroupOneWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, events := range []<-chan LeaseEvent{ea, eb} {
+	ea2, err := g.Store("r-shard-0").Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := g.Watch(ctx, func(string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, events := range []<-chan LeaseEvent{ea, eb, ea2} {
 		if ev := <-events; !ev.Deleted {
 			t.Fatalf("first event of an absent lease %+v", ev)
 		}
@@ -53,6 +62,14 @@ func TestKubernetesLeaseGroupOneWatch(t *testing.T) {
 	}
 	if ev := <-eb; ev.Record != rb {
 		t.Fatalf("b's event %+v, want its own %+v", ev, rb)
+	}
+	if ev := <-ea2; ev.Record != ra {
+		t.Fatalf("the second store of a's Lease got %+v, want %+v", ev, ra)
+	}
+	for _, want := range []string{"r-shard-0", "r-shard-1"} {
+		if ge := <-all; ge.Err != nil || ge.Lease.Name != want {
+			t.Fatalf("the group reader got %+v, want the event of %s", ge, want)
+		}
 	}
 	l, err := cs.CoordinationV1().Leases("ns").Get(ctx, "r-shard-0", metav1.GetOptions{})
 	if err != nil || l.Labels["ring"] != "r" {
