@@ -107,3 +107,39 @@ func FromContext(ctx context.Context) (n uint64, ok bool) {
 	t, ok := Get(ctx)
 	return t.Number, ok
 }
+
+// Follow returns ctx, a context.WithCancelCause(parent) context, made to answer for
+// src as well: its Done and Err first ask src, and when src has ended while ctx has
+// not, call end, which must cancel ctx (with whatever cause the caller chooses),
+// before they answer. Why: an elector's term context reports its end in Err as soon
+// as its renew deadline passed by the local clock, before anything closed its Done (a
+// process resumed after a pause past the deadline); a context derived from it by
+// context.WithCancel alone would not ask it, and would run on. Err is never non-nil
+// while Done is open. The caller still arranges that src's Done closing ends ctx
+// (context.AfterFunc) for goroutines that only wait on Done.
+func Follow(ctx, src context.Context, end func()) context.Context {
+	return &following{Context: ctx, src: src, end: end}
+}
+
+// following is Follow's context.
+type following struct {
+	context.Context
+	src context.Context
+	end func()
+}
+
+func (c *following) check() {
+	if c.Context.Err() == nil && c.src.Err() != nil {
+		c.end()
+	}
+}
+
+func (c *following) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+func (c *following) Err() error {
+	c.check()
+	return c.Context.Err()
+}

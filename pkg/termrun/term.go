@@ -90,8 +90,8 @@ func (t *Term) run(name string, fn Func, restart bool) error {
 func (t *Term) once(name string, fn Func) (panicked bool, err error) {
 	t.r.count(name, func(c *counters) { c.started.Add(1); c.running.Add(1) })
 	defer t.r.count(name, func(c *counters) { c.running.Add(-1) })
-	ctx := newRunContext(t.ctx)
-	defer ctx.cancel(ErrRunEnded)
+	ctx, cancel := newRunContext(t.ctx)
+	defer cancel(ErrRunEnded)
 	err = Call(ctx, fn)
 	return errors.Is(err, ErrPanicked), err
 }
@@ -155,35 +155,10 @@ func (t *Term) watchOverstay(name string, returned <-chan struct{}) {
 	}
 }
 
-// runContext is the context of one run: it ends when the run returns, and with
-// the term. Why is this here? A term's context may report its end in Err by a
-// clock of its own before anything cancelled it (an elector's renew deadline,
-// lifecycle's term of a source), and a child made by context.WithCancel alone
-// would not ask it; Err and Done ask the term first, and end the run's context
-// with the term's cause if it ended.
-type runContext struct {
-	context.Context // context.WithCancelCause(term)
-	cancel          context.CancelCauseFunc
-	term            context.Context
-}
-
-func newRunContext(term context.Context) *runContext {
+// newRunContext is the context of one run: it ends when the run returns (cancel),
+// and with the term, whose end it asks for first (termctx.Follow: a term's context
+// may report its end in Err by a clock of its own before anything cancelled it).
+func newRunContext(term context.Context) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(term)
-	return &runContext{Context: ctx, cancel: cancel, term: term}
-}
-
-func (c *runContext) check() {
-	if c.Context.Err() == nil && c.term.Err() != nil {
-		c.cancel(context.Cause(c.term))
-	}
-}
-
-func (c *runContext) Done() <-chan struct{} {
-	c.check()
-	return c.Context.Done()
-}
-
-func (c *runContext) Err() error {
-	c.check()
-	return c.Context.Err()
+	return termctx.Follow(ctx, term, func() { cancel(context.Cause(term)) }), cancel
 }

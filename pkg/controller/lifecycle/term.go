@@ -22,9 +22,8 @@ type termState struct {
 	// ctx is the context the term's runs derive from; cancel ends it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	// sourced is ctx's source wrapper (Options.TermContext); stopWatch
-	// stops ending ctx with the term's source. Both nil without a source.
-	sourced   *sourcedContext
+	// stopWatch stops ending ctx with the term's source
+	// (Options.TermContext); nil without a source.
 	stopWatch func() bool
 	// stepDown is the cause of the term's end while the Manager asks
 	// Options.StepDown to end it, and after it agreed (nil otherwise).
@@ -83,8 +82,8 @@ func (m *Manager) startTerm(base context.Context, e *leadership.BecameLeaderEven
 	stamped := termctx.Term{Number: e.Term}
 	if m.opts.TermContext != nil {
 		if src, ok := m.opts.TermContext(e.Term); ok && src != nil {
-			t.sourced = &sourcedContext{Context: t.ctx, src: src, t: t}
-			t.ctx = t.sourced
+			// The term's context answers for the source first (termctx.Follow).
+			t.ctx = termctx.Follow(t.ctx, src, func() { t.sourceEnded(src) })
 			t.stopWatch = context.AfterFunc(src, func() { t.sourceEnded(src) })
 			if st, ok := termctx.Get(src); ok && st.Number == e.Term {
 				stamped = st // the source's term: its Lease and token too
@@ -143,9 +142,7 @@ func (m *Manager) startPendingLocked(t *termState, now time.Time) (starts []laun
 // source ended, or the Manager stepped down: see endCause) and waits for
 // its components. It runs on Run's goroutine.
 func (m *Manager) endTerm(t *termState, reason string, cause error) {
-	if t.sourced != nil {
-		t.sourced.checkSource() // a source that has ended gives the cause
-	}
+	_ = t.ctx.Err() // a source that has ended gives the cause (termctx.Follow)
 	m.mu.Lock()
 	m.term = nil
 	var waiting []*unit
@@ -365,37 +362,6 @@ func (t *termState) sourceEnded(src context.Context) {
 		cause = fmt.Errorf("%w: %w", ErrLeadershipLost, c)
 	}
 	t.cancel(t.endCause(cause))
-}
-
-// sourcedContext is the context of a term with a source
-// (Options.TermContext). context.AfterFunc ends the term when the
-// source's Done closes. Why is this here? An elector's term context
-// reports its end in Err as soon as its renew deadline passed by the local
-// clock, before anything closed its Done (a process resumed after a pause
-// past the deadline), and so must the term's context: Err and Done look at
-// the source first, and end the term's context before they answer, so
-// that Err is never non-nil while Done is open and contexts derived from
-// it end with it.
-type sourcedContext struct {
-	context.Context // the term's cancel-cause context
-	src             context.Context
-	t               *termState
-}
-
-func (c *sourcedContext) checkSource() {
-	if c.Context.Err() == nil && c.src.Err() != nil {
-		c.t.sourceEnded(c.src)
-	}
-}
-
-func (c *sourcedContext) Done() <-chan struct{} {
-	c.checkSource()
-	return c.Context.Done()
-}
-
-func (c *sourcedContext) Err() error {
-	c.checkSource()
-	return c.Context.Err()
 }
 
 // missingLocked reports whether the term misses mem's component: it is
