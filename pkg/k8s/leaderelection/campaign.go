@@ -58,9 +58,9 @@ type watchState struct {
 	// expiry wait even if unchanged, since it may be a restored copy of a state others
 	// have replaced meanwhile (versions repeat after an etcd restore).
 	brokenSince time.Time
-	// stale is set when a write found the lease changed: wait for the next observation
-	// (or, if none came by staleCheckAt, open a new watch) before writing again.
-	stale        bool
+	// staleCheckAt is set (non-zero) while the watch is stale: a write found the lease
+	// changed, so wait for the next observation (or, if none came by staleCheckAt, open
+	// a new watch) before writing again. Zero otherwise.
 	staleCheckAt time.Time
 	// lag is the latest delay seen between a write of ours and its event on the watch,
 	// or between the opening of a watch and its first event: a watch silent for less
@@ -72,24 +72,41 @@ type watchState struct {
 	delivered  uint64
 }
 
+// presence is what the campaign knows of the lease's existence.
+type presence uint8
+
+const (
+	unseen      presence = iota // nothing observed yet
+	present                     // the lease exists; record is its latest state
+	goneLast                    // deleted; record is its last state, which the delete told
+	goneUnknown                 // absent, and its last state (if any) is unknown; record is zero
+)
+
+// vouch is what vouches that the observed record is the store's current history and
+// not a restored copy of an old state (versions repeat after an etcd restore).
+type vouch uint8
+
+const (
+	// firstLook: record was first seen on a first look (the first ever, or the first
+	// after the watch was down for long) and has not changed since: nothing vouches.
+	firstLook vouch = iota
+	// onRead: record changed since a first look, but at its resourceVersion it was
+	// seen on a list (or a read, or a write's answer) only, which may be a restored
+	// copy hiding later acquisitions.
+	onRead
+	// evented: a watch event delivered record at its resourceVersion. Only then does
+	// a proof of its holder's death shorten its wait (Config.DeathWatch).
+	evented
+)
+
 // observedLease is what the campaign knows of the lease.
 type observedLease struct {
-	known  bool // a state (or absence) was observed
-	exists bool
-	// record is the latest state seen; after a delete, the last state before it if the
-	// delete told it (lastKnown), zero otherwise.
-	record    LeaseRecord
-	lastKnown bool
-	since     time.Time // local time record's state (or its absence) was first seen
-	// unvouched is set while record was first seen on a first look (the first ever, or
-	// the first after the watch was down for long) and has not changed since: nothing
-	// this elector saw vouches that it is not a restored copy of an old state.
-	unvouched bool
-	// evented is set while record, at its resourceVersion, is a state a watch event
-	// delivered: a state first seen on a list (or a read, or a write's answer) may be a
-	// restored copy that hides later acquisitions, and a proof of its holder's death
-	// does not shorten its wait (Config.DeathWatch).
-	evented bool
+	presence presence
+	// record is the latest state seen; after a delete, the last state before it
+	// (goneLast) or zero (goneUnknown).
+	record LeaseRecord
+	since  time.Time // local time record's state (or its absence) was first seen
+	vouch  vouch     // what vouches for record; meaningful while present
 	// holderDuration is the leaseDuration of the last held record seen, and
 	// holderForeign whether its holder was not Baton's: the basis of the wait for an
 	// unknown holder.
@@ -103,6 +120,19 @@ type observedLease struct {
 	// checkedVersion is the resourceVersion of the last record checkRange looked at.
 	checkedVersion string
 }
+
+// known reports whether a state (or absence) of the lease was observed.
+func (l *observedLease) known() bool { return l.presence != unseen }
+
+// exists reports whether the lease exists, as last observed.
+func (l *observedLease) exists() bool { return l.presence == present }
+
+// lastKnown reports whether record is the lease's state or its last state before a
+// delete.
+func (l *observedLease) lastKnown() bool { return l.presence == present || l.presence == goneLast }
+
+// stale reports whether a write found the lease changed and no observation came since.
+func (w *watchState) stale() bool { return !w.staleCheckAt.IsZero() }
 
 // ourWrites are the writes of this elector that the campaign can recognise. A record
 // of the same core as confirmed or as any of sent is ours.
@@ -330,7 +360,7 @@ func (c *campaign) step() {
 			c.finishHandOver()
 		}
 	case following: // 5.
-		if c.watch.stale && !now.Before(c.watch.staleCheckAt) {
+		if c.watch.stale() && !now.Before(c.watch.staleCheckAt) {
 			c.replaceSilentWatch(now)
 		}
 		if c.strandedHold() && !now.Before(c.acquireAt) {
@@ -390,7 +420,7 @@ func (c *campaign) nextWake() (time.Time, bool) {
 		consider(c.renewAt)
 		consider(c.held.until)
 	case following:
-		if c.watch.stale {
+		if c.watch.stale() {
 			consider(c.watch.staleCheckAt)
 		}
 		if t, can := c.acquireTime(); can {

@@ -78,7 +78,7 @@ type deathState struct {
 func (c *campaign) followDeath() {
 	want := ""
 	r := c.lease.record
-	if inc := holderIncarnation(r); c.e.config.DeathWatch != nil && c.lease.exists && heldByBaton(r) && inc != c.e.config.Incarnation {
+	if inc := holderIncarnation(r); c.e.config.DeathWatch != nil && c.lease.exists() && heldByBaton(r) && inc != c.e.config.Incarnation {
 		want = inc
 	}
 	if want == c.death.incarnation {
@@ -117,7 +117,7 @@ func (c *campaign) deathProven() {
 			"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation,
 			"since", c.lease.since, "waitingUntil", c.lease.since.Add(c.expiryWait(c.lease.record)))
 	}
-	if f := c.e.callbacks.OnHolderDead; f != nil && c.lease.exists && c.lease.record.HolderIdentity != "" {
+	if f := c.e.callbacks.OnHolderDead; f != nil && c.lease.exists() && c.lease.record.HolderIdentity != "" {
 		f(c.lease.record.HolderIdentity)
 	}
 }
@@ -134,5 +134,5 @@ func (c *campaign) deathProven() {
 func (c *campaign) holderDead(r LeaseRecord) bool {
 	inc := holderIncarnation(r)
 	return c.death.dead && inc != "" && inc == c.death.incarnation && r.ResourceVersion == c.death.version &&
-		c.lease.exists && heldByBaton(r) && !c.lease.unvouched && c.lease.evented
+		c.lease.exists() && heldByBaton(r) && c.lease.vouch == evented
 }

@@ -111,17 +111,17 @@ func (c *campaign) livenessConfirmed() bool {
 // (releaseStranded). A campaigning elector takes such a lease back at once instead
 // (takeRule).
 func (c *campaign) strandedHold() bool {
-	return c.external() && c.phase == following && c.lease.known && (c.lease.exists || c.lease.lastKnown) &&
-		!c.watch.stale && c.leaderDone == nil && !c.e.mayCampaign.Load() && c.ours(c.lease.record)
+	return c.external() && c.phase == following && c.lease.lastKnown() &&
+		!c.watch.stale() && c.leaderDone == nil && !c.e.mayCampaign.Load() && c.ours(c.lease.record)
 }
 
 // releaseStranded releases a stranded hold (strandedHold): a release as Resign's, or
 // for a lease deleted by hand, a Create of the release, so that the others take it
 // at once. A failed release is tried again after a backoff.
 func (c *campaign) releaseStranded() {
-	c.e.logger.Info("releasing a lease still held in this candidate's name after its term ended", "deleted", !c.lease.exists)
+	c.e.logger.Info("releasing a lease still held in this candidate's name after its term ended", "deleted", !c.lease.exists())
 	var err error
-	if c.lease.exists {
+	if c.lease.exists() {
 		_, err = c.release("")
 	} else {
 		err = c.createRelease()
@@ -175,5 +175,5 @@ func (c *campaign) endedUnrenewed(cause error) bool {
 func (c *campaign) holderDeadListed(r LeaseRecord) bool {
 	inc := holderIncarnation(r)
 	return c.external() && c.death.dead && inc != "" && inc == c.death.incarnation &&
-		r.ResourceVersion == c.death.version && c.lease.exists && heldByBaton(r)
+		r.ResourceVersion == c.death.version && c.lease.exists() && heldByBaton(r)
 }

@@ -23,7 +23,7 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 			return
 		case v < c.lease.maxVersion:
 			c.versionReset(v)
-		case listed && v == c.lease.maxVersion && c.lease.exists && !ev.Deleted && !sameSpec(ev.Record, c.lease.record):
+		case listed && v == c.lease.maxVersion && c.lease.exists() && !ev.Deleted && !sameSpec(ev.Record, c.lease.record):
 			c.versionReset(v) // the same version names another state: restored
 		}
 		c.lease.maxVersion = v
@@ -31,65 +31,77 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	if !zeroSpec(ev.Record) {
 		c.checkRange(ev.Record)
 	}
-	if newWrite && !ev.Deleted && c.lease.known {
+	if newWrite && !ev.Deleted && c.lease.known() {
 		c.checkIdentity(ev.Record)
 	}
 	now := c.e.clock.Now()
-	c.watch.stale = false
+	c.watch.staleCheckAt = time.Time{}
 	if ev.Deleted {
 		c.observeAbsent(ev.Record, now, listed)
 	} else {
-		if !listed {
-			c.lease.evented = true
-		} else if !c.lease.exists || ev.Record.ResourceVersion != c.lease.record.ResourceVersion || !sameSpec(ev.Record, c.lease.record) {
-			c.lease.evented = false
-		}
-		if !c.lease.known || !c.lease.exists || !sameSpec(ev.Record, c.lease.record) {
-			c.lease.since, c.lease.unvouched = now, !c.lease.known
-		}
-		c.lease.record, c.lease.exists, c.lease.lastKnown = ev.Record, true, true
-		if ev.Record.HolderIdentity != "" {
-			c.lease.holderDuration, c.lease.holderForeign = c.leaseDuration(ev.Record), !heldByBaton(ev.Record)
-		}
+		c.observePresent(ev.Record, now, listed)
 	}
-	c.lease.known = true
 	c.e.markSynced()
 	c.followDeath()
 	c.reportHolder()
 	if c.phase == leading {
 		c.checkTerm()
 	}
-	if c.phase == holding && !(c.lease.exists && c.ours(c.lease.record)) {
+	if c.phase == holding && !(c.lease.exists() && c.ours(c.lease.record)) {
 		c.dropHeld("lease no longer ours")
+	}
+}
+
+// observePresent takes in r, a state of the lease; listed marks a read of the
+// current state.
+func (c *campaign) observePresent(r LeaseRecord, now time.Time, listed bool) {
+	l := &c.lease
+	switch {
+	case !l.known():
+		l.since, l.vouch = now, firstLook
+	case !l.exists() || !sameSpec(r, l.record): // a new state
+		l.since, l.vouch = now, onRead
+		if !listed {
+			l.vouch = evented
+		}
+	case l.vouch == firstLook: // unchanged since the first look: still nothing vouches
+	case !listed:
+		l.vouch = evented
+	case r.ResourceVersion != l.record.ResourceVersion:
+		l.vouch = onRead
+	}
+	l.record, l.presence = r, present
+	if r.HolderIdentity != "" {
+		l.holderDuration, l.holderForeign = c.leaseDuration(r), !heldByBaton(r)
 	}
 }
 
 // observeAbsent takes in the absence of the lease; last is the state before the delete
 // when the store knows it, zero otherwise; listed marks a read of the current state.
 func (c *campaign) observeAbsent(last LeaseRecord, now time.Time, listed bool) {
+	l := &c.lease
 	switch {
 	case !zeroSpec(last):
-		if !c.lease.known || c.lease.exists || !c.lease.lastKnown || !sameSpec(last, c.lease.record) {
-			c.lease.since = now
+		if l.presence != goneLast || !sameSpec(last, l.record) {
+			l.since = now
 		}
-		c.lease.record, c.lease.lastKnown = last, true
-	case !c.lease.known:
+		l.record, l.presence = last, goneLast
+	case !l.known():
 		// A cold start: nothing of a holder was ever seen, so the lease may be created
 		// at once (see docs/design/leaderelection.md for the window this leaves).
-		c.lease.record, c.lease.lastKnown, c.lease.since = LeaseRecord{}, false, now
-	case c.lease.exists || c.lease.lastKnown:
+		l.record, l.presence, l.since = LeaseRecord{}, goneUnknown, now
+	case l.lastKnown():
 		// Deleted, last state unknown: whoever held it last may have renewed until the
 		// delete, which came before now. Wait as for an unknown holder, from now.
 		c.e.logger.Info("lease gone, last holder unknown: waiting for its term to end")
-		c.lease.record, c.lease.lastKnown, c.lease.since = LeaseRecord{}, false, now
-		c.lease.unknownUntil = later(c.lease.unknownUntil, now.Add(c.unknownWait()))
+		l.record, l.presence, l.since = LeaseRecord{}, goneUnknown, now
+		l.unknownUntil = later(l.unknownUntil, now.Add(c.unknownWait()))
 	case listed:
 		// Absent again after a gap in the watch: the lease may have been created and
 		// deleted meanwhile, by a holder that may still lead. Wait again, from now.
-		c.lease.since = now
-		c.lease.unknownUntil = later(c.lease.unknownUntil, now.Add(c.unknownWait()))
+		l.since = now
+		l.unknownUntil = later(l.unknownUntil, now.Add(c.unknownWait()))
 	}
-	c.lease.exists = false
 }
 
 // versionReset handles a current state whose resourceVersion v is below one seen
@@ -112,7 +124,7 @@ func (c *campaign) versionReset(v uint64) {
 // reportHolder publishes a change of the observed holder.
 func (c *campaign) reportHolder() {
 	holder := ""
-	if c.lease.exists {
+	if c.lease.exists() {
 		holder = c.lease.record.HolderIdentity
 	}
 	c.e.setLeader(holder)
@@ -131,11 +143,11 @@ func (c *campaign) checkTerm() {
 	r := c.lease.record
 	var sent sentWrite
 	missed := false
-	if c.lease.exists && r.HolderIdentity == c.self {
+	if c.lease.exists() && r.HolderIdentity == c.self {
 		sent, missed = c.sentMatch(r)
 	}
 	switch {
-	case c.lease.exists && c.writes.hasConfirmed && sameCore(r, c.writes.confirmed):
+	case c.lease.exists() && c.writes.hasConfirmed && sameCore(r, c.writes.confirmed):
 		c.writes.confirmed = r // our write, or only metadata or advisory fields changed since
 	case missed:
 		// A write whose answer we missed went through: the term counts from its send
@@ -143,7 +155,7 @@ func (c *campaign) checkTerm() {
 		c.confirm(r, sent.at)
 		c.term.markRenewed(sent.at)
 	default:
-		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.lease.exists, "term", c.term.Term())
+		c.e.logger.Info("lease lost", "holder", r.HolderIdentity, "deleted", !c.lease.exists(), "term", c.term.Term())
 		c.stepDown(ErrLeaseLost)
 		return
 	}
@@ -325,9 +337,9 @@ func (c *campaign) takeAt() time.Time {
 func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 	r := c.lease.record
 	switch {
-	case !c.lease.exists && !c.lease.lastKnown:
+	case !c.lease.lastKnown():
 		return time.Time{}, false // cold start, or unknown (lease.unknownUntil has the wait)
-	case r.HolderIdentity == "" && releasedByBaton(r) && c.lease.unvouched:
+	case r.HolderIdentity == "" && releasedByBaton(r) && c.lease.vouch == firstLook:
 		// A release seen on a first look may be a restored copy, written before terms
 		// that are not over: wait as for an unknown holder.
 		return c.lease.since.Add(c.unknownWait()), false
@@ -369,14 +381,14 @@ func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 // follows (SetCampaigning).
 func (c *campaign) handedToUs() bool {
 	r := c.lease.record
-	return c.lease.exists && r.HolderIdentity == "" && releasedByBaton(r) && r.PreferredHolder == c.self
+	return c.lease.exists() && r.HolderIdentity == "" && releasedByBaton(r) && r.PreferredHolder == c.self
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
 // (state unknown or stale, the last term's leader work still running, a hand-over
 // pending, following only).
 func (c *campaign) acquireTime() (time.Time, bool) {
-	if c.phase != following || !c.lease.known || c.watch.stale || c.leaderDone != nil {
+	if c.phase != following || !c.lease.known() || c.watch.stale() || c.leaderDone != nil {
 		return time.Time{}, false
 	}
 	if !c.e.mayCampaign.Load() && !c.handedToUs() {

@@ -36,8 +36,8 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 	blind := !c.watch.brokenSince.IsZero() && c.e.clock.Now().Sub(c.watch.brokenSince) >= c.e.config.RetryPeriod
 	c.watch.brokenSince = time.Time{}
 	c.observe(ev, c.watch.listFloor, true)
-	if blind && c.lease.exists {
-		c.lease.since, c.lease.unvouched = c.e.clock.Now(), true
+	if blind && c.lease.exists() {
+		c.lease.since, c.lease.vouch = c.e.clock.Now(), firstLook
 	}
 }
 

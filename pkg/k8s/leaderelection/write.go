@@ -34,7 +34,6 @@ func (c *campaign) refresh(ctx context.Context) error {
 // markStale notes that a write found the lease changed: the watch has until
 // staleWait from now to show the newer state.
 func (c *campaign) markStale() {
-	c.watch.stale = true
 	c.watch.staleCheckAt = c.e.clock.Now().Add(c.staleWait())
 }
 
@@ -82,7 +81,7 @@ func (c *campaign) acquire() {
 	defer cancel()
 	var out LeaseRecord
 	var err error
-	create := !c.lease.exists
+	create := !c.lease.exists()
 	// A takeover on a proof that the holder is dead (Config.DeathWatch), before the
 	// lease rules alone would have let it (Stats.DeathTakeovers).
 	onDeath := !create && (c.holderDead(c.lease.record) || c.holderDeadListed(c.lease.record)) &&
@@ -135,11 +134,11 @@ func (c *campaign) acquire() {
 // until those events were read.
 func (c *campaign) overtaken() bool {
 	c.drainWatch()
-	if c.lease.exists && c.ours(c.lease.record) {
+	if c.lease.exists() && c.ours(c.lease.record) {
 		return false
 	}
 	c.e.logger.Warn("acquiring write overtaken before its answer: not leading",
-		"holder", c.lease.record.HolderIdentity, "deleted", !c.lease.exists, "version", c.lease.record.ResourceVersion)
+		"holder", c.lease.record.HolderIdentity, "deleted", !c.lease.exists(), "version", c.lease.record.ResourceVersion)
 	return true
 }
 
@@ -337,7 +336,7 @@ func (c *campaign) release(preferred string) (bool, error) {
 	ctx, cancel := withTimeout(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
 	defer cancel()
 	for range 2 {
-		if !c.lease.exists || !c.ours(c.lease.record) {
+		if !c.lease.exists() || !c.ours(c.lease.record) {
 			return false, nil // not ours any more: nothing to release
 		}
 		at := c.e.clock.Now()
