@@ -21,6 +21,7 @@ var core = []string{
 	"pkg/k8s/leaderelection/...",
 	"pkg/k8s/sharding/...",
 	"pkg/k8s/incarnation",
+	"pkg/k8s/internal/kwatch",
 	"pkg/controller/leaderelection",
 	"pkg/controller/lifecycle",
 	"pkg/controller/metrics",
@@ -227,6 +228,9 @@ func TestArrows(t *testing.T) {
 		{"pkg/k8s/leaderelection/...", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		{"pkg/k8s/sharding/...", []string{module + "/pkg/events", module + "/pkg/controller"}},
 		{"pkg/k8s/incarnation", []string{module + "/pkg/events", module + "/pkg/controller"}},
+		// The watch loop knows nothing of the module above it.
+		{"pkg/k8s/internal/kwatch", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s/leaderelection",
+			module + "/pkg/k8s/sharding", module + "/pkg/k8s/incarnation"}},
 		// The term accessor sits below both the elector and the runtime.
 		{"pkg/termctx", []string{module + "/pkg/events", module + "/pkg/controller", module + "/pkg/k8s", "k8s.io/"}},
 		// The per-term runner sits below the runtime and the sharder: the

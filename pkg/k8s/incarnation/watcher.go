@@ -2,17 +2,19 @@ package incarnation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/k8s/internal/kwatch"
 )
 
 // The pause before a pod watch is opened again: watchRetry after the server ended a
@@ -115,25 +117,16 @@ func (w *Watcher) follow(ctx context.Context, inc Incarnation) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return false, nil
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				// A Deleted event proves nothing: a force delete removes a pod whose
-				// process may still run.
-				if p, isPod := ev.Object.(*corev1.Pod); isPod && p.Name == inc.PodName && ProvesDead(inc, p) {
-					return true, nil
-				}
-			case watch.Error:
-				return false, apierrors.FromObject(ev.Object)
-			}
-		}
+	proven := false
+	err = kwatch.Read(ctx, wi, 0, func(ev watch.Event) bool {
+		// A Deleted event proves nothing: a force delete removes a pod whose process
+		// may still run.
+		p, isPod := ev.Object.(*corev1.Pod)
+		proven = ev.Type != watch.Deleted && isPod && p.Name == inc.PodName && ProvesDead(inc, p)
+		return !proven
+	})
+	if errors.Is(err, kwatch.ErrClosed) {
+		err = nil
 	}
+	return proven, err
 }

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/baton-dev/baton/pkg/k8s/internal/kwatch"
 )
 
 // ErrGroupWatchBroke is the Err of the last event of a KubernetesLeaseGroup watch that
@@ -220,33 +221,14 @@ func (g *KubernetesLeaseGroup) run(ctx context.Context, shared *sharedWatch) {
 		g.breakAll(shared, err)
 		return
 	}
-	defer w.Stop()
-	silence := time.NewTimer(groupSilence)
-	defer silence.Stop()
-	for {
-		var we watch.Event
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return
-		case <-silence.C:
-			g.breakAll(shared, fmt.Errorf("%w: nothing delivered for %v", ErrGroupWatchBroke, groupSilence))
-			return
-		case we, ok = <-w.ResultChan():
+	err = kwatch.Read(ctx, w, groupSilence, func(we watch.Event) bool {
+		if l, isLease := we.Object.(*coordinationv1.Lease); isLease {
+			g.dispatch(GroupEvent{Lease: l, Deleted: we.Type == watch.Deleted})
 		}
-		silence.Reset(groupSilence)
-		switch {
-		case !ok:
-			g.breakAll(shared, fmt.Errorf("%w: closed", ErrGroupWatchBroke))
-			return
-		case we.Type == watch.Error:
-			g.breakAll(shared, fmt.Errorf("%w: %w", ErrGroupWatchBroke, apierrors.FromObject(we.Object)))
-			return
-		case we.Type == watch.Added, we.Type == watch.Modified, we.Type == watch.Deleted:
-			if l, isLease := we.Object.(*coordinationv1.Lease); isLease {
-				g.dispatch(GroupEvent{Lease: l, Deleted: we.Type == watch.Deleted})
-			}
-		}
+		return true
+	})
+	if err != nil && ctx.Err() == nil {
+		g.breakAll(shared, fmt.Errorf("%w: %w", ErrGroupWatchBroke, err))
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/baton-dev/baton/pkg/k8s/internal/kwatch"
 )
 
 // Annotations of the Lease that keep Baton's fields. PreferredHolderAnnotation keeps
@@ -195,43 +197,26 @@ func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) 
 	events <- first
 	go func() {
 		defer close(events)
-		defer w.Stop()
-		for {
-			var we watch.Event
-			var ok bool
-			select {
-			case <-ctx.Done():
-				return
-			case we, ok = <-w.ResultChan():
-				if !ok {
-					return
-				}
+		err := kwatch.Read(ctx, w, 0, func(we watch.Event) bool {
+			l, isLease := we.Object.(*coordinationv1.Lease)
+			if !isLease || l.Name != s.name {
+				return true
 			}
-			var ev LeaseEvent
-			switch we.Type {
-			case watch.Added, watch.Modified, watch.Deleted:
-				l, isLease := we.Object.(*coordinationv1.Lease)
-				if !isLease || l.Name != s.name {
-					continue
-				}
-				ev = LeaseEvent{Record: recordOf(l), Deleted: we.Type == watch.Deleted}
-				if !ev.Deleted {
-					s.remember(l)
-				}
-			case watch.Error:
-				ev = LeaseEvent{Err: fmt.Errorf("leaderelection: watch lease %s: %w", s, apierrors.FromObject(we.Object))}
-				select {
-				case events <- ev:
-				case <-ctx.Done():
-				}
-				return
-			default: // bookmarks
-				continue
+			ev := LeaseEvent{Record: recordOf(l), Deleted: we.Type == watch.Deleted}
+			if !ev.Deleted {
+				s.remember(l)
 			}
 			select {
 			case events <- ev:
+				return true
 			case <-ctx.Done():
-				return
+				return false
+			}
+		})
+		if err != nil && !errors.Is(err, kwatch.ErrClosed) {
+			select {
+			case events <- LeaseEvent{Err: fmt.Errorf("leaderelection: watch lease %s: %w", s, err)}:
+			case <-ctx.Done():
 			}
 		}
 	}()
