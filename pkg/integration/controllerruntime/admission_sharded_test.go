@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -466,6 +467,60 @@ func measureShardFence(t, owner *testing.T, shards int) {
 	t.Logf("%d shards, %d policies, %d bindings: a passing write's latency, median / p99: %v / %v before the fence, "+
 		"%v / %v with it, %v / %v for the control alongside; added median %v",
 		shards, len(policies), len(bindings), before[0], before[1], after[0], after[1], ctl[0], ctl[1], after[0]-ctl[0])
+}
+
+// TestShardedAdmissionFenceDispatchCPU profiles the API server while fenceWriter
+// sends dry-run Creates stamped with the current token of the last shard of rings of
+// 1, 16 and 64 shards, back to back for 10 s each, under the ring's fence, and writes
+// each CPU profile to BATON_SHARD_FENCE_PROFILE/dispatch-<shards>.pprof, logging how
+// many writes it covers. The policy dispatch's CPU per write is then its cumulative
+// time over that count:
+//
+//	go tool pprof -top -cum "$KUBEBUILDER_ASSETS/kube-apiserver" dispatch-64.pprof | grep 'validating.(\*dispatcher).Dispatch$'
+//
+// Run it alone, as TestShardedAdmissionFenceCost, whose reasons it shares.
+func TestShardedAdmissionFenceDispatchCPU(t *testing.T) {
+	dir := os.Getenv("BATON_SHARD_FENCE_PROFILE")
+	if dir == "" {
+		t.Skip("BATON_SHARD_FENCE_PROFILE=<directory> profiles the API server under the ring's fence")
+	}
+	// One after the other in t, not in subtests: each ring's fence stays until the
+	// test ends (see TestShardedAdmissionFenceCost).
+	for _, shards := range []int{1, 16, sharding.DefaultShards} {
+		profileShardFence(t, dir, shards)
+	}
+}
+
+// profileShardFence profiles the API server for TestShardedAdmissionFenceDispatchCPU
+// under the fence of a ring of shards, which stays until t ends.
+func profileShardFence(t *testing.T, dir string, shards int) {
+	e := newShardFenceEnvOf(t, shards)
+	last := e.shardToken(shards-1, shardHolder(shards-1))
+	e.waitPassed(last)
+	done := make(chan error, 1)
+	var profile []byte
+	go func() {
+		var err error
+		profile, err = shared.Clientset().CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", "10").DoRaw(context.Background())
+		done <- err
+	}()
+	writes := 0
+	for len(done) == 0 {
+		if err := e.writeStamped(last); err != nil {
+			<-done
+			t.Fatalf("write %d with the current token: %v", writes, err)
+		}
+		writes++
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the API server's CPU profile: %v", err)
+	}
+	file := filepath.Join(dir, fmt.Sprintf("dispatch-%d.pprof", shards))
+	if err := os.WriteFile(file, profile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d shards: %d writes in the profile %s", shards, writes, file)
 }
 
 // measureWrites sends 500 dry-run Creates of a ConfigMap stamped with s by writer in
