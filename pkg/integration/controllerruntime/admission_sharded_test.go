@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -38,6 +40,13 @@ type shardFenceEnv struct {
 
 func newShardFenceEnv(t *testing.T) *shardFenceEnv {
 	t.Helper()
+	return newShardFenceEnvOf(t, 2)
+}
+
+// newShardFenceEnvOf is newShardFenceEnv with a ring of shards shards: shard 0 held by
+// "a", shard 1 by "c", shard i above by "h<i>".
+func newShardFenceEnvOf(t *testing.T, shards int) *shardFenceEnv {
+	t.Helper()
 	e := &shardFenceEnv{fenceEnv: fenceEnv{t: t, raw: newClient(t)}, acquired: map[int]time.Time{}}
 	e.ns = newNamespace(t, e.raw)
 	cfg := shared.Config()
@@ -46,17 +55,18 @@ func newShardFenceEnv(t *testing.T) *shardFenceEnv {
 	if e.writer, err = client.New(cfg, client.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	e.setShardHolder(0, "a")
-	e.setShardHolder(1, "c")
-	policy, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
-		Name: "baton-shard-fence-" + e.ns, Ring: fenceRing, Namespace: e.ns, Shards: 2, Users: []string{fenceWriter},
+	for i := range shards {
+		e.setShardHolder(i, shardHolder(i))
+	}
+	policies, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
+		Name: "baton-shard-fence-" + e.ns, Ring: fenceRing, Namespace: e.ns, Shards: shards, Users: []string{fenceWriter},
 		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	installFence(t, e.raw, policy, bindings)
+	installShardFence(t, e.raw, policies, bindings)
 	took := e.waitRefused(e.shardToken(0, "nobody"), 20*time.Second)
 	t.Logf("the policy took effect %v after it was created", took)
 	// Writes naming no shard Lease are not judged: unstamped ones, and a single
@@ -84,6 +94,27 @@ func installFence[B client.Object](t *testing.T, raw client.Client, policy clien
 		}
 		t.Cleanup(func() { _ = raw.Delete(context.Background(), o) })
 	}
+}
+
+// shardHolder is the first holder of shard i in newShardFenceEnvOf.
+func shardHolder(i int) string {
+	switch i {
+	case 0:
+		return "a"
+	case 1:
+		return "c"
+	}
+	return fmt.Sprint("h", i)
+}
+
+// installShardFence creates a ring's policies and bindings, and deletes them when t
+// ends.
+func installShardFence(t *testing.T, raw client.Client, policies []*admissionv1.ValidatingAdmissionPolicy, bindings []*admissionv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	for _, p := range policies[1:] {
+		installFence(t, raw, p, []client.Object{})
+	}
+	installFence(t, raw, policies[0], bindings)
 }
 
 // setShardHolder writes holder into shard's Lease with a new acquireTime, as an
@@ -286,6 +317,62 @@ func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
 	}
 }
 
+// TestShardedAdmissionFenceGroups: in a ring of 10 shards, whose fence is a policy for
+// shards 0-7 and one for 8-9, every shard's writes are judged by its own Lease alone,
+// whichever policy holds its binding: the current token passes and a stale one is
+// refused (403), in both groups; other users' writes to marked objects and anyone's
+// to unmarked objects pass. While the last shard's Lease does not exist, every write
+// to the objects marked with it is refused (422), anyone's, and the other shards' and
+// unmarked objects' pass.
+func TestShardedAdmissionFenceGroups(t *testing.T) {
+	const shards = 10
+	e := newShardFenceEnvOf(t, shards)
+	ctx := context.Background()
+	last := shards - 1
+	e.waitPassed(e.shardToken(last, shardHolder(last)))
+	for _, shard := range []int{0, 7, 8, last} {
+		if err := e.writeStamped(e.shardToken(shard, shardHolder(shard))); err != nil {
+			t.Errorf("shard %d's write with its current token: %v", shard, err)
+		}
+		// Another shard's holder with this shard's acquireTime: a token the Lease
+		// never held.
+		if err := e.writeStamped(e.shardToken(shard, shardHolder(shard+1))); !isFenceDenial(err) || !strings.Contains(err.Error(), sharding.ShardLeaseName(fenceRing, shard)) {
+			t.Errorf("shard %d's write with a stale token: %v, want the fence to refuse it, naming the shard's Lease", shard, err)
+		}
+		cm := configMap(e.ns, "probe")
+		e.shardToken(shard, "nobody").stamp(cm)
+		if err := e.raw.Create(ctx, cm, client.DryRunAll); err != nil {
+			t.Errorf("an administrator's write to an object marked for shard %d, with a stale token: %v, want it passed", shard, err)
+		}
+	}
+	if err := shared.Clientset().CoordinationV1().Leases(e.ns).Delete(ctx, sharding.ShardLeaseName(fenceRing, last), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	markedLast := stamps{ShardFenceLabel: sharding.ShardLeaseName(fenceRing, last)}
+	for what, w := range map[string]struct {
+		s    stamps
+		by   client.Client
+		held bool
+	}{
+		"the controller's write with the deleted shard's last token": {e.shardToken(last, shardHolder(last)), e.writer, true},
+		"an administrator's write to an object marked for it":        {markedLast, e.raw, true},
+		"the controller's write with shard 8's current token":        {e.shardToken(8, shardHolder(8)), e.writer, false},
+		"the controller's write with shard 0's current token":        {e.shardToken(0, shardHolder(0)), e.writer, false},
+		"the controller's write to an unmarked object":               {stamps{TermAnnotation: "1"}, e.writer, false},
+		"an administrator's write to an unmarked object":             {stamps{}, e.raw, false},
+	} {
+		cm := configMap(e.ns, "probe")
+		w.s.stamp(cm)
+		err := w.by.Create(ctx, cm, client.DryRunAll)
+		switch {
+		case w.held && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), fmt.Sprintf("baton-shard-fence-%s-%d'", e.ns, last))):
+			t.Errorf("%s while shard %d's Lease does not exist: %v, want 422 from its binding", what, last, err)
+		case !w.held && err != nil:
+			t.Errorf("%s while shard %d's Lease does not exist: %v, want it passed", what, last, err)
+		}
+	}
+}
+
 // writeStamped sends a dry-run Create of a ConfigMap stamped with s as fenceWriter.
 func (e *shardFenceEnv) writeStamped(s stamps) error {
 	cm := configMap(e.ns, "probe")
@@ -328,23 +415,33 @@ func TestNewShardedAdmissionFenceRefusesBadInput(t *testing.T) {
 }
 
 // TestShardedAdmissionFenceCost measures what the ring's fence adds to a write: the
-// median latency of a passing dry-run Create of fenceWriter, stamped with a shard's
-// current token, before and after the policy and bindings of rings of 1, 16 and 64
-// shards are in force; every write passes. BATON_SHARD_FENCE_COST=1 runs it (a
-// measurement, noisy on a loaded machine).
+// latency (median and p99) of a passing dry-run Create of fenceWriter, stamped with
+// the current token of the ring's last shard, in a namespace the fence selects, before
+// and after the fence of rings of 1, 16 and 64 shards is in force; every write passes.
+// Each write is followed by the same write in a namespace the fence does not select,
+// the control, so that the two see the same load: the fence's cost is the difference
+// between the fenced and the control writes after it is in force. Each ring's fence
+// stays until the test ends: deleting the API server's last policy whose parameter is
+// a Lease stops its informer of Leases, after which it reads from the API every Lease
+// created since, on every write (see docs/design/controllerruntime.md), which would be
+// measured instead. BATON_SHARD_FENCE_COST=1 runs it (a measurement, noisy on a
+// loaded machine); run it alone, in an API server no earlier test installed a fence
+// in, for the same reason.
 func TestShardedAdmissionFenceCost(t *testing.T) {
 	if os.Getenv("BATON_SHARD_FENCE_COST") == "" {
 		t.Skip("BATON_SHARD_FENCE_COST=1 measures the cost of the ring's fence")
 	}
 	for _, shards := range []int{1, 16, sharding.DefaultShards} {
-		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) { measureShardFence(t, shards) })
+		t.Run(fmt.Sprint(shards, " shards"), func(st *testing.T) { measureShardFence(st, t, shards) })
 	}
 }
 
-func measureShardFence(t *testing.T, shards int) {
-	const writes = 300
+// measureShardFence measures the fence of a ring of shards in t, and removes it when
+// owner ends.
+func measureShardFence(t, owner *testing.T, shards int) {
 	e := &shardFenceEnv{fenceEnv: fenceEnv{t: t, raw: newClient(t)}, acquired: map[int]time.Time{}}
 	e.ns = newNamespace(t, e.raw)
+	control := newNamespace(t, e.raw)
 	cfg := shared.Config()
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: fenceWriter, Groups: []string{"system:masters"}}
 	var err error
@@ -355,20 +452,8 @@ func measureShardFence(t *testing.T, shards int) {
 		e.setShardHolder(i, fmt.Sprint("h", i%3))
 	}
 	live := e.shardToken(shards-1, fmt.Sprint("h", (shards-1)%3))
-	median := func() time.Duration {
-		lat := make([]time.Duration, writes)
-		for i := range lat {
-			start := time.Now()
-			if err := e.writeStamped(live); err != nil {
-				t.Fatalf("write %d with the current token: %v", i, err)
-			}
-			lat[i] = time.Since(start)
-		}
-		slices.Sort(lat)
-		return lat[len(lat)/2]
-	}
-	before := median()
-	policy, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
+	before, _ := measureWrites(t, e.writer, live, e.ns, control)
+	policies, bindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{
 		Name: "baton-shard-fence-" + e.ns, Ring: fenceRing, Namespace: e.ns, Shards: shards, Users: []string{fenceWriter},
 		Resources:         []schema.GroupResource{{Resource: "configmaps"}},
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
@@ -376,8 +461,88 @@ func measureShardFence(t *testing.T, shards int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installFence(t, e.raw, policy, bindings)
+	installShardFence(owner, e.raw, policies, bindings)
 	e.waitRefused(e.shardToken(shards-1, "nobody"), 20*time.Second)
-	after := median()
-	t.Logf("a passing write's median latency: %v without the fence, %v with a %d-shard ring's fence (%d writes each)", before, after, shards, writes)
+	after, ctl := measureWrites(t, e.writer, live, e.ns, control)
+	t.Logf("%d shards, %d policies, %d bindings: a passing write's latency, median / p99: %v / %v before the fence, "+
+		"%v / %v with it, %v / %v for the control alongside; added median %v",
+		shards, len(policies), len(bindings), before[0], before[1], after[0], after[1], ctl[0], ctl[1], after[0]-ctl[0])
+}
+
+// TestShardedAdmissionFenceDispatchCPU profiles the API server while fenceWriter
+// sends dry-run Creates stamped with the current token of the last shard of rings of
+// 1, 16 and 64 shards, back to back for 10 s each, under the ring's fence, and writes
+// each CPU profile to BATON_SHARD_FENCE_PROFILE/dispatch-<shards>.pprof, logging how
+// many writes it covers. The policy dispatch's CPU per write is then its cumulative
+// time over that count:
+//
+//	go tool pprof -top -cum "$KUBEBUILDER_ASSETS/kube-apiserver" dispatch-64.pprof | grep 'validating.(\*dispatcher).Dispatch$'
+//
+// Run it alone, as TestShardedAdmissionFenceCost, whose reasons it shares.
+func TestShardedAdmissionFenceDispatchCPU(t *testing.T) {
+	dir := os.Getenv("BATON_SHARD_FENCE_PROFILE")
+	if dir == "" {
+		t.Skip("BATON_SHARD_FENCE_PROFILE=<directory> profiles the API server under the ring's fence")
+	}
+	// One after the other in t, not in subtests: each ring's fence stays until the
+	// test ends (see TestShardedAdmissionFenceCost).
+	for _, shards := range []int{1, 16, sharding.DefaultShards} {
+		profileShardFence(t, dir, shards)
+	}
+}
+
+// profileShardFence profiles the API server for TestShardedAdmissionFenceDispatchCPU
+// under the fence of a ring of shards, which stays until t ends.
+func profileShardFence(t *testing.T, dir string, shards int) {
+	e := newShardFenceEnvOf(t, shards)
+	last := e.shardToken(shards-1, shardHolder(shards-1))
+	e.waitPassed(last)
+	done := make(chan error, 1)
+	var profile []byte
+	go func() {
+		var err error
+		profile, err = shared.Clientset().CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", "10").DoRaw(context.Background())
+		done <- err
+	}()
+	writes := 0
+	for len(done) == 0 {
+		if err := e.writeStamped(last); err != nil {
+			<-done
+			t.Fatalf("write %d with the current token: %v", writes, err)
+		}
+		writes++
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the API server's CPU profile: %v", err)
+	}
+	file := filepath.Join(dir, fmt.Sprintf("dispatch-%d.pprof", shards))
+	if err := os.WriteFile(file, profile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d shards: %d writes in the profile %s", shards, writes, file)
+}
+
+// measureWrites sends 500 dry-run Creates of a ConfigMap stamped with s by writer in
+// namespace ns, each followed by the same write in namespace control, and returns
+// the median and p99 latency of each.
+func measureWrites(t *testing.T, writer client.Client, s stamps, ns, control string) (inNS, inControl [2]time.Duration) {
+	t.Helper()
+	const writes = 500
+	lat := [2][]time.Duration{make([]time.Duration, writes), make([]time.Duration, writes)}
+	for i := range writes {
+		for j, n := range []string{ns, control} {
+			cm := configMap(n, "probe")
+			s.stamp(cm)
+			start := time.Now()
+			if err := writer.Create(context.Background(), cm, client.DryRunAll); err != nil {
+				t.Fatalf("write %d in %s with the current token: %v", i, n, err)
+			}
+			lat[j][i] = time.Since(start)
+		}
+	}
+	for j := range lat {
+		slices.Sort(lat[j])
+	}
+	return [2]time.Duration{lat[0][writes/2], lat[0][writes*99/100]}, [2]time.Duration{lat[1][writes/2], lat[1][writes*99/100]}
 }

@@ -54,16 +54,16 @@ func ExampleNewAdmissionFence() {
 	// stamps judged: baton.dev/lease-holder baton.dev/lease-acquired
 }
 
-// The API server's fence of a sharded controller's ring of 4 shards, whose Leases are
-// in my-namespace: one policy, and one binding per shard Lease. Create them once the
-// ring's Leases exist (while one is missing every write of those users to those
-// resources is refused), then turn Options.ServerSideFence on.
+// The API server's fence of a sharded controller's ring of 10 shards, whose Leases are
+// in my-namespace: a policy per group of up to 8 shards, selecting the objects marked
+// with its shards' Leases, and one binding per shard Lease, under its group's policy.
+// Create them all, then turn Options.ServerSideFence on.
 func ExampleNewShardedAdmissionFence() {
-	policy, bindings, err := batoncr.NewShardedAdmissionFence(batoncr.ShardedAdmissionFence{
+	policies, bindings, err := batoncr.NewShardedAdmissionFence(batoncr.ShardedAdmissionFence{
 		Name:      "my-ring-fence",
 		Ring:      "my-ring",
 		Namespace: "my-namespace",
-		Shards:    4,
+		Shards:    10,
 		Users:     []string{"system:serviceaccount:my-namespace:my-controller"},
 		Resources: []schema.GroupResource{{Group: "", Resource: "configmaps"}},
 	})
@@ -71,16 +71,26 @@ func ExampleNewShardedAdmissionFence() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(policy.Kind, policy.Name, "on", policy.Spec.ParamKind.Kind)
+	for _, p := range policies {
+		sel := p.Spec.MatchConstraints.ObjectSelector.MatchExpressions[0]
+		fmt.Println(p.Kind, p.Name, "on", p.Spec.ParamKind.Kind, "for", sel.Key, sel.Operator, sel.Values)
+	}
 	for _, b := range bindings {
-		fmt.Println(b.Kind, b.Name, "param", b.Spec.ParamRef.Namespace+"/"+b.Spec.ParamRef.Name)
+		fmt.Println(b.Kind, b.Name, "of", b.Spec.PolicyName, "param", b.Spec.ParamRef.Namespace+"/"+b.Spec.ParamRef.Name)
 	}
 	fmt.Println("stamps judged:", batoncr.ShardLeaseAnnotation, batoncr.ShardHolderAnnotation, batoncr.ShardAcquiredAnnotation)
 	// Output:
-	// ValidatingAdmissionPolicy my-ring-fence on Lease
-	// ValidatingAdmissionPolicyBinding my-ring-fence-0 param my-namespace/my-ring-shard-0
-	// ValidatingAdmissionPolicyBinding my-ring-fence-1 param my-namespace/my-ring-shard-1
-	// ValidatingAdmissionPolicyBinding my-ring-fence-2 param my-namespace/my-ring-shard-2
-	// ValidatingAdmissionPolicyBinding my-ring-fence-3 param my-namespace/my-ring-shard-3
+	// ValidatingAdmissionPolicy my-ring-fence-shards-0-7 on Lease for baton.dev/shard-fence-lease In [my-ring-shard-0 my-ring-shard-1 my-ring-shard-2 my-ring-shard-3 my-ring-shard-4 my-ring-shard-5 my-ring-shard-6 my-ring-shard-7]
+	// ValidatingAdmissionPolicy my-ring-fence-shards-8-9 on Lease for baton.dev/shard-fence-lease In [my-ring-shard-8 my-ring-shard-9]
+	// ValidatingAdmissionPolicyBinding my-ring-fence-0 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-0
+	// ValidatingAdmissionPolicyBinding my-ring-fence-1 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-1
+	// ValidatingAdmissionPolicyBinding my-ring-fence-2 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-2
+	// ValidatingAdmissionPolicyBinding my-ring-fence-3 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-3
+	// ValidatingAdmissionPolicyBinding my-ring-fence-4 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-4
+	// ValidatingAdmissionPolicyBinding my-ring-fence-5 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-5
+	// ValidatingAdmissionPolicyBinding my-ring-fence-6 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-6
+	// ValidatingAdmissionPolicyBinding my-ring-fence-7 of my-ring-fence-shards-0-7 param my-namespace/my-ring-shard-7
+	// ValidatingAdmissionPolicyBinding my-ring-fence-8 of my-ring-fence-shards-8-9 param my-namespace/my-ring-shard-8
+	// ValidatingAdmissionPolicyBinding my-ring-fence-9 of my-ring-fence-shards-8-9 param my-namespace/my-ring-shard-9
 	// stamps judged: baton.dev/shard-lease baton.dev/shard-lease-holder baton.dev/shard-lease-acquired
 }

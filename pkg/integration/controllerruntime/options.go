@@ -75,7 +75,7 @@ type Options struct {
 	// leader's token (HolderAnnotation, AcquiredAnnotation; the policy of
 	// NewAdmissionFence), in a sharded controller's reconcile the shard Lease's token
 	// and name (ShardHolderAnnotation, ShardAcquiredAnnotation, ShardLeaseAnnotation;
-	// the policy of NewShardedAdmissionFence). The policies judge only writes that
+	// the policies of NewShardedAdmissionFence). The policies judge only writes that
 	// carry their token, so install them first, then turn this on.
 	ServerSideFence bool
 	// GracefulShutdownTimeout bounds how long a term's leader-only work may take to
@@ -110,7 +110,7 @@ type Options struct {
 	// Delete of the fenced clients are compare-and-swaps, refused once the next term
 	// wrote the object; Create and Apply are not, and are then guarded by the API
 	// server's fence alone. With the death signal on, turn ServerSideFence on and
-	// install NewAdmissionFence's (or NewShardedAdmissionFence's) policy.
+	// install NewAdmissionFence's (or NewShardedAdmissionFence's) policies.
 	DeathSignal *bool
 	// TerminationMessagePath is the container's terminationMessagePath, where New
 	// writes this run's nonce when the death signal is on; the application must not

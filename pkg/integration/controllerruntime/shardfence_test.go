@@ -271,14 +271,14 @@ func installBothFences(t *testing.T, raw client.Client, ns string, shards int) {
 	}
 	onlyNS := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
 	configMaps := []schema.GroupResource{{Resource: "configmaps"}}
-	ringPolicy, ringBindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{Name: "baton-shard-fence-" + ns, Ring: "writer",
+	ringPolicies, ringBindings, err := NewShardedAdmissionFence(ShardedAdmissionFence{Name: "baton-shard-fence-" + ns, Ring: "writer",
 		Namespace: ns, Shards: shards, Users: []string{fenceWriter}, Resources: configMaps, NamespaceSelector: onlyNS})
 	if err != nil {
 		t.Fatal(err)
 	}
-	installFence(t, raw, ringPolicy, ringBindings)
+	installShardFence(t, raw, ringPolicies, ringBindings)
 	waitForPolicy(t, func() bool {
-		return refusedBy(ringPolicy.Name, stamps{ShardLeaseAnnotation: sharding.ShardLeaseName("writer", 0), ShardFenceLabel: sharding.ShardLeaseName("writer", 0), ShardHolderAnnotation: "nobody",
+		return refusedBy(ringPolicies[0].Name, stamps{ShardLeaseAnnotation: sharding.ShardLeaseName("writer", 0), ShardFenceLabel: sharding.ShardLeaseName("writer", 0), ShardHolderAnnotation: "nobody",
 			ShardAcquiredAnnotation: "2000-01-01T00:00:00.000000Z"})
 	})
 	single, singleBinding, err := NewAdmissionFence(AdmissionFence{Name: "baton-fence-" + ns, LeaseName: "single", LeaseNamespace: ns,
