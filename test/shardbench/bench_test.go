@@ -210,7 +210,7 @@ func printScaleTable(p params, rs []scaleResult) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "\nscale-out: %d ConfigMaps, %d workers x %v per replica (at most %.0f reconciles/s each), churn %.0f/s, %d shards\n",
 		p.objects, p.workers, p.work, float64(p.workers)/p.work.Seconds(), p.churn, p.shards)
-	fmt.Fprintln(w, "config\treconciles/s\tx single leader\tall busy: reconciles/s\tx single leader\tbacklog drained in\tlargest share\tbound by shares\tworkers busy\tmean reconcile\tbare timer\tcpu replicas\tapiserver\tetcd\tmachine\tviolations")
+	fmt.Fprintln(w, "config\treconciles/s\tx single leader\tall busy: reconciles/s\tx single leader\tof timer bound\tbacklog drained in\tlargest share\tbound by shares\tworkers busy\tmean reconcile\tbare timer\tcpu replicas\tapiserver\tetcd\tmachine\tviolations")
 	for _, r := range rs {
 		if r.kind == single {
 			base, busyBase = r.rate, r.busyRate
@@ -224,7 +224,7 @@ func printScaleTable(p params, rs []scaleResult) {
 		if r.cpu.ok {
 			cpu = fmt.Sprintf("%.2f\t%.2f\t%.2f\t%.2f/%d", r.cpu.self, r.cpu.apiserver, r.cpu.etcd, r.cpu.machine, r.cpu.cores)
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%s\t%.0f\t%s\t%v\t%d of %d\t%.2fx\t%.0f-%.0f%%\t%v\t%v\t%s\t%d\n", r.name(), r.rate, ratio, r.busyRate, busyRatio, r.drain.Round(time.Millisecond),
+		fmt.Fprintf(w, "%s\t%.0f\t%s\t%.0f\t%s\t%.0f%%\t%v\t%d of %d\t%.2fx\t%.0f-%.0f%%\t%v\t%v\t%s\t%d\n", r.name(), r.rate, ratio, r.busyRate, busyRatio, 100*r.timerShare(p.workers), r.drain.Round(time.Millisecond),
 			slices.Max(r.shares), r.backlog, r.balanceBound(), 100*minBusy, 100*maxBusy, r.meanWork.Round(10*time.Microsecond), r.probe.Round(10*time.Microsecond), cpu, len(r.violations))
 	}
 	w.Flush()

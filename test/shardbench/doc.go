@@ -67,9 +67,13 @@
 // the ratio that perfect workers would reach), the workers' busy fraction (the time
 // in Reconcile over workers × the time to the replica's last reconcile), the mean
 // length of a reconcile beside that of a bare timer of the same duration waited on
-// in the same process meanwhile (a loaded machine makes both late), and the CPU the
-// replicas (this process), kube-apiserver, etcd and the whole machine used in the
-// window.
+// in the same process meanwhile (a loaded machine makes both late), the capacity as
+// a share of what that timer allows (replicas × workers / the bare timer: "of timer
+// bound"), and the CPU the replicas (this process), kube-apiserver, etcd and the
+// whole machine used in the window. On a machine that others load, the ratios to the
+// single leader compare runs made a minute apart under different loads (the 10ms
+// timer took 10.7 to 17ms in one session); the share of the timer bound does not move
+// with the load.
 //
 // # Shards
 //
