@@ -96,9 +96,10 @@
 // ranged from 3.60x (the bare 10ms timer took 22ms: the workers were starved of
 // CPU) to 10.21x (the single leader measured under more load than the ring). The
 // share of the timer bound, which the load does not move, was 92 to 95% at 10
-// replicas in the rounds whose timer was at most 13ms late and 97 to 100% for the
-// single leader: about 9.3x to 9.5x on a machine to itself. At 5 replicas, 4.14x to
-// 4.90x all busy (medians), 94 to 95% of the timer bound.
+// replicas in the rounds whose bare 10ms timer took at most 13ms, and 97 to 100%
+// for the single leader: by that share, 9.2x to 9.8x on a machine to itself (not
+// measured: none was free). At 5 replicas, 4.14x to 4.90x all busy (medians), 94
+// to 95% of the timer bound.
 //
 // # Cache share
 //
