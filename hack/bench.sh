@@ -7,8 +7,9 @@
 # need the real API server, which testenv.sh builds once per machine. Both take
 # BATON_BENCH_TIMINGS=15s,10s,2s BATON_BENCH_ROUNDS BATON_BENCH_IDLE to shorten
 # them. The sharded-leadership figures (test/shardbench) run there too: the same
-# I/O-bound controller as the single leader and sharded at 1, 2, 3 and 5 replicas,
-# reconciles per second and the ratio to the single leader in a table, and how many
+# I/O-bound controller as the single leader and sharded at 1, 2, 3, 5 and 10
+# replicas (256 shards, so that shares allow 9x at 10), reconciles per second and
+# the ratio to the single leader in a table, and how many
 # objects each replica's cache holds at N = 1, 3, 5 with and without the API
 # server's ShardedListAndWatch gate; BATON_SHARDBENCH_OBJECTS (2000) and the other
 # BATON_SHARDBENCH_* knobs of its package doc shrink it. The benchmark packages run

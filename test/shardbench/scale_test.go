@@ -290,6 +290,19 @@ func (res scaleResult) balanceBound() float64 {
 	return float64(res.backlog) / float64(m)
 }
 
+// timerShare is the capacity (busyRate) over what the replicas' workers could reach
+// if every reconcile took as long as a bare timer of the same duration took in the
+// window (replicas × workers / that timer): how close the controller came to its
+// bound on this machine at this moment. A loaded machine fires timers late, which
+// lowers the rates of every configuration, but by different amounts at different
+// moments; this share does not move with it.
+func (res scaleResult) timerShare(workers int) float64 {
+	if res.probe <= 0 {
+		return 0
+	}
+	return res.busyRate / (float64(res.replicas*workers) / res.probe.Seconds())
+}
+
 func (res scaleResult) describe() string {
 	busy := make([]string, len(res.busy))
 	for i, b := range res.busy {

@@ -101,13 +101,14 @@ func (c *campaign) stopDeath() {
 }
 
 // deathProven takes in the proof that the watched incarnation is over. It logs
-// whether the proof lets this follower take the lease at once (holderDead): a state
-// first seen on a look (at start, or on a list after the watch broke) is waited out
-// all the same, for up to a lease from that look.
+// whether the proof lets this follower take the lease at once (holderDead, or with
+// Config.Liveness holderDeadListed): otherwise a state first seen on a look (at
+// start, or on a list after the watch broke) is waited out all the same, for up to
+// a lease from that look.
 func (c *campaign) deathProven() {
 	c.death.proven, c.death.dead = nil, true
 	c.death.version = c.lease.record.ResourceVersion
-	if c.holderDead(c.lease.record) {
+	if c.holderDead(c.lease.record) || c.holderDeadListed(c.lease.record) {
 		c.e.logger.Info("lease holder proven dead: its lease is not waited out",
 			"holder", c.lease.record.HolderIdentity, "incarnation", c.death.incarnation)
 	} else {

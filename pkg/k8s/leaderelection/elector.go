@@ -26,8 +26,9 @@ type Elector struct {
 
 	started atomic.Bool
 	// mayCampaign is whether the elector may make acquiring writes (Config.FollowOnly,
-	// SetCampaigning); campaignChanged wakes the election goroutine after it changed
-	// (room for one, so that SetCampaigning never blocks).
+	// SetCampaigning); campaignChanged wakes the election goroutine after it changed,
+	// or after Config.Liveness's answers did (LivenessChanged) (room for one, so that
+	// neither ever blocks).
 	mayCampaign     atomic.Bool
 	campaignChanged chan struct{}
 	// synced is closed once the lease was first observed; syncOnce closes it.

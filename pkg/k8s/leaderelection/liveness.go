@@ -35,6 +35,29 @@ type Liveness interface {
 	// that extended the holder's term must have been answered, so must have landed,
 	// before the read.
 	Confirm(ctx context.Context, holder, incarnation string, sign time.Time) (quiet bool, err error)
+	// Gone reports whether candidate, named by a Baton hand-over (a release whose
+	// preferredHolder is another candidate), is known to take no lease any more: by
+	// the source's view it has left, or died, or is not counted at all. A follower
+	// then takes the release as one naming nobody (at once, if it campaigns) instead
+	// of giving the named candidate a LeaseDuration to take it. The release itself
+	// proves the last term over, so the answer moves only the time of a take, never
+	// its safety: a candidate reported gone that takes the lease after all loses the
+	// race to a compare-and-swap, or wins it. After its answers may have changed
+	// from false to true, the source calls Elector.LivenessChanged.
+	Gone(candidate string) bool
+}
+
+// LivenessChanged tells an elector with Config.Liveness that the source's answers
+// may have changed (Liveness.Gone): it looks at the observed lease again. Without
+// Config.Liveness it does nothing. Safe from any goroutine; it never blocks.
+func (e *Elector) LivenessChanged() {
+	if e.config.Liveness == nil {
+		return
+	}
+	select {
+	case e.campaignChanged <- struct{}{}:
+	default:
+	}
 }
 
 // LivenessRenewed tells an elector with Config.Liveness that this candidate's
@@ -62,6 +85,14 @@ func checkLiveness(c Config, bad func(field, format string, args ...any)) {
 // external reports whether the holders' liveness is kept outside the lease
 // (Config.Liveness): leaders do not renew the lease.
 func (c *campaign) external() bool { return c.e.config.Liveness != nil }
+
+// handedToGone reports whether r, a Baton release, names as its preferred holder
+// another candidate that Config.Liveness reports gone (Liveness.Gone): nobody is
+// left to take the hand-over, so it is taken as a release naming nobody.
+func (c *campaign) handedToGone(r LeaseRecord) bool {
+	p := r.PreferredHolder
+	return c.external() && p != "" && p != c.self && c.e.config.Liveness.Gone(p)
+}
 
 // livenessTakeAt is when a follower may take r, a Baton holder's record, with
 // Config.Liveness: a leaseDuration after the later of when it saw the lease change

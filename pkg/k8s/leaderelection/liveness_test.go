@@ -20,12 +20,20 @@ type fakeLiveness struct {
 	signs   map[string]time.Time // by holder+"/"+incarnation: the last sign shown
 	truth   map[string]time.Time // the last renew made, shown or not
 	hidden  map[string]bool
+	gone    map[string]bool // candidates Gone reports
 	reads   int
 	readErr error
 }
 
 func newFakeLiveness() *fakeLiveness {
-	return &fakeLiveness{looked: time.Now(), signs: map[string]time.Time{}, truth: map[string]time.Time{}, hidden: map[string]bool{}}
+	return &fakeLiveness{looked: time.Now(), signs: map[string]time.Time{}, truth: map[string]time.Time{}, hidden: map[string]bool{},
+		gone: map[string]bool{}}
+}
+
+func (f *fakeLiveness) Gone(candidate string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[candidate]
 }
 
 func (f *fakeLiveness) LastSign(holder, inc string) (time.Time, bool) {
@@ -266,6 +274,41 @@ func TestLivenessDeletedLeaseReleased(t *testing.T) {
 		}
 		if _, started, _, _ := b.snapshot(); started[0].Sub(deleted) > promptly {
 			t.Fatalf("b took the lease %v after the delete, want at once after a's release", started[0].Sub(deleted))
+		}
+	})
+}
+
+// TestLivenessHandOverToGoneCandidate: with Config.Liveness, a lease handed over to a
+// candidate that never takes it waits for that candidate while the source counts it
+// (half a LeaseDuration here, no leader), and is taken within milliseconds once the
+// source reports it gone and says so (LivenessChanged), not a LeaseDuration after the
+// release. (Before Liveness.Gone, the follower waited the LeaseDuration out.)
+func TestLivenessHandOverToGoneCandidate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		live := newFakeLiveness()
+		a := cl.start("a", withLiveness(live, "a-1"))
+		go live.pump(cl.ctx, a, "a-1", func() bool { return true })
+		cl.waitLeader(nil, time.Second)
+		b := cl.start("b", withLiveness(live, "b-1"))
+		go live.pump(cl.ctx, b, "b-1", func() bool { return true })
+		time.Sleep(time.Second)
+		if err := a.e.HandOver(context.Background(), "ghost"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(DefaultLeaseDuration / 2)
+		if l := cl.leader(); l != nil {
+			t.Fatalf("%s took a lease handed to a candidate the source still counts", l.id)
+		}
+		gone := time.Now()
+		live.set(func(f *fakeLiveness) { f.gone["ghost"] = true })
+		a.e.LivenessChanged()
+		b.e.LivenessChanged()
+		nl := cl.waitLeader(nil, DefaultLeaseDuration)
+		_, started, _, _ := nl.snapshot()
+		if took := started[len(started)-1].Sub(gone); took > promptly {
+			t.Fatalf("%s took the lease %v after its named candidate was reported gone, want at most %v", nl.id, took, promptly)
 		}
 	})
 }

@@ -344,7 +344,7 @@ func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 		// that are not over: wait as for an unknown holder.
 		return c.lease.since.Add(c.unknownWait()), false
 	case r.HolderIdentity == "" && releasedByBaton(r):
-		if r.PreferredHolder == "" || r.PreferredHolder == c.self {
+		if r.PreferredHolder == "" || r.PreferredHolder == c.self || c.handedToGone(r) {
 			return time.Time{}, false // released: its holder's term ended before
 		}
 		// Handed over to another candidate: give it a LeaseDuration to take it.

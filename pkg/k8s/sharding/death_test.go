@@ -179,12 +179,12 @@ func (g *takes) record(ctx context.Context) {
 	g.at[st.Shard] = append(g.at[st.Shard], time.Now())
 }
 
-// after returns the first acquisition of shard after since, zero if none.
+// after returns the first acquisition of shard at or after since, zero if none.
 func (g *takes) after(shard int, since time.Time) time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, at := range g.at[shard] {
-		if at.After(since) {
+		if !at.Before(since) {
 			return at
 		}
 	}

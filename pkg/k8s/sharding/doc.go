@@ -149,6 +149,41 @@
 // term does. Callbacks.OnLost runs once after each such term. Owned lists the shards
 // led now.
 //
+// # Hand-over targets
+//
+// A hand-over names its new owner, and the others give that owner a LeaseDuration to
+// take the shard. Two rules keep a hand-over from naming a member that will never
+// take it, which would leave the shard without owner for that LeaseDuration:
+//
+//   - A replica hands a shard only to a member it has seen write its member Lease
+//     while it watched. A member seen only on this replica's first look at the
+//     members (its Lease as it was then, unwritten since) may have died before this
+//     replica started: it then counts live here until a LeaseDuration after that
+//     look, later than the others, who saw it renew, count it gone. Such a target is
+//     skipped (the shard stays led here, no gap) until the member writes its Lease,
+//     which a live member does within a RetryPeriod, or expires. Placement still
+//     counts it, so views agree on the placement; only the move waits.
+//   - A shard handed to a member this replica's placement does not count (its member
+//     Lease says leaving or waiting, was deleted, expired, or it was proven dead) is
+//     taken at once by its owner in this replica's placement
+//     (leaderelection.Liveness.Gone), instead of a LeaseDuration after the release.
+//     A hand-over is decided on a view that may be late: to a member whose death the
+//     kubelet reported a moment after, or, when several replicas leave at once, to
+//     another leaver whose electors stopped before the release came.
+//
+// Neither rule touches safety: the first only withholds a move; the second takes a
+// Baton release, which its writer wrote after its term ended, and the take is a
+// compare-and-swap on that release, which a named member that takes it after all
+// wins or loses. Why not hold placement back from a new member instead (until its
+// electors have watched for a RetryPeriod): a replica writes its member Lease only
+// after every shard elector has seen its Lease (# Joining, leaving and crashing), so
+// a hand-over to a new member is taken at once already; what a restarted replica
+// got wrong was its view of the dead run, not its own electors.
+// TestRestartedReplicaHandsNoShardToDeadMember reproduces a SIGKILL on a real node
+// (before these rules, 2 of 30 shards waited a LeaseDuration there as on the node),
+// TestScaleDownTakesEveryShardAtOnce a scale from 5 replicas to 2 (before, a shard
+// handed to another leaver waited a LeaseDuration).
+//
 // # Shard work
 //
 // Workers runs leader-only work per shard: its RunShard, as Callbacks.OnAcquired,

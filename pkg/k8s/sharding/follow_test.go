@@ -102,7 +102,7 @@ func runSharder(t *testing.T, stores sharding.Stores, id string, shards int, edi
 	if edit != nil {
 		edit(&cfg)
 	}
-	s, err := sharding.NewWithStores(cfg, stores, cb, nil)
+	s, err := sharding.NewWithStores(cfg, stores, cb, testLogger(id))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,13 +203,17 @@ func (m *MemoryMembers) notifyLocked() {
 // Version), as the elector judges a holder, so clocks of different nodes need not
 // agree. Owned by the sharder's loop; not safe for concurrent use.
 type liveness struct {
-	seen map[string]seenMember
+	seen   map[string]seenMember
+	looked bool // a first view was observed
 }
 
 type seenMember struct {
 	lease      MemberLease
 	observedAt time.Time
 	dead       bool // proven dead (kill) since lease was seen: not live
+	// unvouched: the lease was seen on the first view and not written since, so
+	// nothing shows that its member ran after this replica started looking.
+	unvouched bool
 }
 
 // observe takes a snapshot of the member leases seen at now. A lease's duration is
@@ -233,10 +237,26 @@ func (l *liveness) observe(now time.Time, members []MemberLease, configured time
 		if bad {
 			outOfRange = append(outOfRange, written)
 		}
-		next[m.Identity] = seenMember{lease: m, observedAt: now}
+		next[m.Identity] = seenMember{lease: m, observedAt: now, unvouched: !l.looked}
 	}
-	l.seen = next
+	l.seen, l.looked = next, true
 	return outOfRange
+}
+
+// unvouched returns the members whose lease was seen only as it was on the first
+// view, unwritten since, sorted: a member that died before this replica started
+// looking looks like that until its lease expires here, a LeaseDuration after that
+// first view (later than the others, who saw it renew, count it gone), so no shard
+// is handed to one. A live member renews within a RetryPeriod.
+func (l *liveness) unvouched() []string {
+	var out []string
+	for id, m := range l.seen {
+		if m.unvouched {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // kill counts id dead until its lease is seen written again (a new Version: a new

@@ -231,7 +231,11 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 	}
 	now := l.s.clock.Now()
 	l.s.signs.observe(now, ev.Members)
-	for _, m := range l.liveness.observe(now, ev.Members, l.s.config.LeaseDuration) {
+	outOfRange := l.liveness.observe(now, ev.Members, l.s.config.LeaseDuration)
+	if l.s.setUnvouched(l.liveness.unvouched()) && l.rebalanceAt.IsZero() {
+		l.rebalanceAt = now.Add(l.s.config.SettleDelay) // a member it withheld hand-overs from renewed
+	}
+	for _, m := range outOfRange {
 		l.s.outOfRange.Add(1)
 		bounded, _ := leaderelection.BoundLeaseDuration(m.LeaseDuration, l.s.config.LeaseDuration)
 		l.s.logger.Warn("member lease value out of range", "field", "leaseDurationSeconds", "value", m.LeaseDuration.String(),
@@ -266,6 +270,9 @@ func (l *loop) replace(now time.Time) {
 	s.mu.Unlock()
 	l.notePlaced(now, prevPlacement, placement)
 	s.place(placement, leaving)
+	if slices.ContainsFunc(prev, func(id string) bool { _, ok := slices.BinarySearch(live, id); return !ok }) {
+		s.recheck() // a shard handed to a member that went is taken at once (candidateGone)
+	}
 	s.logger.Info("members changed", "members", live, "assigned", len(placement.Shards(s.config.Identity)))
 	l.rebalanceAt = now.Add(s.config.SettleDelay)
 }
@@ -433,7 +440,8 @@ func (l *loop) handOverNow(ctx context.Context, shard int) {
 	s.mu.Lock()
 	target := s.placement.Owner(shard)
 	_, owned := s.owned[shard]
-	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity {
+	_, unvouched := slices.BinarySearch(s.unvouched, target)
+	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || unvouched {
 		delete(s.handingOver, shard)
 		s.mu.Unlock()
 		return

@@ -141,7 +141,8 @@ type Sharder struct {
 
 	// mu guards the fields below.
 	mu          sync.Mutex
-	live        []string       // the members this replica sees live, itself included while running
+	live        []string       // the members this replica sees live, itself included while running; sorted
+	unvouched   []string       // members seen only on this replica's first look at the members (liveness.unvouched)
 	placement   Placement      // Place over live
 	leaving     bool           // Run's context ended: campaign for nothing, hand everything over
 	owned       map[int]uint64 // the shards this replica leads, with their terms
@@ -209,7 +210,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			Incarnation:     s.incarnation,
 			DeathWatch:      deaths,
 			FollowOnly:      true, // until placement gives this replica the shard (place)
-			Liveness:        shardLiveness{m: s.signs, shard: i},
+			Liveness:        shardLiveness{m: s.signs, shard: i, gone: s.candidateGone},
 		}, store, leaderelection.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
@@ -430,6 +431,43 @@ func (s *Sharder) holderDead(identity string) {
 	case s.deathKicks <- struct{}{}:
 	default:
 	}
+}
+
+// candidateGone is the shard electors' Liveness.Gone: candidate, named by a
+// hand-over, is neither this replica nor a member its placement counts (its member
+// Lease expired, was deleted, says leaving or waiting, or it was proven dead). A
+// shard handed to such a member is taken at once by its owner in this replica's
+// placement, instead of a LeaseDuration after the release: a member that left or
+// died after a hand-over to it was decided takes nothing (package doc, # Hand-over
+// targets).
+func (s *Sharder) candidateGone(candidate string) bool {
+	if candidate == s.config.Identity {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, counted := slices.BinarySearch(s.live, candidate)
+	return !counted
+}
+
+// recheck tells every shard elector that the members placement counts changed, so
+// that it looks again at a hand-over to a member that went (candidateGone).
+func (s *Sharder) recheck() {
+	for _, e := range s.electors {
+		e.LivenessChanged()
+	}
+}
+
+// setUnvouched records the members seen only on this replica's first look at the
+// members, sorted (no shard is handed to them); it reports whether the set changed.
+func (s *Sharder) setUnvouched(ids []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Equal(ids, s.unvouched) {
+		return false
+	}
+	s.unvouched = ids
+	return true
 }
 
 // takeDead returns the members proven dead since the last call.

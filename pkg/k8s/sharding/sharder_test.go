@@ -104,10 +104,7 @@ func startReplicaOf(t *testing.T, shared sharding.Stores, id string, shards int,
 	t.Helper()
 	r := &replica{id: id, done: make(chan struct{}), down: make(chan struct{})}
 	stores := shardingtest.Cut(shared, r.down, memberLag)
-	var logger *slog.Logger
-	if os.Getenv("BATON_SHARDING_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
-	}
+	logger := testLogger(id)
 	s, err := sharding.NewWithStores(sharding.Config{
 		Identity: id, Name: "ring", Namespace: "default", Shards: shards,
 		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
@@ -126,6 +123,15 @@ func startReplicaOf(t *testing.T, shared sharding.Stores, id string, shards int,
 		r.err = s.Run(ctx)
 	}()
 	return r
+}
+
+// testLogger is replica id's logger: nil (discard) unless BATON_SHARDING_LOG is set,
+// then every record at DEBUG and above, on stderr.
+func testLogger(id string) *slog.Logger {
+	if os.Getenv("BATON_SHARDING_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("replica", id)
 }
 
 // idSeed seeds the electors' jitter of replica id, so that a test's timings do not

@@ -129,10 +129,11 @@ func (m *memberSigns) lastSignLocked(holder, incarnation string, shard int) (tim
 }
 
 // shardLiveness is one shard elector's leaderelection.Liveness: the member signs of
-// its shard.
+// its shard, and the members placement counts (gone; nil counts none).
 type shardLiveness struct {
 	m     *memberSigns
 	shard int
+	gone  func(candidate string) bool
 }
 
 var _ leaderelection.Liveness = shardLiveness{}
@@ -143,6 +144,12 @@ func (l shardLiveness) LastSign(holder, incarnation string) (time.Time, bool) {
 	l.m.mu.Lock()
 	defer l.m.mu.Unlock()
 	return l.m.lastSignLocked(holder, incarnation, l.shard)
+}
+
+// Gone is leaderelection.Liveness's: candidate, named by a hand-over, is not a
+// member this replica's placement counts (Sharder.candidateGone).
+func (l shardLiveness) Gone(candidate string) bool {
+	return l.gone == nil || l.gone(candidate)
 }
 
 // Confirm is leaderelection.Liveness's: it lists the members afresh and takes the

@@ -29,10 +29,10 @@ func TestMemberSignsPerIncarnation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := newMemberSigns(realClock{}, NewMemoryMembers(), 8, 3*time.Second)
 		sign := func(inc string, shard int) time.Time {
-			at, _ := shardLiveness{m, shard}.LastSign("a", inc)
+			at, _ := shardLiveness{m: m, shard: shard}.LastSign("a", inc)
 			return at
 		}
-		if _, known := (shardLiveness{m, 0}).LastSign("a", "a1"); known {
+		if _, known := (shardLiveness{m: m, shard: 0}).LastSign("a", "a1"); known {
 			t.Fatal("a sign known before the first view")
 		}
 		t0 := time.Now()
@@ -109,7 +109,7 @@ func TestMemberSignsConfirm(t *testing.T) {
 		const ld = 3 * time.Second
 		store := &countingWatch{MemberStore: NewMemoryMembers()}
 		m := newMemberSigns(realClock{}, store, 4, ld)
-		l := shardLiveness{m, 1}
+		l := shardLiveness{m: m, shard: 1}
 		if _, err := store.Renew(ctx, MemberLease{Identity: "a", Incarnation: "a1", Shards: "1"}); err != nil {
 			t.Fatal(err)
 		}

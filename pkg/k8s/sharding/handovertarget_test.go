@@ -1,0 +1,198 @@
+package sharding_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
+)
+
+// TestRestartedReplicaHandsNoShardToDeadMember: of 5 replicas of a ring of 30
+// shards with the death signal, a1's container is killed; the kubelet reports it
+// 500ms later and the others take a1's shards at once; a1's container restarts as
+// a2 (a new identity, as a pod's hostname and a UUID give) a little later. a2's first
+// look at the members shows a1's member Lease, and a2 follows none of a1's shards
+// (the others hold them), so nothing proves to a2 that a1 is dead: it counts a1 live
+// until a LeaseDuration after that look. It must not hand a1 a shard: no shard goes
+// without owner for more than handoverGap after the report, and every shard of a1's
+// is taken within milliseconds of it. (Before hand-overs waited for a member's first
+// renewal seen, a2 handed a1 the shards it was given, 2 of 30, and they waited a
+// LeaseDuration: a2 took them back when a1 expired in its view.)
+func TestRestartedReplicaHandsNoShardToDeadMember(t *testing.T) {
+	for _, restart := range []time.Duration{600 * time.Millisecond, 800 * time.Millisecond, time.Second, 1200 * time.Millisecond} {
+		t.Run(fmt.Sprint("restart=", restart), func(t *testing.T) { restartAfterReport(t, 500*time.Millisecond, restart) })
+	}
+}
+
+// restartAfterReport runs TestRestartedReplicaHandsNoShardToDeadMember with the
+// report and the restart at the given times after the kill.
+func restartAfterReport(t *testing.T, report, restart time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards = 30
+		shared := sharding.NewMemoryStores(shards)
+		k := newFakeKubelet()
+		h := shardingtest.NewHistory(shards) // of every replica but a1, whose terms end with its process
+		var got takes
+		var stops []func()
+		defer func() {
+			for _, stop := range slices.Backward(stops) {
+				stop()
+			}
+		}()
+		run := func(id string, down <-chan struct{}, onAcquired func(context.Context)) *sharding.Sharder {
+			s, stop := runSharder(t, shardingtest.Cut(shared, down, memberLag), id, shards, func(c *sharding.Config) {
+				c.Incarnation, c.DeathWatch = "inc-"+id, k.watch(id)
+			}, sharding.Callbacks{OnAcquired: both(onAcquired, got.record)})
+			stops = append(stops, stop)
+			return s
+		}
+		killA1 := make(chan struct{})
+		a1 := run("a1", killA1, func(context.Context) {})
+		for _, id := range []string{"b", "c", "d", "e"} {
+			run(id, nil, h.OnAcquired(t, id))
+		}
+		time.Sleep(20 * time.Second)
+		ofA1 := a1.Owned()
+		if len(ofA1) != shards/5 {
+			t.Fatalf("a1 owns %v, want its share of %d shards", ofA1, shards)
+		}
+
+		killed := time.Now()
+		close(killA1)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			time.Sleep(report)
+			k.report("inc-a1")
+		})
+		wg.Go(func() {
+			time.Sleep(restart)
+			run("a2", nil, h.OnAcquired(t, "a2"))
+		})
+		wg.Wait()
+		reported := killed.Add(report)
+		time.Sleep(4 * testLease)
+		for _, st := range ofA1 {
+			if at := got.after(st.Shard, killed); at.IsZero() || at.Sub(reported) > promptly {
+				t.Errorf("a1's shard %d taken %v after the report, want within %v", st.Shard, at.Sub(reported), promptly)
+			}
+		}
+		h.CheckGaps(t, "a1 killed, restarted as a2", reported, handoverGap)
+		h.CheckBalanced(t, "a1's restart", "a2", "b", "c", "d", "e")
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+		stops = nil
+		h.CheckNoOverlap(t)
+		h.CheckAllEnded(t)
+	})
+}
+
+// TestShardHandedToGoneMemberTakenAtOnce: b and c hand the shards placement gives
+// to a new member x to x, but x never takes them (its electors stopped, or it died
+// after the hand-over was decided); then x's member Lease is deleted, or marks it
+// leaving. b and c count x gone and take its shards within milliseconds, not a
+// LeaseDuration after the releases that name x. (Before Liveness.Gone, they waited
+// the LeaseDuration out: 3 of 5 scale-downs from 5 to 2 replicas on a real node
+// waited a LeaseDuration, the three leavers handing shards to each other.)
+func TestShardHandedToGoneMemberTakenAtOnce(t *testing.T) {
+	for _, how := range []string{"deleted", "leaving"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const shards = 16
+				stores := sharding.NewMemoryStores(shards)
+				var got takes
+				for _, id := range []string{"b", "c"} {
+					_, stop := runSharder(t, stores, id, shards, nil, sharding.Callbacks{OnAcquired: got.record})
+					defer stop()
+				}
+				time.Sleep(2 * testLease)
+				x := startPhantom(t, stores.Members, "x")
+				time.Sleep(time.Second) // b and c hand x its shards; it takes none
+				ofX := placedOn(t, shards, []string{"b", "c", "x"}, "x")
+				for _, shard := range ofX {
+					r, err := stores.Shard(shard).Get(context.Background())
+					if err != nil || r.HolderIdentity != "" || r.PreferredHolder != "x" {
+						t.Fatalf("shard %d: %+v, %v; want released to x", shard, r, err)
+					}
+				}
+				gone := time.Now()
+				if how == "deleted" {
+					x.leave(t)
+				} else {
+					x.halt()
+					if _, err := stores.Members.Renew(context.Background(), sharding.MemberLease{Identity: "x",
+						LeaseDuration: testLease, State: sharding.MemberLeaving}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(testLease)
+				for _, shard := range ofX {
+					if at := got.after(shard, gone); at.IsZero() || at.Sub(gone) > promptly {
+						t.Errorf("shard %d handed to x taken %v after x went, want within %v", shard, at.Sub(gone), promptly)
+					}
+				}
+			})
+		})
+	}
+}
+
+// scaleDownGap is the most a scale-down may leave a shard without owner: a shard
+// handed to another leaver is taken once the stayers see that leaver's leaving mark,
+// and shardingtest.Cut delivers the three leavers' marks one member event at a time,
+// each memberLag after the one before.
+const scaleDownGap = handoverGap + 2*memberLag
+
+// TestScaleDownTakesEveryShardAtOnce: 5 replicas of a ring of 30 shards, 3 of them
+// stopped at once (a scale from 5 to 2; the stops up to 10ms apart): each leaver
+// hands its shards to its owner in its view without itself, which may be another
+// leaver; no shard goes without owner for more than scaleDownGap, and the 2 that stay
+// end balanced. (Before Liveness.Gone, a shard handed to a leaver whose electors had
+// stopped waited a LeaseDuration: 3s here.)
+func TestScaleDownTakesEveryShardAtOnce(t *testing.T) {
+	for _, gap := range []time.Duration{0, time.Millisecond, 10 * time.Millisecond} {
+		t.Run(fmt.Sprint("gap=", gap), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const shards = 30
+				shared := sharding.NewMemoryStores(shards)
+				h := shardingtest.NewHistory(shards)
+				stops := map[string]func(){}
+				ids := []string{"a", "b", "c", "d", "e"}
+				for _, id := range ids {
+					_, stop := runSharder(t, shardingtest.Cut(shared, nil, memberLag), id, shards, nil,
+						sharding.Callbacks{OnAcquired: h.OnAcquired(t, id)})
+					stops[id] = stop
+				}
+				defer func() {
+					for _, id := range ids {
+						stops[id]()
+					}
+				}()
+				time.Sleep(20 * time.Second)
+				h.CheckBalanced(t, "start", ids...)
+				from := time.Now()
+				var wg sync.WaitGroup
+				for i, id := range ids[:3] {
+					wg.Go(func() {
+						time.Sleep(time.Duration(i) * gap)
+						stops[id]()
+					})
+				}
+				wg.Wait()
+				time.Sleep(2 * testLease)
+				h.CheckGaps(t, "scale from 5 to 2", from, scaleDownGap)
+				h.CheckBalanced(t, "scale from 5 to 2", "d", "e")
+				for _, id := range ids {
+					stops[id]()
+				}
+				h.CheckNoOverlap(t)
+				h.CheckAllEnded(t)
+			})
+		})
+	}
+}
