@@ -108,10 +108,10 @@ func FromContext(ctx context.Context) (n uint64, ok bool) {
 	return t.Number, ok
 }
 
-// Follow returns ctx, a context.WithCancelCause(parent) context, made to answer for
-// src as well: its Done and Err first ask src, and when src has ended while ctx has
-// not, call end, which must cancel ctx (with whatever cause the caller chooses),
-// before they answer. Why: an elector's term context reports its end in Err as soon
+// Follow wraps ctx (one the caller cancels, from context.WithCancelCause) so that it
+// answers for src as well: its Done and Err first ask src, and when src has ended
+// while ctx has not, call end, which must cancel ctx (with whatever cause the caller
+// chooses), before they answer. Why: an elector's term context reports its end in Err as soon
 // as its renew deadline passed by the local clock, before anything closed its Done (a
 // process resumed after a pause past the deadline); a context derived from it by
 // context.WithCancel alone would not ask it, and would run on. Err is never non-nil
