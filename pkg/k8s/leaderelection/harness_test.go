@@ -63,6 +63,9 @@ type testStore struct {
 	// loseReplies is how many of the next successful Updates answer with
 	// errInjected although the store applied them (a reply lost on the way back).
 	loseReplies int
+	// failWatches makes every new watch fail with errInjected while the other calls
+	// pass (setWatchesFail).
+	failWatches bool
 }
 
 func newTestStore(inner LeaseStore, latency time.Duration) *testStore {
@@ -230,9 +233,26 @@ func (s *testStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 	return out, err
 }
 
+// setWatchesFail makes new watches fail (fail true) and breaks the open ones, or lets
+// watches open again (fail false).
+func (s *testStore) setWatchesFail(fail bool) {
+	s.mu.Lock()
+	s.failWatches = fail
+	s.mu.Unlock()
+	if fail {
+		s.breakWatches()
+	}
+}
+
 func (s *testStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 	if err := s.enter(ctx, "Watch"); err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	fail := s.failWatches
+	s.mu.Unlock()
+	if fail {
+		return nil, errInjected
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	key := new(int)

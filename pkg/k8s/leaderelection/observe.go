@@ -373,11 +373,14 @@ func (c *campaign) handedToUs() bool {
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
-// (state unknown or stale, the last term's leader work still running, a hand-over
-// pending, following only).
+// (state unknown or stale, no watch showing the lease for a RetryPeriod (blind), the
+// last term's leader work still running, a hand-over pending, following only).
 func (c *campaign) acquireTime() (time.Time, bool) {
 	if c.phase != following || !c.lease.known || c.watch.stale || c.leaderDone != nil {
 		return time.Time{}, false
+	}
+	if c.blind(c.e.clock.Now()) {
+		return time.Time{}, false // the wait counts only time watched: see blind
 	}
 	if !c.e.mayCampaign.Load() && !c.handedToUs() {
 		return time.Time{}, false // following only (SetCampaigning)
