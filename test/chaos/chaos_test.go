@@ -227,8 +227,12 @@ func TestChaos(t *testing.T) {
 	}
 	start := time.Now()
 	sum := newSummary()
+	list := seeds(t)
+	if os.Getenv(envSeed) == "" && os.Getenv(envHistories) == "" && os.Getenv(envFirst) == "" {
+		list = append(list, chaosSeeds...)
+	}
 	t.Run("history", func(t *testing.T) {
-		for i, seed := range seeds(t) {
+		for i, seed := range list {
 			name := strconv.FormatInt(seed, 10)
 			if os.Getenv(envSeed) != "" {
 				name += "/" + strconv.Itoa(i)
@@ -248,6 +252,14 @@ func TestChaos(t *testing.T) {
 	})
 	t.Logf("chaos summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
 }
+
+// chaosSeeds are seeds found by soaks of TestChaos outside the default range, which CI
+// runs after it. Seed 20509 (the one failure in seeds 20001 to 21000) gave two leaders
+// for 1.57ms: c0's watch was down for 2.9s while c1 renewed; an etcd restore put back,
+// 23ms before c0's expiry wait for it ran out, exactly the state of c1's that c0 had
+// seen last, at its resourceVersion, and c0's compare-and-swap on it matched while c1
+// still led (leaderelection.TestBlindFollowerAfterRestore).
+var chaosSeeds = []int64{20509}
 
 // TestChaosCreateRace runs the create-race histories (createRaceOpts): hand deletes,
 // often right after a Create, lagging watches and slow requests against three
