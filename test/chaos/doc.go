@@ -171,7 +171,9 @@
 //   - two leaders: no two incarnations inside overlapping terms (a term that ends at
 //     the instant another starts does not overlap it). One overlap is counted as a
 //     note instead: the elector's documented cold-start window, where a candidate that
-//     never saw the lease (before it sent the write that acquired it) re-creates one
+//     never saw the lease (before it sent the write that acquired it; states it wrote
+//     itself do not count, so a cold start whose Create's reply was lost and which then
+//     took back its own record is one: seed 34712) re-creates one
 //     that was deleted while its holder was cut off or still waiting for the answer to
 //     its acquiring write (it cannot tell that from a first start). It is tolerated
 //     only when the cold start's term is above the old one, so that the fenced register
