@@ -132,6 +132,13 @@
 // back), but it can make a compare-and-swap on an old version match again for one
 // that did not. The elector now acquires nothing while its watch has been down for a
 // RetryPeriod, and waits from the next list (leaderelection.TestBlindFollowerAfterRestore).
+// Seeds 30301 to 35300 found one more, seed 34712 (also pinned): a cold start whose
+// Create's reply was lost took its own record back at once when its watch showed it,
+// and led 6.8s beside the holder of the Lease deleted before its first look; the
+// record of a Create whose answer never came is now waited out
+// (leaderelection.TestLostReplyCreateAfterWatchedHolder shows the same path after
+// a watched holder, which the checks of a Create's answer had covered only when the
+// answer came).
 //
 // Not injected: a step of a candidate's wall clock. The elector never compares a wall
 // time (the lease's renewTime is informational) and takes durations from the

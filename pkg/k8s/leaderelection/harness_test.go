@@ -63,6 +63,9 @@ type testStore struct {
 	// loseReplies is how many of the next successful Updates answer with
 	// errInjected although the store applied them (a reply lost on the way back).
 	loseReplies int
+	// loseCreateReply makes the next Create the store applies answer with errInjected
+	// (a reply lost on the way back).
+	loseCreateReply bool
 	// failWatches makes every new watch fail with errInjected while the other calls
 	// pass (setWatchesFail).
 	failWatches bool
@@ -193,9 +196,14 @@ func (s *testStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 		s.renewSent, s.renewDone = sent, time.Now()
 		hook := s.afterCreate
 		s.afterCreate = nil
+		lose := s.loseCreateReply
+		s.loseCreateReply = false
 		s.mu.Unlock()
 		if hook != nil {
 			hook()
+		}
+		if lose {
+			return LeaseRecord{}, errInjected
 		}
 	}
 	return out, err

@@ -199,6 +199,19 @@ func (c *campaign) ours(r LeaseRecord) bool {
 	return ok
 }
 
+// unansweredCreate reports whether r is the record of an acquiring Create of ours whose
+// answer never came (a lost reply, a timeout) and that the store confirmed by no other
+// answer since. Its term would have been judged on the answer (createUnseen,
+// createVouched); without one, the campaign cannot tell when it landed, or what came
+// before it.
+func (c *campaign) unansweredCreate(r LeaseRecord) bool {
+	if r.HolderIdentity != c.self || (c.writes.hasConfirmed && sameCore(r, c.writes.confirmed)) {
+		return false
+	}
+	s, ok := c.sentMatch(r)
+	return ok && s.create
+}
+
 // oursRecent is ours for a write sent within the last RenewDeadline: then this elector
 // may take the lease back at once. An older write of ours may be a state restored from
 // a backup (versions repeat), over which another candidate may lead; it is waited out
@@ -343,6 +356,11 @@ func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 		// Cleared, but not by a Baton release (client-go's release, a person): the last
 		// holder may not know yet, and may lead until its term ends.
 		return c.lease.since.Add(c.unknownWait()), false
+	case c.unansweredCreate(r):
+		// Our Create, whose answer never came: it may have landed after states we never
+		// saw (a holder created and deleted by hand), whose holder may still lead. Wait
+		// it out as anyone's: nobody renews it, and it landed before we saw it.
+		return c.lease.since.Add(c.expiryWait(r)), false
 	case c.external() && c.ours(r):
 		return time.Time{}, false // our own write, our term is over (Config.Liveness)
 	case c.oursRecent(r):
