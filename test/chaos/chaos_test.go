@@ -227,8 +227,12 @@ func TestChaos(t *testing.T) {
 	}
 	start := time.Now()
 	sum := newSummary()
+	list := seeds(t)
+	if os.Getenv(envSeed) == "" && os.Getenv(envHistories) == "" && os.Getenv(envFirst) == "" {
+		list = append(list, chaosSeeds...)
+	}
 	t.Run("history", func(t *testing.T) {
-		for i, seed := range seeds(t) {
+		for i, seed := range list {
 			name := strconv.FormatInt(seed, 10)
 			if os.Getenv(envSeed) != "" {
 				name += "/" + strconv.Itoa(i)
@@ -248,6 +252,23 @@ func TestChaos(t *testing.T) {
 	})
 	t.Logf("chaos summary (wall %v):\n%s", time.Since(start).Round(time.Millisecond), sum)
 }
+
+// chaosSeeds are seeds found by soaks of TestChaos outside the default range, which CI
+// runs after it. Seed 20509 (the one failure in seeds 20001 to 21000) gave two leaders
+// for 1.57ms: c0's watch was down for 2.9s while c1 renewed; an etcd restore put back,
+// 23ms before c0's expiry wait for it ran out, exactly the state of c1's that c0 had
+// seen last, at its resourceVersion, and c0's compare-and-swap on it matched while c1
+// still led (leaderelection.TestBlindFollowerAfterRestore). Seed 34712 (one of seeds
+// 30301 to 35300) gave two leaders for 6.8s: c0 led term 17, was cut off, and the
+// Lease was deleted by hand; c2, restarted, found it absent on its first look and
+// created it; the Create's reply was lost, c2 saw its own record on its watch and took
+// it back at once (term 22), as a recent write of its own, while c0's term ran on. The
+// elector now waits out the record of a Create whose answer never came
+// (leaderelection.TestLostReplyCreateAfterWatchedHolder), and the checker no longer
+// takes an incarnation's own record for a sight of the lease
+// (TestFaultStoreOwnWritesAreNotSeeing): it had counted the overlap as defect 1
+// rather than as the cold-start window.
+var chaosSeeds = []int64{20509, 34712}
 
 // TestChaosCreateRace runs the create-race histories (createRaceOpts): hand deletes,
 // often right after a Create, lagging watches and slow requests against three

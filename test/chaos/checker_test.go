@@ -217,6 +217,44 @@ func TestFaultStoreLostReply(t *testing.T) {
 	})
 }
 
+// TestFaultStoreOwnWritesAreNotSeeing: an incarnation's own writes, also one whose
+// reply was lost and which it then reads back, do not count as seeing the lease
+// (faultStore.firstSaw; a cold start stays one, seed 34712); a state another wrote
+// does.
+func TestFaultStoreOwnWritesAreNotSeeing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := newMemServer("t")
+		f := newFaultStore(1, newCounters())
+		f.setInner(s.as("a#0"))
+		now := time.Now().Truncate(time.Microsecond)
+		f.setFlaky(true, flakiness{loseReply: 1})
+		if _, err := f.Create(ctx, leaderelection.LeaseRecord{HolderIdentity: "a", AcquireTime: now, RenewTime: now}); !errors.Is(err, errReplyLost) {
+			t.Fatalf("create: %v, want %v", err, errReplyLost)
+		}
+		f.setFlaky(false, flakiness{})
+		own, err := f.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := f.sawAt(); !at.IsZero() {
+			t.Fatalf("reading back its own lost Create counted as seeing the lease at %v", at)
+		}
+		time.Sleep(time.Second)
+		other := own
+		other.HolderIdentity, other.AcquireTime, other.RenewTime = "b", time.Now(), time.Now()
+		if _, err := s.as("b#0").Update(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if at := f.sawAt(); !at.Equal(time.Now()) {
+			t.Fatalf("another's state read at %v counted from %v", time.Now(), at)
+		}
+	})
+}
+
 // TestCheckerTermOrderAcrossRestore: a term number is handed out when the acquiring
 // write lands, so a restore after the send of an earlier term's write, even one before
 // that term began (its answer came late), lets the store hand the number out again: a

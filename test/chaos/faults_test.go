@@ -126,11 +126,16 @@ type faultStore struct {
 	lag         time.Duration // added to each watch delivery
 	relays      map[*relay]struct{}
 	// firstSaw is when the current incarnation first saw the lease or its last holder
-	// (a read, a write's answer, or an event with a holder handed to its watch), zero
-	// if never.
+	// (a read, a write's answer, or an event with a holder handed to its watch) in a
+	// state it did not write itself, zero if never: its own writes (sent) tell it of
+	// no other holder, so a cold start whose Create's reply was lost, and which then
+	// saw and took back its own record, is still one (seed 34712).
 	firstSaw time.Time
-	seed     uint64
-	watches  uint64 // watches opened, to seed each relay's latency
+	// sent are the records of the current incarnation's latest writes (up to maxSent),
+	// whatever became of them, to tell its own states from others'.
+	sent    []leaderelection.LeaseRecord
+	seed    uint64
+	watches uint64 // watches opened, to seed each relay's latency
 	// delivered is the highest resourceVersion handed to a live watch of the current
 	// incarnation (put in the channel the elector reads, whether or not it read it yet).
 	delivered uint64
@@ -175,7 +180,7 @@ func newFaultStore(seed uint64, count *counters) *faultStore {
 func (f *faultStore) setInner(s leaderelection.LeaseStore) {
 	f.mu.Lock()
 	f.inner, f.firstSaw, f.delivered = s, time.Time{}, 0
-	f.writes = make(map[uint64]writeRec)
+	f.writes, f.sent = make(map[uint64]writeRec), nil
 	f.mu.Unlock()
 }
 
@@ -201,7 +206,7 @@ func (f *faultStore) writeOf(v uint64) (writeRec, bool) {
 // handed notes that ev was put in the channel of a watch the elector still holds.
 func (f *faultStore) handed(ev leaderelection.LeaseEvent) {
 	if !ev.Deleted || ev.Record.HolderIdentity != "" {
-		f.saw()
+		f.saw(ev.Record)
 	}
 	v, err := strconv.ParseUint(ev.Record.ResourceVersion, 10, 64)
 	if err != nil {
@@ -212,13 +217,34 @@ func (f *faultStore) handed(ev leaderelection.LeaseEvent) {
 	f.mu.Unlock()
 }
 
-// saw notes that the incarnation saw the lease (or its last holder).
-func (f *faultStore) saw() {
+// maxSent bounds faultStore.sent.
+const maxSent = 64
+
+// sending notes a write of the current incarnation about to be sent.
+func (f *faultStore) sending(r leaderelection.LeaseRecord) {
 	f.mu.Lock()
-	if f.firstSaw.IsZero() {
-		f.firstSaw = time.Now()
+	defer f.mu.Unlock()
+	if len(f.sent) == maxSent {
+		f.sent = append(f.sent[:0], f.sent[1:]...)
 	}
-	f.mu.Unlock()
+	f.sent = append(f.sent, r)
+}
+
+// saw notes that the incarnation saw the lease (or its last holder) in state r, unless
+// r is one of its own writes (the same holder, times and transitions as one it sent).
+func (f *faultStore) saw(r leaderelection.LeaseRecord) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.firstSaw.IsZero() {
+		return
+	}
+	for _, s := range f.sent {
+		if s.HolderIdentity == r.HolderIdentity && s.AcquireTime.Equal(r.AcquireTime) &&
+			s.RenewTime.Equal(r.RenewTime) && s.LeaseTransitions == r.LeaseTransitions {
+			return
+		}
+	}
+	f.firstSaw = time.Now()
 }
 
 func (f *faultStore) sawAt() time.Time {
@@ -355,13 +381,14 @@ func (f *faultStore) Get(ctx context.Context) (leaderelection.LeaseRecord, error
 		return err
 	})
 	if err == nil {
-		f.saw()
+		f.saw(out)
 	}
 	return out, err
 }
 
 func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
 	sent := time.Now()
+	f.sending(r)
 	var out leaderelection.LeaseRecord
 	err := f.call(ctx, "create", true, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Create(ctx, r)
@@ -370,13 +397,14 @@ func (f *faultStore) Create(ctx context.Context, r leaderelection.LeaseRecord) (
 	if err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
-	f.saw()
+	f.saw(out)
 	f.answered(out, sent)
 	return out, nil
 }
 
 func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
 	sent := time.Now()
+	f.sending(r)
 	var out leaderelection.LeaseRecord
 	err := f.call(ctx, "update", true, func(s leaderelection.LeaseStore) (err error) {
 		out, err = s.Update(ctx, r)
@@ -385,7 +413,7 @@ func (f *faultStore) Update(ctx context.Context, r leaderelection.LeaseRecord) (
 	if err != nil {
 		return leaderelection.LeaseRecord{}, err
 	}
-	f.saw()
+	f.saw(out)
 	f.answered(out, sent)
 	return out, nil
 }

@@ -36,6 +36,7 @@ const maxSends = 64
 type sentWrite struct {
 	record LeaseRecord
 	at     time.Time
+	create bool // an acquiring Create: it may land after states this elector never saw
 }
 
 // watchState is the campaign's watch of the lease. Opening one runs in a goroutine (a

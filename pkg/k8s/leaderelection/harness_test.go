@@ -63,6 +63,12 @@ type testStore struct {
 	// loseReplies is how many of the next successful Updates answer with
 	// errInjected although the store applied them (a reply lost on the way back).
 	loseReplies int
+	// loseCreateReply makes the next Create the store applies answer with errInjected
+	// (a reply lost on the way back).
+	loseCreateReply bool
+	// failWatches makes every new watch fail with errInjected while the other calls
+	// pass (setWatchesFail).
+	failWatches bool
 }
 
 func newTestStore(inner LeaseStore, latency time.Duration) *testStore {
@@ -190,9 +196,14 @@ func (s *testStore) Create(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 		s.renewSent, s.renewDone = sent, time.Now()
 		hook := s.afterCreate
 		s.afterCreate = nil
+		lose := s.loseCreateReply
+		s.loseCreateReply = false
 		s.mu.Unlock()
 		if hook != nil {
 			hook()
+		}
+		if lose {
+			return LeaseRecord{}, errInjected
 		}
 	}
 	return out, err
@@ -230,9 +241,26 @@ func (s *testStore) Update(ctx context.Context, r LeaseRecord) (LeaseRecord, err
 	return out, err
 }
 
+// setWatchesFail makes new watches fail (fail true) and breaks the open ones, or lets
+// watches open again (fail false).
+func (s *testStore) setWatchesFail(fail bool) {
+	s.mu.Lock()
+	s.failWatches = fail
+	s.mu.Unlock()
+	if fail {
+		s.breakWatches()
+	}
+}
+
 func (s *testStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 	if err := s.enter(ctx, "Watch"); err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	fail := s.failWatches
+	s.mu.Unlock()
+	if fail {
+		return nil, errInjected
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	key := new(int)

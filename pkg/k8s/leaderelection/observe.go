@@ -211,6 +211,19 @@ func (c *campaign) ours(r LeaseRecord) bool {
 	return ok
 }
 
+// unansweredCreate reports whether r is the record of an acquiring Create of ours whose
+// answer never came (a lost reply, a timeout) and that the store confirmed by no other
+// answer since. Its term would have been judged on the answer (createUnseen,
+// createVouched); without one, the campaign cannot tell when it landed, or what came
+// before it.
+func (c *campaign) unansweredCreate(r LeaseRecord) bool {
+	if r.HolderIdentity != c.self || (c.writes.hasConfirmed && sameCore(r, c.writes.confirmed)) {
+		return false
+	}
+	s, ok := c.sentMatch(r)
+	return ok && s.create
+}
+
 // oursRecent is ours for a write sent within the last RenewDeadline: then this elector
 // may take the lease back at once. An older write of ours may be a state restored from
 // a backup (versions repeat), over which another candidate may lead; it is waited out
@@ -355,6 +368,11 @@ func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 		// Cleared, but not by a Baton release (client-go's release, a person): the last
 		// holder may not know yet, and may lead until its term ends.
 		return c.lease.since.Add(c.unknownWait()), false
+	case c.unansweredCreate(r):
+		// Our Create, whose answer never came: it may have landed after states we never
+		// saw (a holder created and deleted by hand), whose holder may still lead. Wait
+		// it out as anyone's: nobody renews it, and it landed before we saw it.
+		return c.lease.since.Add(c.expiryWait(r)), false
 	case c.external() && c.ours(r):
 		return time.Time{}, false // our own write, our term is over (Config.Liveness)
 	case c.oursRecent(r):
@@ -385,11 +403,14 @@ func (c *campaign) handedToUs() bool {
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
-// (state unknown or stale, the last term's leader work still running, a hand-over
-// pending, following only).
+// (state unknown or stale, no watch showing the lease for a RetryPeriod (blind), the
+// last term's leader work still running, a hand-over pending, following only).
 func (c *campaign) acquireTime() (time.Time, bool) {
 	if c.phase != following || !c.lease.known() || c.watch.stale() || c.leaderDone != nil {
 		return time.Time{}, false
+	}
+	if c.blind(c.e.clock.Now()) {
+		return time.Time{}, false // the wait counts only time watched: see blind
 	}
 	if !c.e.mayCampaign.Load() && !c.handedToUs() {
 		return time.Time{}, false // following only (SetCampaigning)

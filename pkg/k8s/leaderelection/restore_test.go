@@ -132,3 +132,60 @@ func TestRestoredRelease(t *testing.T) {
 		cl.waitLeader(nil, 2*DefaultLeaseDuration)
 	})
 }
+
+// TestBlindFollowerAfterRestore (chaos seed 20509): a follower whose watch broke
+// keeps the holder's state it saw last, and its expiry wait runs out while no watch
+// shows it the lease. Meanwhile the holder renewed, and an etcd restore puts back
+// exactly the state the follower saw, at the same resourceVersion, a moment before
+// the wait ends. The follower's compare-and-swap on that version matches again; if it
+// took the lease, it would lead beside the holder, whose term runs until its renew
+// deadline (or until it looks at the lease again). The wait must count only time the
+// follower watched: it takes nothing before a watch shows it the lease again, and then
+// waits from that look.
+func TestBlindFollowerAfterRestore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		cl.termsMayRepeat = true // a's next term may repeat a number b never saw
+		defer cl.stop()
+		a := cl.start("a", nil)
+		time.Sleep(time.Second)
+		b := cl.start("b", nil)
+		if nl := cl.waitLeader(nil, time.Minute); nl != a {
+			t.Fatalf("leader %s, want a", nl.id)
+		}
+		// Wait for a renew of a's: b saw it at the instant it was written.
+		first, _ := cl.mem.Get(context.Background())
+		seen := first
+		for seen.ResourceVersion == first.ResourceVersion {
+			time.Sleep(time.Millisecond)
+			seen, _ = cl.mem.Get(context.Background())
+		}
+		seenAt := time.Now()
+		synctest.Wait()
+		b.store.setWatchesFail(true) // b's writes still pass
+		// b's wait for a's state ends at seenAt + LeaseDuration (at most 1ms earlier);
+		// a renews every RetryPeriod meanwhile. Restore b's last state just before.
+		time.Sleep(time.Until(seenAt.Add(DefaultLeaseDuration - 50*time.Millisecond)))
+		if !a.e.IsLeader() {
+			t.Fatal("a does not lead before the restore")
+		}
+		v, _ := parseVersion(seen.ResourceVersion)
+		cl.mem.restore(v, seen, true)
+		restoredAt := time.Now()
+		time.Sleep(100 * time.Millisecond) // past b's wait; before a's watch re-lists
+		if b.e.IsLeader() {
+			t.Fatalf("b leads %v after a restore of the state it saw last, its watch down", time.Since(restoredAt))
+		}
+		// a sees the version go back on its next look and steps down; then one leads
+		// again.
+		for a.e.IsLeader() {
+			if time.Since(restoredAt) > DefaultRetryPeriod {
+				t.Fatal("a still leads a RetryPeriod after the restore")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.store.setWatchesFail(false)
+		nl := cl.waitLeader(nil, 3*DefaultLeaseDuration)
+		t.Logf("%s leads %v after the restore", nl.id, time.Since(restoredAt))
+	})
+}

@@ -14,7 +14,8 @@ import (
 // creates the lease and leads; after dLeads d is cut off and the lease is deleted by
 // hand again; after afterDelete c's Create lands on the absent lease, while d still
 // believes it leads. It returns c, d, and when c's Create was answered.
-func slowCreateScene(t *testing.T, cl *cluster, dLeads, afterDelete time.Duration, buffered bool) (c, d *candidate, sent, answered time.Time) {
+// With loseReply the Create's reply is lost (it was applied).
+func slowCreateScene(t *testing.T, cl *cluster, dLeads, afterDelete time.Duration, buffered, loseReply bool) (c, d *candidate, sent, answered time.Time) {
 	t.Helper()
 	x := cl.start("x", nil)
 	if l := cl.waitLeader(nil, time.Second); l != x {
@@ -23,7 +24,7 @@ func slowCreateScene(t *testing.T, cl *cluster, dLeads, afterDelete time.Duratio
 	hold := make(chan struct{})
 	sentAt := make(chan time.Time, 1)
 	c = cl.startWith("c", nil, func(s *testStore) {
-		s.buffered = buffered
+		s.buffered, s.loseCreateReply = buffered, loseReply
 		s.beforeCreate = func() {
 			sentAt <- time.Now()
 			<-hold
@@ -66,7 +67,7 @@ func TestSlowCreateWaitsOutUnseenHolders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cl := newCluster(t)
 		defer cl.stop()
-		c, d, sent, answered := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false)
+		c, d, sent, answered := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false, false)
 		if answered.Sub(sent) <= DefaultRetryPeriod {
 			t.Fatalf("c's Create took %v, want over a RetryPeriod", answered.Sub(sent))
 		}
@@ -81,11 +82,30 @@ func TestCreateAfterWatchedHolderWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cl := newCluster(t)
 		defer cl.stop()
-		c, d, sent, answered := slowCreateScene(t, cl, 300*time.Millisecond, 300*time.Millisecond, true)
+		c, d, sent, answered := slowCreateScene(t, cl, 300*time.Millisecond, 300*time.Millisecond, true, false)
 		if answered.Sub(sent) > DefaultRetryPeriod {
 			t.Fatalf("c's Create took %v, want within a RetryPeriod", answered.Sub(sent))
 		}
 		checkHeld(t, cl, c, d, answered)
+	})
+}
+
+// TestLostReplyCreateAfterWatchedHolder: as TestCreateAfterWatchedHolderWaits, but
+// c's Create's reply is lost: c learns that it landed only from its watch, which showed
+// d's lease and its delete before it. c must not take its own record back at once
+// while d may still lead.
+func TestLostReplyCreateAfterWatchedHolder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		defer cl.stop()
+		c, d, _, answered := slowCreateScene(t, cl, 300*time.Millisecond, 300*time.Millisecond, true, true)
+		l := cl.waitLeader(d, 3*DefaultLeaseDuration)
+		t.Logf("%s leads %v after c's Create's lost answer", l.id, time.Since(answered))
+		_, _, dEnded, _ := d.snapshot()
+		_, cStarted, _, _ := c.snapshot()
+		if len(dEnded) != 1 || len(cStarted) == 0 || cStarted[0].Before(dEnded[0]) {
+			t.Errorf("d's term ended at %v, c's began at %v", dEnded, cStarted)
+		}
 	})
 }
 
@@ -129,7 +149,7 @@ func TestHeldTermNeedsItsRenews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cl := newCluster(t)
 		defer cl.stop()
-		c, d, _, _ := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false)
+		c, d, _, _ := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false, false)
 		c.store.setMode(modeFail)
 		time.Sleep(DefaultLeaseDuration + 2*DefaultRetryPeriod)
 		if terms, _, _, _ := c.snapshot(); len(terms) != 0 || c.e.IsLeader() {
@@ -153,7 +173,7 @@ func TestHeldTermGivenUpOnAnotherHolder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cl := newCluster(t)
 		defer cl.stop()
-		c, _, _, answered := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false)
+		c, _, _, answered := slowCreateScene(t, cl, 500*time.Millisecond, 2500*time.Millisecond, false, false)
 		time.Sleep(100 * time.Millisecond) // after c's first renew: its watch shows z
 		r, err := cl.mem.Get(t.Context())
 		if err != nil {

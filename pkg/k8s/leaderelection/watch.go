@@ -33,7 +33,7 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 		return
 	}
 	c.watch.listNext = false
-	blind := !c.watch.brokenSince.IsZero() && c.e.clock.Now().Sub(c.watch.brokenSince) >= c.e.config.RetryPeriod
+	blind := c.blind(c.e.clock.Now())
 	c.watch.brokenSince = time.Time{}
 	c.observe(ev, c.watch.listFloor, true)
 	if blind && c.lease.exists() {
@@ -130,6 +130,17 @@ func (c *campaign) opened(o watchOpen) {
 	c.watch.openedAt = c.e.clock.Now()
 	c.watch.generation++
 	c.watch.delivered = 0
+}
+
+// blind reports whether no watch has shown the lease for a RetryPeriod or longer at
+// now: the last one broke (or an open failed) that long ago, and no new one has listed
+// the lease since. What the campaign knows of the lease may then be stale in a way no
+// compare-and-swap reveals: the holder may have renewed meanwhile, and an etcd restore
+// may have put back the very state last seen, at its resourceVersion, so that a write
+// on that version matches again while the holder's term runs. A blind follower does
+// not acquire (acquireTime); the state the next watch lists restarts its wait.
+func (c *campaign) blind(now time.Time) bool {
+	return !c.watch.brokenSince.IsZero() && now.Sub(c.watch.brokenSince) >= c.e.config.RetryPeriod
 }
 
 // markBroken notes that no watch is open from now, unless that began earlier.

@@ -93,6 +93,7 @@ func (c *campaign) acquire() {
 			c.createWatch = c.watch.generation
 		}
 		c.addSend(r, sentAt)
+		c.writes.sent[len(c.writes.sent)-1].create = true
 		out, err = c.e.store.Create(ctx, r)
 	} else {
 		prev := c.lease.record
