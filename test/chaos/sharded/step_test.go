@@ -21,6 +21,8 @@ func (n *node) isPaused() bool {
 type pendingWrite struct {
 	w     labelWrite
 	patch map[string]*string
+	due   time.Time // not before (a slow write); zero: at the resume
+	shard int
 }
 
 // run steps the world until until: the objects' events, every controller's step
@@ -199,30 +201,40 @@ func (w *world) send(c *ctl, o *object, shard int, now time.Time) {
 		w.out.stats["label writes refused"]++
 	case c.n.isPaused():
 		w.out.stats["label writes held by a pause"]++
-		c.pending = append(c.pending, pendingWrite{lw, patch})
+		c.pending = append(c.pending, pendingWrite{w: lw, patch: patch, shard: shard})
+	case now.Before(w.slow[id]):
+		w.out.stats["label writes slowed"]++
+		d := 200*time.Millisecond + time.Duration(w.rng.Int64N(int64(1800*time.Millisecond)))
+		c.pending = append(c.pending, pendingWrite{w: lw, patch: patch, shard: shard, due: now.Add(d)})
 	default:
-		w.apply(lw, patch, now)
+		w.apply(c, lw, patch, shard, now)
 	}
 }
 
-// flush sends the patches a pause held, once the node resumed.
+// flush sends the patches a pause held, once the node resumed, and the slow ones
+// due.
 func (w *world) flush(c *ctl, now time.Time) {
 	if c.n.isPaused() || len(c.pending) == 0 {
 		return
 	}
+	var keep []pendingWrite
 	for _, p := range c.pending {
-		if c.n.stopped() {
+		switch {
+		case now.Before(p.due):
+			keep = append(keep, p)
+		case c.n.stopped():
 			w.out.stats["label writes failed"]++
-			continue
+		default:
+			w.apply(c, p.w, p.patch, p.shard, now)
 		}
-		w.apply(p.w, p.patch, now)
 	}
-	c.pending = nil
+	c.pending = keep
 }
 
-// apply applies a label patch to its object, if it still exists (the patch names the
-// UID), and records it.
-func (w *world) apply(lw labelWrite, patch map[string]*string, now time.Time) {
+// apply applies c's label patch for shard to its object, if it still exists (the
+// patch names the UID), and records it: one landing after the term that sent it
+// ended raced a move of the shard.
+func (w *world) apply(c *ctl, lw labelWrite, patch map[string]*string, shard int, now time.Time) {
 	o := w.objs[lw.obj]
 	if o == nil {
 		return // gone: not found
@@ -239,6 +251,9 @@ func (w *world) apply(lw labelWrite, patch map[string]*string, now time.Time) {
 		}
 	}
 	lw.at, lw.changed = now, !maps.Equal(labels, o.meta.Labels)
+	if _, led := c.leads(shard); !led {
+		w.out.stats["label writes landing after their term"]++
+	}
 	if lw.changed {
 		o.meta.Labels = labels
 		o.version++

@@ -27,6 +27,7 @@ type world struct {
 	order   []types.UID          // creation order, for a seeded iteration
 	refused map[string]time.Time // replica id -> until when its label writes are refused
 	lossy   map[string]time.Time // replica id -> until when the replies of its label writes are lost
+	slow    map[string]time.Time // replica id -> until when its label writes take 0.2 to 2s
 	later   []objEvent           // events the faults scheduled (an owner after its child)
 	made    int
 	out     objOutcome
@@ -46,7 +47,7 @@ type objEvent struct {
 
 func newWorld(seed uint64, begin time.Time) *world {
 	w := &world{rng: rand.New(rand.NewPCG(seed, 0x0b1ec75)), begin: begin, objs: map[types.UID]*object{},
-		refused: map[string]time.Time{}, lossy: map[string]time.Time{}, faults: map[string]int{}}
+		refused: map[string]time.Time{}, lossy: map[string]time.Time{}, slow: map[string]time.Time{}, faults: map[string]int{}}
 	w.out.stats = map[string]int{}
 	w.out.all = map[types.UID]finalObject{}
 	w.out.caches = map[string][]types.UID{}
@@ -162,8 +163,8 @@ func replicaOf(run string) string { id, _, _ := strings.Cut(run, "/"); return id
 func (w *world) schedule() []objEvent {
 	heal := warmUp + faultPhase
 	var evs []objEvent
-	for range 12 + w.rng.IntN(12) {
-		at, k := warmUp+time.Duration(w.rng.Int64N(int64(faultPhase))), w.rng.IntN(12)
+	for range 16 + w.rng.IntN(16) {
+		at, k := warmUp+time.Duration(w.rng.Int64N(int64(faultPhase))), w.rng.IntN(13)
 		d := min(leaseDur/4+time.Duration(w.rng.Int64N(int64(2*leaseDur))), heal-at)
 		evs = append(evs, objEvent{at: at, do: func(now time.Time) { w.fault(now, k, d) }})
 	}
@@ -203,7 +204,7 @@ func (w *world) fault(now time.Time, k int, d time.Duration) {
 	case 7, 8, 9:
 		w.labelFault(now, k)
 	default:
-		w.writeFault(now, k == 10, d)
+		w.writeFault(now, k-10, d)
 	}
 }
 
@@ -249,21 +250,24 @@ func (w *world) labelFault(now time.Time, k int) {
 	}
 }
 
-// writeFault makes a replica's label writes refused (refuse) or their replies lost
-// (applied, the replica told they failed) for d.
-func (w *world) writeFault(now time.Time, refuse bool, d time.Duration) {
+// writeFault, for d, makes a replica's label writes refused (k 0), or their replies
+// lost (k 1: applied, the replica told they failed), or slow (k 2: each lands 0.2 to
+// 2s after it was sent, as the shards move); with two new owners and their children,
+// whose labels the replica may have to write meanwhile.
+func (w *world) writeFault(now time.Time, k int, d time.Duration) {
 	runs := w.runs()
 	if len(runs) == 0 {
 		return
 	}
 	id := replicaOf(runs[w.rng.IntN(len(runs))].run)
-	if refuse {
-		w.faults["label writes refused"]++
-		w.refused[id] = now.Add(d)
-		w.logf(now, "label writes of %s refused for %v", id, d)
-		return
+	kind, until := [...]string{"label writes refused", "label replies lost", "label writes slow"}[k], w.refused
+	switch k {
+	case 1:
+		until = w.lossy
+	case 2:
+		until = w.slow
 	}
-	w.faults["label replies lost"]++
-	w.lossy[id] = now.Add(d)
-	w.logf(now, "label write replies of %s lost for %v", id, d)
+	w.faults[kind]++
+	until[id] = now.Add(d)
+	w.logf(now, "%s: %s for %v, with owners %s and %s", kind, id, d, w.createFamily(now), w.createFamily(now))
 }
