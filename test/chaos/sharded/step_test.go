@@ -70,13 +70,15 @@ func (w *world) run(events []objEvent, checkAt, until time.Time, done chan<- str
 }
 
 // step is one step of a replica run's controller: the label patches a pause held
-// are sent, each led shard's informer delivers what changed, the labeller labels the
-// objects of led shards without the label, and the queue is reconciled.
+// are sent, the requests the last step enqueued are reconciled (so that a term may
+// end between a request and its reconcile), each led shard's informer delivers what
+// changed, and the labeller labels the objects of led shards without the label.
 func (w *world) step(c *ctl, now time.Time) {
 	if !c.n.deathTime().IsZero() {
 		return // the process is dead
 	}
 	w.flush(c, now)
+	w.reconcile(c, now)
 	led, fresh := c.ledShards()
 	for _, s := range fresh {
 		delete(c.seen, s) // the shard's informer starts: its first list delivers every object
@@ -90,6 +92,11 @@ func (w *world) step(c *ctl, now time.Time) {
 		w.informer(c, s, now)
 	}
 	w.labeller(c, fresh, now)
+}
+
+// reconcile admits each queued request whose owner's shard has a live term here (the
+// library's begin) and records it with that term; it drops the others.
+func (w *world) reconcile(c *ctl, now time.Time) {
 	for _, owner := range c.queue {
 		shard := ring12.ShardOf(string(owner))
 		term, ok := c.leads(shard)
