@@ -28,14 +28,39 @@ func uidOf(shard, n int) types.UID {
 // ones, from 40s; the faults stop at 45s, the bound is 52s), each with one known
 // fault, and a clean one: it must name exactly the broken properties.
 func TestCheckerFindsObjectViolations(t *testing.T) {
-	var spans []span
-	for s := range 12 {
-		who := "a"
-		if s%2 == 1 {
-			who = "b"
-		}
-		spans = append(spans, span{shard: s, who: who, term: uint64(10 + s), start: at(40)})
+	spans, clean, cases := objectCases()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := clean
+			objs.caches = maps.Clone(clean.caches)
+			objs.recons, objs.deliveries, objs.writes = slices.Clone(clean.recons), slices.Clone(clean.deliveries), slices.Clone(clean.writes)
+			tt.edit(&objs)
+			r := check(outcome{shards: 12, spans: spans, begin: t0, heal: at(45), checkAt: at(52), stableUntil: at(60),
+				live: []string{"a", "b"}, objs: objs})
+			var got []string
+			for _, v := range r.violations {
+				if !slices.Contains(got, v.kind) {
+					got = append(got, v.kind)
+				}
+			}
+			if want := slices.Sorted(slices.Values(tt.want)); !slices.Equal(got, want) {
+				t.Errorf("violations %v, want %v (%v)", got, want, r.violations)
+			}
+		})
 	}
+}
+
+// objectCase is a hand-made fault of the objects and the violations it must give.
+type objectCase struct {
+	name string
+	edit func(o *objOutcome)
+	want []string
+}
+
+// objectCases returns the terms, the clean objects and the cases of
+// TestCheckerFindsObjectViolations.
+func objectCases() ([]span, objOutcome, []objectCase) {
+	spans := settledRing()
 	owner, other := uidOf(0, 0), uidOf(1, 0)
 	child, loose := uidOf(5, 0), uidOf(6, 0) // their own UIDs' shards are not their owners'
 	metas := map[types.UID]finalObject{
@@ -67,12 +92,7 @@ func TestCheckerFindsObjectViolations(t *testing.T) {
 		writes: []labelWrite{{obj: owner, who: "a", at: at(41), changed: true}, {obj: owner, who: "b", at: at(42), changed: true},
 			{obj: child, who: "a", at: at(46), changed: true}, {obj: child, who: "b", at: at(47), changed: false}},
 	}
-	type edit func(o *objOutcome)
-	tests := []struct {
-		name string
-		edit edit
-		want []string
-	}{
+	return spans, clean, []objectCase{
 		{"clean", func(*objOutcome) {}, nil},
 		{"reconcile on a replica not leading the owner's shard", func(o *objOutcome) {
 			o.recons = append(o.recons, recon{who: "b", owner: owner, shard: 0, term: 11, at: at(41)})
@@ -116,23 +136,18 @@ func TestCheckerFindsObjectViolations(t *testing.T) {
 			o.caches["a"] = []types.UID{owner, child, loose}
 		}, []string{vCache}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			objs := clean
-			objs.caches = maps.Clone(clean.caches)
-			objs.recons, objs.deliveries, objs.writes = slices.Clone(clean.recons), slices.Clone(clean.deliveries), slices.Clone(clean.writes)
-			tt.edit(&objs)
-			r := check(outcome{shards: 12, spans: spans, begin: t0, heal: at(45), checkAt: at(52), stableUntil: at(60),
-				live: []string{"a", "b"}, objs: objs})
-			var got []string
-			for _, v := range r.violations {
-				if !slices.Contains(got, v.kind) {
-					got = append(got, v.kind)
-				}
-			}
-			if want := slices.Sorted(slices.Values(tt.want)); !slices.Equal(got, want) {
-				t.Errorf("violations %v, want %v (%v)", got, want, r.violations)
-			}
-		})
+}
+
+// settledRing returns the terms of a ring of 12 shards settled from 40s: a leads the
+// even shards, b the odd ones, shard s under term 10+s.
+func settledRing() []span {
+	var spans []span
+	for s := range 12 {
+		who := "a"
+		if s%2 == 1 {
+			who = "b"
+		}
+		spans = append(spans, span{shard: s, who: who, term: uint64(10 + s), start: at(40)})
 	}
+	return spans
 }

@@ -94,11 +94,11 @@ type recon struct {
 // delivery is a child's event that a led shard's informer turned into a request for
 // its owner.
 type delivery struct {
-	who               string
-	child             types.UID
-	informer, ownerOf int // the informer's shard, and the owner's
-	term              uint64
-	at                time.Time
+	who     string
+	child   types.UID
+	ownerOf int // the owner's shard
+	term    uint64
+	at      time.Time
 }
 
 // labelWrite is one shard label patch that reached the model's API server.
