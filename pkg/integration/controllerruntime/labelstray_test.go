@@ -2,7 +2,6 @@ package controllerruntime
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -17,18 +16,17 @@ import (
 	"github.com/baton-dev/baton/pkg/batontest"
 )
 
-// TestShardedLabelCacheStrayRelabelRetried reproduces what the sharded chaos soak
-// found (test/chaos/sharded, doc.go, # Findings): a ConfigMap labelled with another
-// shard by hand, whose relabel patch from the informer of that shard is refused once,
-// must still be relabelled with its own shard within a resync (labelResync) of the
-// refusal. Today the shard informers do not resync, so it stays mislabelled (cached
-// by the wrong shard's owner) until it changes or that shard moves, and this test
-// fails; it runs with BATON_LABELCACHE_STRAY_REPRO set (it waits a resync and more)
-// until the library retries the patch, when it becomes a regression test.
+// TestShardedLabelCacheStrayRelabelRetried is the regression test of what the sharded
+// chaos soak found (test/chaos/sharded, doc.go, # Findings): a ConfigMap labelled with
+// another shard by hand, whose relabel patch from the informer of that shard is
+// refused, must still be relabelled with its own shard within a resync (labelResync,
+// shortened here to 2s) of the refusal. The shard informers did not resync, so it
+// stayed mislabelled (cached by the wrong shard's owner, not by its own's) until it
+// changed or that shard moved.
 func TestShardedLabelCacheStrayRelabelRetried(t *testing.T) {
-	if os.Getenv("BATON_LABELCACHE_STRAY_REPRO") == "" {
-		t.Skip("reproduces an open defect (a refused stray relabel is never retried); set BATON_LABELCACHE_STRAY_REPRO to run")
-	}
+	saved := labelResync
+	labelResync = 2 * time.Second
+	t.Cleanup(func() { labelResync = saved })
 	run := newLabelRun(t, 1, 4)
 	run.create(1)
 	cm := run.owners[0]

@@ -47,7 +47,11 @@ const (
 // Lease deleted under its live holder without owner (the holder never released it);
 // 5211 did so when the holder's term ended unseen while its member Lease stayed
 // renewed, before a member Lease claimed the shards it renews.
-var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 145, 1071, 5211}
+//
+// With the owned objects and shard labels: 38 and 150 kept an object labelled with
+// another shard by hand after its relabel patch was refused, before the shard
+// informers resynced (TestShardedLabelCacheStrayRelabelRetried).
+var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 38, 145, 150, 1071, 5211}
 
 // TestShardedChaos runs seeded random histories of a ring of 12 shards on in-memory
 // stores, each in a synctest bubble: 3 replicas, then faults for 30s (joins, graceful

@@ -172,6 +172,7 @@ func (w *world) labeller(c *ctl, fresh []int, now time.Time) {
 	if !now.Before(c.resync) {
 		c.resync = now.Add(labelResync)
 		clear(c.tried)
+		w.resyncStrays(c)
 	}
 	for _, uid := range w.order {
 		o := w.objs[uid]
@@ -190,6 +191,21 @@ func (w *world) labeller(c *ctl, fresh []int, now time.Time) {
 		}
 		c.tried[uid] = o.version
 		w.send(c, o, own, now)
+	}
+}
+
+// resyncStrays is the resync of the led shards' informers (the labeller's period):
+// each stray they hold is delivered again at the next step, so that a relabel that
+// failed is tried again; the other objects' resyncs enqueue nothing.
+func (w *world) resyncStrays(c *ctl) {
+	for s, seen := range c.seen {
+		for uid := range seen {
+			if o := w.objs[uid]; o != nil {
+				if own, ok := shardOfMeta(&o.meta, o.child); ok && own != s {
+					delete(seen, uid)
+				}
+			}
+		}
 	}
 }
 
