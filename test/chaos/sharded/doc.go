@@ -108,8 +108,9 @@
 //   - each led shard's informer delivers the objects labelled with the shard (every one
 //     at the term's start, then what changed, and those gone or relabelled away as
 //     deletes); an object whose label names another shard than its own (a stray) is
-//     relabelled and not enqueued; an owner enqueues itself, a child its controller
-//     owner when that owner's shard is led here;
+//     relabelled and not enqueued (and relabelled again at the informer's resync, the
+//     labeller's period, should that patch have failed); an owner enqueues itself, a
+//     child its controller owner when that owner's shard is led here;
 //   - a request is reconciled at the controller's next step, admitted only under a
 //     live term of its owner's shard here (the library's begin), else dropped.
 //
@@ -228,14 +229,14 @@
 // 3,686 strays relabelled; 27 minutes under -race on 2 shared cores. 54 histories
 // fail the objects' properties at the bound (seeds 38, 77, 111, 150, 212, 268, ...):
 // an object labelled with another shard by hand whose relabel patch failed (refused,
-// or its replica cut off) stays labelled so, cached by the owner of the wrong shard
-// and not by its own shard's owner. That is the library's behaviour as modelled: a
-// stray label is relabelled only from a led shard's informer event (relabelStray), and
-// the shard informers have no resync (runShardStore, resync 0), so a failed patch is
-// tried again only when the object changes or the stray's shard moves, not "at the
-// next resync" as patchLabel's comment says (only the informers of unlabelled objects
-// resync). Redelivering strays at the labeller's resync in the model makes all 54
-// pass. Until the library retries such a patch, the fixed seeds leave those histories
-// out; replay one with BATON_SEED=150 go test -race -run 'TestShardedChaos$' -v
-// ./test/chaos/sharded.
+// or its replica cut off) stayed labelled so, cached by the owner of the wrong shard
+// and not by its own shard's owner. That was the library's behaviour, as modelled: a
+// stray label was relabelled only from a led shard's informer event (relabelStray),
+// and the shard informers had no resync (runShardStore, resync 0), so a failed patch
+// was tried again only when the object changed or the stray's shard moved, not "at
+// the next resync" as patchLabel's comment says (only the informers of unlabelled
+// objects resynced). The library's shard informers of labelled kinds now resync (labelResync)
+// and a resync relabels a stray again, enqueueing nothing
+// (TestShardedLabelCacheStrayRelabelRetried, which failed before); the model's do
+// likewise, all 54 histories pass, and seeds 38 and 150 are in the fixed list.
 package sharded
