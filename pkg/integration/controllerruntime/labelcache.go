@@ -37,9 +37,11 @@ func ShardLabelKey(ringName string, ring sharding.Ring) string {
 	return ringName + "." + ShardLabelDomain + "/" + strings.ReplaceAll(ring.Shape(), "/", "-")
 }
 
-// labelResync is how often the informers of unlabelled objects deliver every object
-// again, so that a label patch that failed is tried again.
-const labelResync = 30 * time.Second
+// labelResync is how often the informers of unlabelled objects, and the shard
+// informers of the kinds cached by label, deliver every object again, so that a label
+// patch that failed (on sight, or of a stray) is tried again. A variable only so that
+// a test can shorten it.
+var labelResync = 30 * time.Second
 
 // cacheKind is a type of objects a sharded controller caches per led shard: For's, or
 // (by label) a type of the builder's Owns.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,7 +57,11 @@ func (s *Sharded) runShardStore(ctx context.Context, shard int, k *cacheKind, se
 			return s.watcher.Watch(ctx, list, &client.ListOptions{Raw: &o})
 		},
 	}
-	inf := toolscache.NewSharedIndexInformer(lw, k.obj.DeepCopyObject(), 0, toolscache.Indexers{})
+	resync := time.Duration(0)
+	if s.labelled(k) {
+		resync = labelResync // a stray whose relabel failed is tried again
+	}
+	inf := toolscache.NewSharedIndexInformer(lw, k.obj.DeepCopyObject(), resync, toolscache.Indexers{})
 	if _, err := inf.AddEventHandler(s.shardStoreHandler(ctx, shard, k)); err != nil {
 		s.logger.Error(err, "shard informer", "shard", shard)
 		return
@@ -105,8 +110,18 @@ func (s *Sharded) shardStoreHandler(ctx context.Context, shard int, k *cacheKind
 		s.queue.Add(reconcile.Request{NamespacedName: key})
 	}
 	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { enqueue(obj, false) },
-		UpdateFunc: func(_, obj any) { enqueue(obj, false) },
+		AddFunc: func(obj any) { enqueue(obj, false) },
+		UpdateFunc: func(old, obj any) {
+			o, ok := obj.(client.Object)
+			if prev, isObj := old.(client.Object); ok && isObj && prev.GetResourceVersion() == o.GetResourceVersion() {
+				// A resync: only a stray whose relabel failed is written again.
+				if s.leads(shard) {
+					s.relabelStray(ctx, o, k, shard)
+				}
+				return
+			}
+			enqueue(obj, false)
+		},
 		DeleteFunc: func(obj any) { enqueue(obj, true) },
 	}
 }

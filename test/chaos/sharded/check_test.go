@@ -31,6 +31,7 @@ type outcome struct {
 	// LeaseDuration later. live are the members at the end (joined, not left or crashed).
 	heal, checkAt, stableUntil time.Time
 	live                       []string
+	objs                       objOutcome
 }
 
 type violation struct{ kind, msg string }
@@ -88,6 +89,8 @@ func check(o outcome) *result {
 	}
 	checkRegister(o, r)
 	checkSettled(o, r)
+	checkObjects(o, r)
+	slices.SortStableFunc(r.violations, func(a, b violation) int { return cmp.Compare(a.kind, b.kind) })
 	return r
 }
 

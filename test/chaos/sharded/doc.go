@@ -5,10 +5,11 @@
 //
 // # Running
 //
-// hack/test.sh runs it with everything else: TestShardedChaos runs 9 fixed seeds, each
+// hack/test.sh runs it with everything else: TestShardedChaos runs 11 fixed seeds, each
 // a history in a testing/synctest bubble (about a minute of fake time; a few seconds
-// of wall time for all of them), and TestCheckerFindsViolations shows that the checker
-// fails each broken property. Alone, and as a soak:
+// of wall time for all of them), and TestCheckerFindsViolations and
+// TestCheckerFindsObjectViolations show that the checker fails each broken property.
+// Alone, and as a soak:
 //
 //	go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded
 //	BATON_SHARDED_CHAOS_SEEDS=1000 go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded
@@ -80,6 +81,52 @@
 // checking its term context, as a fenced client does; the register accepts a write
 // whose stamp is at least the highest it accepted for the object.
 //
+// # Owned objects and shard labels
+//
+// Each history also carries the objects of a sharded controller with
+// CacheOwnShardsByLabel over the ring (pkg/integration/controllerruntime), For
+// "Owner", Owns "Child", on a model of the API server that one goroutine steps (the
+// objects' faults, and every replica run's controller every 100ms, at seeded offsets
+// below netLatency, so that no step falls on an instant at which a term begins or
+// ends, and a seed replays). What is the library's own: the ring's ShardOf (an
+// owner's shard from its UID, a child's from its controller owner's UID),
+// metav1.GetControllerOf (which of a child's references decides), ShardLabelKey (the
+// label of a ring shape, and of a stale one, Shards 8) and the shard terms of the real
+// sharder, from OnAcquired's term context to its end. The rules that tie them
+// together are methods of the library's controller-runtime controller, bound to its
+// informers, queue and client, not callable from here, and are modelled after
+// labelcache.go, shardcache.go, shardowner.go and sharded.go (which
+// TestShardedLabelCacheRandomized runs against the real API server instead):
+//
+//   - the labeller, on every replica, writes the shard label of an object without it
+//     (the label set, the ring's other shapes' labels removed, as patchLabel's patch)
+//     when the object's shard is led here: on first sight, again when the object
+//     changes and at every resync (3s, the library's 30s scaled as the ring's timings
+//     are), and for the backlog of a shard just acquired. A patch is not fenced: it
+//     fails while the replica is cut off, is held while it is paused, and lands
+//     whenever it lands (the value depends on the UID alone);
+//   - each led shard's informer delivers the objects labelled with the shard (every one
+//     at the term's start, then what changed, and those gone or relabelled away as
+//     deletes); an object whose label names another shard than its own (a stray) is
+//     relabelled and not enqueued (and relabelled again at the informer's resync, the
+//     labeller's period, should that patch have failed); an owner enqueues itself, a
+//     child its controller owner when that owner's shard is led here;
+//   - a request is reconciled at the controller's next step, admitted only under a
+//     live term of its owner's shard here (the library's begin), else dropped.
+//
+// Six owners with 0 to 2 children and one child that no shard caches start the
+// history; from 5s to 35s come 16 to 31 faults of the objects, drawn from a source of
+// their own (so that the ring's schedule of a seed stays as it was): owners created
+// with children (a child may also carry a reference, not the controller's, to another
+// owner), a child created 0.2 to 2s before its owner (its events name an owner not
+// yet seen), owners deleted with their children left (their references name a UID
+// gone), children deleted or updated, children no shard caches (only a reference that
+// is not the controller's, or a controller of another kind), a label removed by hand,
+// set to another shard, or replaced by the label of the stale shape, and, for 0.75 to
+// 6.75s, one replica's label writes refused, or their replies lost (applied, the
+// replica told they failed), or slow (each lands 0.2 to 2s after it was sent, while
+// the shards move), each window with two new owners whose labels may be due meanwhile.
+//
 // # Checker
 //
 // A shard term is recorded from OnAcquired to the end of its context: in a bubble both
@@ -109,6 +156,23 @@
 //     one shard apart;
 //   - in the LeaseDuration after the bound: a shard that moved (a term began or
 //     ended), or a write of a settled owner refused.
+//
+// and, for the objects:
+//
+//   - a reconcile not under a term of its owner's shard on its replica: the term
+//     recorded by the shard work (the span), not the controller's own record, at the
+//     reconcile's instant;
+//   - a child's event that enqueued its owner on a replica that did not hold a term of
+//     the owner's shard then, or whose controller owner is in another shard (the
+//     checker's shard of a child is written apart from the model's: the reference
+//     with Controller true, when it is an Owner);
+//   - at the bound: an object not labelled with its shard (a child with its controller
+//     owner's, whether that owner exists or not), or a child no shard caches carrying
+//     the label; an object not in the cache of exactly the replica owning its shard
+//     then (of no replica, for a child no shard caches);
+//   - after the faults stopped, a second label write that changed an object (one may
+//     still be due: a write refused or failed before, tried again at the resync or at
+//     the shard's acquisition), or any after the bound: moves write no object.
 //
 // # Findings
 //
@@ -154,4 +218,29 @@
 // late; 351 member-renewal failures and 404 restarts applied; about 2 minutes per 300
 // under -race on 2 shared cores); one history (seed 182) overlapped in the elector's
 // cold-start window (1.22s), and the slowest settled 5.5s after the faults stopped.
+//
+// With the owned objects and shard labels added (# Owned objects and shard labels),
+// seeds 1 to 2000 show no violation of the ring's properties (130,991 shard terms,
+// 1,938,387 fenced writes, 2,179 refused, 3,032 accepted late; 5 overlaps in the
+// cold-start window, the longest 1.22s; the slowest settled 5.6s after the faults
+// stopped, seed 1933), with 45,048 owners, 50,880 children, 178,831 reconciles (10,513
+// requests dropped, their term ended), 100,243 label writes (12,755 refused, 2,791
+// failed, 7,458 replies lost, 4,287 landing after the term that sent them ended) and
+// 3,686 strays relabelled; 27 minutes under -race on 2 shared cores. 54 histories
+// fail the objects' properties at the bound (seeds 38, 77, 111, 150, 212, 268, ...):
+// an object labelled with another shard by hand whose relabel patch failed (refused,
+// or its replica cut off) stayed labelled so, cached by the owner of the wrong shard
+// and not by its own shard's owner. That was the library's behaviour, as modelled: a
+// stray label was relabelled only from a led shard's informer event (relabelStray),
+// and the shard informers had no resync (runShardStore, resync 0), so a failed patch
+// was tried again only when the object changed or the stray's shard moved, not "at
+// the next resync" as patchLabel's comment says (only the informers of unlabelled
+// objects resynced). The library's shard informers of labelled kinds now resync (labelResync)
+// and a resync relabels a stray again, enqueueing nothing
+// (TestShardedLabelCacheStrayRelabelRetried, which failed before); the model's do
+// likewise, all 54 histories pass, and seeds 38 and 150 are in the fixed list. With
+// that, seeds 2001 to 2500 show no violation (32,715 shard terms, 484,209 fenced
+// writes; 11,177 owners, 12,605 children, 44,579 reconciles, 24,970 label writes,
+// 3,077 refused, 1,178 landing after their term, 1,051 strays relabelled; 7.4
+// minutes under -race on 2 shared cores).
 package sharded

@@ -45,6 +45,7 @@ func (h *history) fingerprint() string {
 	for _, o := range ops {
 		fmt.Fprintf(&b, "write %d %s term %d [%s, %s] accepted %v\n", o.obj, o.who, o.term, rel(o.call), rel(o.ret), o.accepted)
 	}
+	b.WriteString(h.objFingerprint(rel))
 	for _, id := range slices.Sorted(maps.Keys(h.stats)) {
 		fmt.Fprintf(&b, "stats %s %+v\n", id, h.stats[id])
 	}

@@ -47,7 +47,11 @@ const (
 // Lease deleted under its live holder without owner (the holder never released it);
 // 5211 did so when the holder's term ended unseen while its member Lease stayed
 // renewed, before a member Lease claimed the shards it renews.
-var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 145, 1071, 5211}
+//
+// With the owned objects and shard labels: 38 and 150 kept an object labelled with
+// another shard by hand after its relabel patch was refused, before the shard
+// informers resynced (TestShardedLabelCacheStrayRelabelRetried).
+var defaultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 38, 145, 150, 1071, 5211}
 
 // TestShardedChaos runs seeded random histories of a ring of 12 shards on in-memory
 // stores, each in a synctest bubble: 3 replicas, then faults for 30s (joins, graceful
@@ -77,7 +81,7 @@ func TestShardedChaos(t *testing.T) {
 			seeds = append(seeds, first+i)
 		}
 	}
-	sum := &summary{faults: map[string]int{}, violations: map[string][]uint64{}}
+	sum := &summary{faults: map[string]int{}, objStats: map[string]int{}, violations: map[string][]uint64{}}
 	t.Cleanup(func() { t.Log(sum) })
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -93,6 +97,7 @@ func TestShardedChaos(t *testing.T) {
 						fmt.Fprintf(&b, "  %s: %s\n", v.kind, v.msg)
 					}
 					fmt.Fprintf(&b, "schedule:\n  %s\n", strings.Join(h.log, "\n  "))
+					fmt.Fprintf(&b, "objects:\n  %s\n", strings.Join(h.objLog, "\n  "))
 					fmt.Fprintf(&b, "replay: BATON_SEED=%d go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded", seed)
 					t.Error(b.String())
 				}
@@ -106,6 +111,7 @@ type history struct {
 	outcome
 	log     []string                  // the schedule as run
 	faults  map[string]int            // faults injected, by kind
+	objLog  []string                  // the objects' schedule as run
 	reports []deathReport             // the deaths the kubelet reported
 	stats   map[string]sharding.Stats // each replica's counters at stableUntil
 }
@@ -172,6 +178,7 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 	// that the schedule of the other faults stays what it was for each seed.
 	deathRng := rand.New(rand.NewPCG(seed, 0xdead))
 	reg := &register{top: map[int]uint64{}}
+	objs := newWorld(seed, begin)
 	h := &history{faults: map[string]int{}, stats: map[string]sharding.Stats{}}
 	if logs == nil && os.Getenv("BATON_SHARDED_CHAOS_LOG") != "" {
 		logs = os.Stderr
@@ -201,12 +208,18 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 		if logger != nil {
 			lg = logger.With("replica", id)
 		}
+		c := newCtl(inc, n)
+		objs.add(c)
+		shardWork := work(rec, reg, n, retryPeriod, seed)
 		s, err := sharding.NewWithStores(sharding.Config{
 			Identity: id, Name: "ring", Namespace: "default", Shards: shards,
 			LeaseDuration: leaseDur, RenewDeadline: renewDL, RetryPeriod: retryPeriod,
 			JitterSource: func(shard int) rand.Source { return rand.NewPCG(seed, replicaNumber(id)<<16|uint64(shard)) },
 			Incarnation:  inc, DeathWatch: deaths.watch(),
-		}, n.stores(stores), sharding.Callbacks{OnAcquired: work(rec, reg, n, retryPeriod, seed)}, lg)
+		}, n.stores(stores), sharding.Callbacks{OnAcquired: func(ctx context.Context) {
+			c.acquired(ctx)
+			shardWork(ctx)
+		}}, lg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,6 +349,9 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 	events = append(events, renewalFaults(seed, get, start, isRemoved, applied, deaths)...)
 	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
 
+	objsDone := make(chan struct{})
+	go objs.run(objs.schedule(), begin.Add(heal+bound), begin.Add(heal+bound+leaseDur), objsDone)
+	defer func() { <-objsDone }()
 	for _, id := range []string{"r0", "r1", "r2"} {
 		start(id)
 	}
@@ -354,6 +370,11 @@ func runHistory(t *testing.T, seed uint64, logs io.Writer) *history {
 	h.stableUntil = h.checkAt.Add(leaseDur)
 	time.Sleep(time.Until(h.stableUntil))
 	h.spans, h.ops = rec.snapshot()
+	<-objsDone
+	h.objs, h.objLog = objs.out, objs.log
+	for k, n := range objs.faults {
+		h.faults[k] += n
+	}
 	mu.Lock()
 	for id, r := range replicas {
 		h.stats[id] = r.sharder.Stats()
@@ -438,6 +459,7 @@ type summary struct {
 	reownedSeed                    uint64
 	coldSeeds                      []uint64
 	faults                         map[string]int
+	objStats                       map[string]int // the objects' counters
 	violations                     map[string][]uint64
 }
 
@@ -465,6 +487,7 @@ func (s *summary) add(seed uint64, h *history, r *result) {
 	for k, n := range h.faults {
 		s.faults[k] += n
 	}
+	s.addObjects(h)
 	for _, v := range r.violations {
 		if seeds := s.violations[v.kind]; len(seeds) == 0 || seeds[len(seeds)-1] != seed {
 			s.violations[v.kind] = append(seeds, seed)
@@ -482,6 +505,7 @@ func (s *summary) String() string {
 	fmt.Fprintf(&b, "overlaps in the elector's cold-start window (tolerated): %d, longest %v, seeds %v\n", s.coldOverlaps, s.coldLongest, s.coldSeeds)
 	fmt.Fprintf(&b, "shards of replicas the kubelet reported dead: %d, %d owned again within %v of the report, the longest after %v (seed %d)\n",
 		s.reowned, s.reownedFast, promptly, s.reownedMax, s.reownedSeed)
+	fmt.Fprintf(&b, "objects: %v\n", s.objStats)
 	fmt.Fprintf(&b, "slowest to settle after the faults stopped: %v (seed %d; bound %v)\n", s.settledMax, s.settledSeed, bound)
 	if len(s.violations) == 0 {
 		b.WriteString("violations: none")
