@@ -41,7 +41,11 @@
 // two hand-overs act at one instant, and no seed replayed. TestShardedChaosReplay runs
 // seeds 1, 2 and 6 twice each and fails unless both runs give equal fingerprints (the
 // schedule, every shard term and fenced write to the nanosecond, each replica's
-// hand-over counters) and equal logs; BATON_SHARDED_REPLAY_SEEDS=N runs seeds 1 to N
+// hand-over counters); the logs must be equal too with BATON_SHARDED_REPLAY_STRICT=1
+// (in CI a difference of the logs alone is logged: two goroutines of one replica at
+// one instant may log a cancelled read's error either way, or a closing watch at
+// shutdown, without changing any outcome; seeds 1, 19, 25 and 40 showed such
+// differences under load). BATON_SHARDED_REPLAY_SEEDS=N runs seeds 1 to N
 // (BATON_SHARDED_CHAOS_FIRST moves the first) so, as a soak.
 //
 // # A history
