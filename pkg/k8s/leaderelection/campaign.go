@@ -59,6 +59,10 @@ type watchState struct {
 	// expiry wait even if unchanged, since it may be a restored copy of a state others
 	// have replaced meanwhile (versions repeat after an etcd restore).
 	brokenSince time.Time
+	// awaySince is when the loop last stopped waiting for its inputs (zero before it
+	// first did). A close the loop finds without waiting came while it was busy (an
+	// acquiring write that hangs, a paused node): it may have come any time since.
+	awaySince time.Time
 	// staleCheckAt is set (non-zero) while the watch is stale: a write found the lease
 	// changed, so wait for the next observation (or, if none came by staleCheckAt, open
 	// a new watch) before writing again. Zero otherwise.
@@ -247,6 +251,7 @@ func (c *campaign) wait(wake <-chan struct{}) {
 	if c.poll(termDone, wake) {
 		return
 	}
+	defer func() { c.watch.awaySince = c.e.clock.Now() }()
 	select {
 	case <-c.ctx.Done():
 	case <-termDone:
@@ -257,6 +262,7 @@ func (c *campaign) wait(wake <-chan struct{}) {
 	case o := <-c.watch.opening:
 		c.opened(o)
 	case ev, ok := <-c.watch.events:
+		c.watch.awaySince = c.e.clock.Now() // waited for: it came now
 		c.receive(ev, ok)
 	case <-c.death.proven:
 		c.deathProven()
@@ -335,7 +341,7 @@ func (c *campaign) step() {
 		c.e.logger.Warn("watching lease timed out", "after", c.e.config.RenewDeadline)
 		c.watch.stop()
 		c.watch.opening, c.watch.stop = nil, nil
-		c.markBroken()
+		c.markBroken(now)
 		c.watch.retryAt = now.Add(c.watch.backoff.Next())
 	}
 	if c.watch.events == nil && c.watch.opening == nil && !now.Before(c.watch.retryAt) {

@@ -189,3 +189,55 @@ func TestBlindFollowerAfterRestore(t *testing.T) {
 		t.Logf("%s leads %v after the restore", nl.id, time.Since(restoredAt))
 	})
 }
+
+// A follower whose loop is held in a write while its watch breaks reads the close only
+// when the write returns. The gap in its watching began when its loop stopped
+// waiting, not when it read the close: a release listed after it may be a restored
+// copy hiding a later acquisition, and is not taken at once (test/chaos seed 59596:
+// two leaders for 534ms).
+func TestBusyFollowerMissesClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		cl.termsMayRepeat = true // b's next term may repeat a number c's term had
+		defer cl.stop()
+		a := cl.start("a", func(cfg *Config) { cfg.ReleaseOnCancel = true })
+		if nl := cl.waitLeader(nil, time.Minute); nl != a {
+			t.Fatalf("leader %s, want a", nl.id)
+		}
+		var release LeaseRecord // a's release, as c's acquiring write found it
+		c := cl.startWith("c", nil, func(s *testStore) {
+			s.beforeUpdate = func() { release, _ = cl.mem.Get(context.Background()) }
+		})
+		entered, proceed := make(chan struct{}), make(chan struct{})
+		b := cl.startWith("b", nil, func(s *testStore) {
+			s.silent = true // b lists a's state, then hears nothing: its wait ends
+			s.beforeUpdate = func() { close(entered); <-proceed }
+		})
+		<-entered                      // b's acquiring write is under way: its loop reads nothing
+		time.Sleep(DefaultRetryPeriod) // the write hangs as long as a RetryPeriod
+		b.store.mu.Lock()
+		b.store.silent = false
+		b.store.mu.Unlock()
+		b.store.breakWatches() // b reads the close only once its write returns
+		if err := a.shutdown(); err != nil {
+			t.Fatalf("a: Start: %v", err)
+		}
+		if nl := cl.waitLeader(a, time.Minute); nl != c {
+			t.Fatalf("leader %s, want c (a's release is taken at once)", nl.id)
+		}
+		c.store.setMode(modeHang) // c is cut off; its term runs to its RenewDeadline
+		v, _ := parseVersion(release.ResourceVersion)
+		cl.mem.restore(v, release, true)
+		restoredAt := time.Now()
+		close(proceed)
+		for c.e.IsLeader() {
+			if b.e.IsLeader() {
+				t.Fatalf("b leads %v after the restore, beside c", time.Since(restoredAt))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		c.store.setMode(modePass)
+		nl := cl.waitLeader(nil, 3*DefaultLeaseDuration)
+		t.Logf("%s leads %v after the restore", nl.id, time.Since(restoredAt))
+	})
+}

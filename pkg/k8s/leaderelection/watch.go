@@ -119,7 +119,7 @@ func (c *campaign) opened(o watchOpen) {
 	if o.err != nil {
 		c.watch.stop()
 		c.watch.stop = nil
-		c.markBroken()
+		c.markBroken(c.e.clock.Now())
 		if c.ctx.Err() == nil {
 			c.e.logger.Warn("watching lease failed", "error", o.err)
 		}
@@ -143,10 +143,10 @@ func (c *campaign) blind(now time.Time) bool {
 	return !c.watch.brokenSince.IsZero() && now.Sub(c.watch.brokenSince) >= c.e.config.RetryPeriod
 }
 
-// markBroken notes that no watch is open from now, unless that began earlier.
-func (c *campaign) markBroken() {
+// markBroken notes that no watch is open from at, unless that began earlier.
+func (c *campaign) markBroken(at time.Time) {
 	if c.watch.brokenSince.IsZero() {
-		c.watch.brokenSince = c.e.clock.Now()
+		c.watch.brokenSince = at
 	}
 }
 
@@ -167,8 +167,13 @@ func (c *campaign) dropWatch() {
 // error. A watch that lasted a RetryPeriod resets the backoff.
 func (c *campaign) watchBroke() {
 	c.dropWatch()
-	c.markBroken()
 	now := c.e.clock.Now()
+	// A close found without waiting came while the loop was busy: count from then.
+	if away := c.watch.awaySince; !away.IsZero() && away.Before(now) {
+		c.markBroken(away)
+	} else {
+		c.markBroken(now)
+	}
 	if now.Sub(c.watch.openedAt) >= c.e.config.RetryPeriod {
 		c.watch.backoff.Reset()
 	}
