@@ -119,8 +119,8 @@ func (g *KubernetesLeaseGroup) Store(name string) LeaseStore {
 // (wrapping ErrGroupWatchBroke) when the shared watch broke or the caller fell
 // behind; the caller then watches again.
 func (g *KubernetesLeaseGroup) Watch(ctx context.Context, accept func(name string) bool) (<-chan GroupEvent, error) {
-	sub, err := g.subscribe(ctx, &groupSub{accept: accept})
-	if err != nil {
+	sub := &groupSub{accept: accept}
+	if err := g.subscribe(ctx, sub); err != nil {
 		return nil, err
 	}
 	out := make(chan GroupEvent)
@@ -147,7 +147,7 @@ func (g *KubernetesLeaseGroup) Watch(ctx context.Context, accept func(name strin
 
 // subscribe registers sub, a reader of one Lease (sub.name) or of those sub.accept
 // takes, and waits until the shared watch is open, starting it if none runs.
-func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, sub *groupSub) (*groupSub, error) {
+func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, sub *groupSub) error {
 	sub.wake = make(chan struct{}, 1)
 	g.mu.Lock()
 	if g.shared == nil {
@@ -169,13 +169,13 @@ func (g *KubernetesLeaseGroup) subscribe(ctx context.Context, sub *groupSub) (*g
 	case <-shared.ready:
 	case <-ctx.Done():
 		g.unsubscribe(sub)
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if shared.err != nil {
 		g.unsubscribe(sub)
-		return nil, shared.err
+		return shared.err
 	}
-	return sub, nil
+	return nil
 }
 
 // unsubscribe removes sub; the shared watch stops with its last reader.
@@ -354,8 +354,8 @@ type groupStore struct {
 // resourceVersion. A break of the shared watch ends it with an Err event. One
 // goroutine per call moves the reader's events to the channel it returns.
 func (s *groupStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
-	sub, err := s.g.subscribe(ctx, &groupSub{name: s.name})
-	if err != nil {
+	sub := &groupSub{name: s.name}
+	if err := s.g.subscribe(ctx, sub); err != nil {
 		return nil, s.mapError("watch", err, false)
 	}
 	first, floor, err := s.list(ctx)
