@@ -14,8 +14,9 @@ const (
 	following phase = iota
 	// acquiring: an acquiring write is under way (acquire).
 	acquiring
-	// holding: an acquiring Create may have landed after states this elector never saw;
-	// the lease is ours and renewed, but its term starts only at held.until (hold.go).
+	// holding: an acquiring write landed, but the watch has not vouched that nothing
+	// came between it and the state it was sent on; the lease is ours and renewed, but
+	// its term starts only once the watch does, or at held.until (hold.go).
 	holding
 	// leading: term runs.
 	leading
@@ -71,8 +72,9 @@ type watchState struct {
 	// or between the opening of a watch and its first event: a watch silent for less
 	// than this after a conflict may only be slow, and is given that long (staleWait).
 	lag time.Duration
-	// generation counts the watches opened; delivered is the highest resourceVersion
-	// the open one delivered (0 before its first event).
+	// generation counts the watches opened; delivered is the resourceVersion of the
+	// last event the open one delivered (0 before its first event): where in the
+	// lease's history the watch stands, which a restore moves back.
 	generation uint64
 	delivered  uint64
 }
@@ -162,22 +164,22 @@ type campaign struct {
 	writes ourWrites
 
 	// Acquiring: acquireAt is the earliest next attempt after a failed one.
-	// createSentVersion is the highest resourceVersion seen when the last acquiring
-	// Create was sent, and firstStateSinceCreate the lowest version above it of a
-	// state of the lease observed since, 0 if none: below the Create's own version, it
-	// is a state the Create landed after. createWatch is the generation of the watch
-	// open when it was sent, 0 if none was. createGapped is set when that watch
+	// sentVersion is the highest resourceVersion seen when the last acquiring write (a
+	// Create or a compare-and-swap) was sent, and firstStateSinceSend the lowest version
+	// above it of a state of the lease observed since, 0 if none: below the write's own
+	// version, it is a state the write landed after. sendWatch is the generation of the
+	// watch open when it was sent, 0 if none was. sendGapped is set when that watch
 	// delivered, since the send, an event after which the store said it may have
-	// skipped states (LeaseEvent.Gap) above the send's version, and createGapFrom is
-	// the lowest version such a skip may have started above: if it is below the
-	// Create's own version, the watch may have skipped states before the Create.
-	acquireAt             time.Time
-	acquireRetry          backoff
-	createSentVersion     uint64
-	firstStateSinceCreate uint64
-	createWatch           uint64
-	createGapped          bool
-	createGapFrom         uint64
+	// skipped states (LeaseEvent.Gap) above the send's version, and sendGapFrom is the
+	// lowest version such a skip may have started above: if it is below the write's own
+	// version, the watch may have skipped states before the write.
+	acquireAt           time.Time
+	acquireRetry        backoff
+	sentVersion         uint64
+	firstStateSinceSend uint64
+	sendWatch           uint64
+	sendGapped          bool
+	sendGapFrom         uint64
 
 	// The term: led while leading; held (a slow Create's) while holding; handover is
 	// the hand-over (to nobody after Resign) whose release is written, while handing

@@ -5,15 +5,16 @@ import (
 	"time"
 )
 
-// heldTerm is the term of an acquiring Create that may have landed after states this
-// elector never saw: the lease is ours, but the term starts only at until (see hold),
-// or, when onEvent is set, as soon as the watch delivers the Create's own event with
-// nothing before it (see awaitCreateEvent).
+// heldTerm is the term of an acquiring write that landed but that the watch has not
+// vouched for yet: the lease is ours, but the term starts only at until (see hold),
+// or, when onEvent is set, as soon as the watch delivers the write's own event with
+// nothing before it (see awaitWriteEvent).
 type heldTerm struct {
 	term    uint64
 	until   time.Time
 	onEvent bool
-	created uint64 // the Create's resourceVersion, with onEvent
+	written uint64 // the write's resourceVersion, with onEvent
+	onDeath bool   // the write took the lease on a proof that its holder is dead
 }
 
 // createUnseen judges an acquiring Create out, sent at sentAt and answered at
@@ -25,7 +26,7 @@ type heldTerm struct {
 // RetryPeriod after the send (a paused process, a held request), too long for the
 // watch to vouch for the store's states in between.
 func (c *campaign) createUnseen(out LeaseRecord, sentAt, answeredAt time.Time) string {
-	if v, ok := parseVersion(out.ResourceVersion); ok && c.firstStateSinceCreate != 0 && c.firstStateSinceCreate < v {
+	if v, ok := parseVersion(out.ResourceVersion); ok && c.firstStateSinceSend != 0 && c.firstStateSinceSend < v {
 		return "the watch showed a state of the lease before the write"
 	}
 	if answeredAt.Sub(sentAt) > c.e.config.RetryPeriod {
@@ -51,35 +52,42 @@ func (c *campaign) hold(term uint64, answeredAt time.Time, why string) {
 		"reason", why, "term", term, "wait", c.e.config.LeaseDuration)
 }
 
-// createVouched reports whether the watch vouches that the acquiring Create that was
-// given version v landed on the absence it was sent on: the watch that was open at the
-// send delivered the Create's own event, every state between the send and it (the
+// writeVouched reports whether the watch vouches that the acquiring write that was
+// given version v landed on the state it was sent on: the watch that was open at the
+// send delivered the write's own event, every state between the send and it (the
 // store said of no event since the send that it may have skipped states below v:
-// LeaseEvent.Gap), and no state of the lease between the absence and the Create. A
-// Create's answer alone proves only that the lease was absent when it landed: it may
-// have been created by another candidate, which led, and deleted by hand in between.
-func (c *campaign) createVouched(v uint64) bool {
-	return c.createWatch != 0 && c.createWatch == c.watch.generation && c.watch.delivered >= v &&
-		!(c.createGapped && c.createGapFrom < v) &&
-		!(c.firstStateSinceCreate != 0 && c.firstStateSinceCreate < v)
+// LeaseEvent.Gap), and no state of the lease between the send's and the write's. A
+// write's answer alone proves only that the lease was absent (a Create) or at the
+// version sent on (a compare-and-swap) when it landed: it may have been created by
+// another candidate, which led, and deleted by hand in between, or written by another
+// and restored.
+func (c *campaign) writeVouched(v uint64) bool {
+	return c.sendWatch != 0 && c.sendWatch == c.watch.generation && c.watch.delivered >= v &&
+		!(c.sendGapped && c.sendGapFrom < v) &&
+		!(c.firstStateSinceSend != 0 && c.firstStateSinceSend < v)
 }
 
-// awaitCreateEvent holds the lease of an acquiring Create (version created, term term)
-// answered at answeredAt whose own event the watch has not delivered yet (on a real API
-// server the answer often comes a moment before the event): the term starts once the
-// watch delivers it with nothing before it (createVouched), and otherwise as for a
-// slow Create, a LeaseDuration after the answer.
-func (c *campaign) awaitCreateEvent(term, created uint64, answeredAt time.Time) {
-	c.becomeHolding(heldTerm{term: term, until: answeredAt.Add(c.e.config.LeaseDuration), onEvent: true, created: created})
+// awaitWriteEvent holds the lease of an acquiring write answered at answeredAt whose
+// own event the watch has not delivered yet (on a real API server the answer often
+// comes a moment before the event): the term held starts once the watch delivers it
+// with nothing before it (writeVouched), and otherwise as for a slow Create, a
+// LeaseDuration after the answer.
+func (c *campaign) awaitWriteEvent(held heldTerm, answeredAt time.Time) {
+	held.until, held.onEvent = answeredAt.Add(c.e.config.LeaseDuration), true
+	c.becomeHolding(held)
 	c.renewAt = c.writes.confirmedAt.Add(c.e.config.RetryPeriod)
 	c.renewRetry.Reset()
-	c.e.logger.Debug("acquiring Create answered before its watch event: holding until the watch shows it", "term", term)
+	c.e.logger.Debug("acquiring write answered before its watch event: holding until the watch shows it", "term", held.term)
 }
 
 // stepHeld does what is due while a term is held: start it when due, renew.
 func (c *campaign) stepHeld(now time.Time) {
-	if c.held.onEvent && c.createVouched(c.held.created) {
+	if c.held.onEvent && c.writeVouched(c.held.written) {
+		onDeath := c.held.onDeath
 		c.startTerm(c.held.term, c.writes.confirmedAt)
+		if onDeath {
+			c.e.deathTakeovers.Add(1)
+		}
 		c.checkTerm()
 		return
 	}

@@ -15,8 +15,8 @@ func (c *campaign) observe(ev LeaseEvent, current uint64, listed bool) {
 	newWrite := false // a state above every version seen before
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
 		newWrite = v > c.lease.maxVersion
-		if v > c.createSentVersion && !zeroSpec(ev.Record) && (c.firstStateSinceCreate == 0 || v < c.firstStateSinceCreate) {
-			c.firstStateSinceCreate = v // a state of the lease (not an absence as listed) since the send
+		if v > c.sentVersion && !zeroSpec(ev.Record) && (c.firstStateSinceSend == 0 || v < c.firstStateSinceSend) {
+			c.firstStateSinceSend = v // a state of the lease (not an absence as listed) since the send
 		}
 		switch {
 		case v < c.lease.maxVersion && v >= current:
@@ -214,7 +214,7 @@ func (c *campaign) ours(r LeaseRecord) bool {
 // unansweredCreate reports whether r is the record of an acquiring Create of ours whose
 // answer never came (a lost reply, a timeout) and that the store confirmed by no other
 // answer since. Its term would have been judged on the answer (createUnseen,
-// createVouched); without one, the campaign cannot tell when it landed, or what came
+// writeVouched); without one, the campaign cannot tell when it landed, or what came
 // before it.
 func (c *campaign) unansweredCreate(r LeaseRecord) bool {
 	if r.HolderIdentity != c.self || (c.writes.hasConfirmed && sameCore(r, c.writes.confirmed)) {

@@ -241,3 +241,49 @@ func TestBusyFollowerMissesClose(t *testing.T) {
 		t.Logf("%s leads %v after the restore", nl.id, time.Since(restoredAt))
 	})
 }
+
+// TestStalledWatchAcquireAfterRestore (test/chaos seed 68089: two leaders for 566µs):
+// a follower's watch stalls, open but delivering nothing, so its expiry wait runs out
+// on the holder's state it listed, while the holder renewed all along. The holder is
+// then cut off, its term running to its renew deadline, and an etcd restore puts back
+// exactly the state the follower saw, at the same resourceVersion. The follower's
+// compare-and-swap on it matches and is answered at once. The answer does not show
+// what came between: the term starts only once the watch has delivered the write's
+// own event and everything before it, and otherwise a LeaseDuration after the answer,
+// when the holder's term is over whatever it renewed unseen.
+func TestStalledWatchAcquireAfterRestore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cl := newCluster(t)
+		cl.termsMayRepeat = true // b's term repeats a version of a's that b never saw
+		defer cl.stop()
+		a := cl.start("a", nil)
+		if nl := cl.waitLeader(nil, time.Minute); nl != a {
+			t.Fatalf("leader %s, want a", nl.id)
+		}
+		b := cl.startWith("b", nil, func(s *testStore) { s.silent = true })
+		synctest.Wait() // b listed the lease: a's state, its last look
+		seen, _ := cl.mem.Get(context.Background())
+		lookedAt := time.Now()
+		time.Sleep(DefaultLeaseDuration/2 + time.Second)
+		a.store.setMode(modeHang) // a's last renew was within a RetryPeriod; its term runs on
+		synctest.Wait()
+		if !a.e.IsLeader() {
+			t.Fatal("a does not lead when cut off")
+		}
+		time.Sleep(time.Until(lookedAt.Add(DefaultLeaseDuration - 50*time.Millisecond)))
+		v, _ := parseVersion(seen.ResourceVersion)
+		cl.mem.restore(v, seen, true)
+		restoredAt := time.Now()
+		for a.e.IsLeader() {
+			if b.e.IsLeader() {
+				t.Fatalf("b leads %v after the restore, beside a", time.Since(restoredAt))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if rec, _ := cl.mem.Get(context.Background()); rec.HolderIdentity != "b" {
+			t.Fatalf("holder %q once a's term ended, want b (its compare-and-swap on the restored state)", rec.HolderIdentity)
+		}
+		nl := cl.waitLeader(nil, 2*DefaultLeaseDuration)
+		t.Logf("%s leads %v after the restore", nl.id, time.Since(restoredAt))
+	})
+}

@@ -12,11 +12,11 @@ import "fmt"
 // legalTransitions lists, for each phase, the phases a campaign may go to from it:
 //
 //	following   → acquiring    an acquiring write is sent (acquire)
-//	following   → holding      it landed, and the term must wait (hold, awaitCreateEvent)
+//	following   → holding      it landed, and the term must wait (hold, awaitWriteEvent)
 //	following   → leading      it landed, and the term starts (startTerm)
 //	following   → handingOver  a term ended by a hand-over or Resign (beginHandOver, resigned)
 //	acquiring   → following    the write was answered (acquire)
-//	holding     → holding      a held Create is held on, for a LeaseDuration (hold)
+//	holding     → holding      a held write is held on, for a LeaseDuration (hold)
 //	holding     → leading      the held term starts (stepHeld)
 //	holding     → following    the held term is given up (dropHeld)
 //	leading     → following    the term ends (stepDown)

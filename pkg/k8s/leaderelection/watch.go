@@ -25,7 +25,7 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 		c.noteGap(ev)
 	}
 	if v, ok := parseVersion(ev.Record.ResourceVersion); ok {
-		c.watch.delivered = max(c.watch.delivered, v)
+		c.watch.delivered = v
 	}
 	c.measureLag(ev)
 	if !c.watch.listNext {
@@ -43,17 +43,17 @@ func (c *campaign) observeWatched(ev LeaseEvent) {
 
 // noteGap takes in ev, an event after which the store says it may have skipped
 // states: those between the last state the watch delivered and ev's. If the watch open
-// at the last acquiring Create's send delivered it, and the skip may hold states above
-// the send's version, it is noted for createVouched.
+// at the last acquiring write's send delivered it, and the skip may hold states above
+// the send's version, it is noted for writeVouched.
 func (c *campaign) noteGap(ev LeaseEvent) {
-	if c.createWatch == 0 || c.createWatch != c.watch.generation {
+	if c.sendWatch == 0 || c.sendWatch != c.watch.generation {
 		return
 	}
-	if v, ok := parseVersion(ev.Record.ResourceVersion); ok && v <= c.createSentVersion {
+	if v, ok := parseVersion(ev.Record.ResourceVersion); ok && v <= c.sentVersion {
 		return // the skipped states came before the send
 	}
-	if from := c.watch.delivered; !c.createGapped || from < c.createGapFrom {
-		c.createGapped, c.createGapFrom = true, from
+	if from := c.watch.delivered; !c.sendGapped || from < c.sendGapFrom {
+		c.sendGapped, c.sendGapFrom = true, from
 	}
 }
 

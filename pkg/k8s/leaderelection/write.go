@@ -86,12 +86,12 @@ func (c *campaign) acquire() {
 	// lease rules alone would have let it (Stats.DeathTakeovers).
 	onDeath := !create && (c.holderDead(c.lease.record) || c.holderDeadListed(c.lease.record)) &&
 		sentAt.Before(c.lease.since.Add(c.expiryWait(c.lease.record)))
+	c.sentVersion, c.firstStateSinceSend, c.sendWatch = c.lease.maxVersion, 0, 0
+	c.sendGapped, c.sendGapFrom = false, 0
+	if c.watch.events != nil {
+		c.sendWatch = c.watch.generation
+	}
 	if create {
-		c.createSentVersion, c.firstStateSinceCreate, c.createWatch = c.lease.maxVersion, 0, 0
-		c.createGapped, c.createGapFrom = false, 0
-		if c.watch.events != nil {
-			c.createWatch = c.watch.generation
-		}
 		c.addSend(r, sentAt)
 		c.writes.sent[len(c.writes.sent)-1].create = true
 		out, err = c.e.store.Create(ctx, r)
@@ -111,10 +111,7 @@ func (c *campaign) acquire() {
 		c.acquireRetry.Reset()
 		c.written(out, sentAt)
 		// 4.
-		c.acquired(out, sentAt, answeredAt, create)
-		if onDeath && c.phase == leading {
-			c.e.deathTakeovers.Add(1)
-		}
+		c.acquired(out, sentAt, answeredAt, create, onDeath)
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrLeaseNotFound):
 		c.markStale() // someone else wrote first; the watch shows what
 	case c.ctx.Err() != nil:
@@ -143,14 +140,22 @@ func (c *campaign) overtaken() bool {
 	return true
 }
 
-// acquired starts the term of the acquiring write out (a Create if create), sent at
-// sentAt and answered at answeredAt. Its
-// resourceVersion is the term; if that is not above the floor (the previous term, and
-// the versions seen before the history went back), it first renews until it is,
-// within half the RenewDeadline, and otherwise releases. A Create that may have landed
-// after states this elector never saw holds the lease before its term starts (see
-// hold).
-func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create bool) {
+// acquired starts the term of the acquiring write out (a Create if create; onDeath if
+// it took the lease on a proof that its holder is dead), sent at sentAt and answered at
+// answeredAt. Its resourceVersion is the term; if that is not above the floor (the
+// previous term, and the versions seen before the history went back), it first renews
+// until it is, within half the RenewDeadline, and otherwise releases.
+//
+// The term starts only once the watch vouches for the write (writeVouched): it
+// delivered the write's own event and every state between the send and it. The
+// answer alone proves that the write landed on the state it was sent on, or, for a
+// Create, on an absence, not that nothing came between: a candidate whose inputs were
+// held (a paused process) can have missed another's term, and an etcd restore can put
+// back the very state its compare-and-swap was sent on, the other term's writes
+// undone while that term still runs by its holder's clock. Until then the lease is
+// held (awaitWriteEvent). A Create that may have landed after states this elector
+// never saw is held a LeaseDuration (hold).
+func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, create, onDeath bool) {
 	term, err := parseTerm(out.ResourceVersion)
 	renewed := sentAt
 	if err == nil && term <= c.termFloor {
@@ -174,13 +179,16 @@ func (c *campaign) acquired(out LeaseRecord, sentAt, answeredAt time.Time, creat
 			c.hold(term, answeredAt, why)
 			return
 		}
-		if created, _ := parseVersion(out.ResourceVersion); !c.createVouched(created) {
-			c.awaitCreateEvent(term, created, answeredAt)
-			return
-		}
+	}
+	if written, _ := parseVersion(out.ResourceVersion); !c.writeVouched(written) {
+		c.awaitWriteEvent(heldTerm{term: term, written: written, onDeath: onDeath}, answeredAt)
+		return
 	}
 	c.startTerm(term, sentAt)
 	c.term.markRenewed(renewed)
+	if onDeath {
+		c.e.deathTakeovers.Add(1)
+	}
 	c.checkTerm() // judge what the watch showed meanwhile (a preferredHolder set since)
 }
 
