@@ -4,18 +4,27 @@
 // Lease and never both lead. It knows nothing of an event bus; the adapter that turns
 // its callbacks into events lives elsewhere.
 //
+// # Usage
+//
+//	elector, err := leaderelection.New(leaderelection.Config{
+//		Identity: podName, LeaseName: "my-controller", LeaseNamespace: ns,
+//		ReleaseOnCancel: true,
+//	}, clientset, leaderelection.Callbacks{
+//		OnStartedLeading: func(ctx context.Context) {
+//			// leader work; termctx.Get(ctx) gives the term, ctx ends with it
+//		},
+//		OnStoppedLeading: func() { /* after each term, exactly once */ },
+//	}, logger)
+//	err = elector.Start(ctx) // blocks until ctx ends
+//
+// NewWithStore takes any LeaseStore instead of a clientset, e.g. a MemoryStore for a
+// single process. IsLeader, Term and GetLeader answer at any time.
+//
 // Less formally: at most one candidate believes it leads at any moment, as long as
 // clocks tick at about the same rate (see Clocks in docs/design/leaderelection.md) and nobody but the candidates
 // writes the Lease; each leadership gets a number (its term) larger than every earlier
 // one, to stamp writes with; a crashed leader is replaced a LeaseDuration after its
 // last renew, a leader that stops or hands over is replaced within milliseconds.
-//
-// # Usage
-//
-// Build an Elector with New (Kubernetes, client-go typed client) or NewWithStore (any
-// LeaseStore, e.g. a MemoryStore for a single process), then call Start, which blocks
-// until its context ends. Leader work goes in Callbacks.OnStartedLeading and runs under
-// the term context; IsLeader, Term and GetLeader answer at any time.
 //
 // # Configuration
 //
