@@ -146,9 +146,6 @@ func (l *leaseReader) keep(term uint64, tok fence.Token) {
 	}
 }
 
-// formatMicro formats t as the Lease stores a MicroTime.
-func formatMicro(t metav1.MicroTime) string { return fence.FormatAcquired(t.Time) }
-
 // termRef is the term a write belongs to, as termctx.Get gave it from ctx, the write's
 // context, and the Lease of that term the fence may read (nil: none).
 type termRef struct {
