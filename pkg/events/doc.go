@@ -23,19 +23,12 @@
 //   - Critical(onDrop): a subscriber that must not lose events; each drop
 //     is logged and reported.
 //
-// A subscription made under a context from WithLeaderOnly is leader-only:
-// made after Start by a component that gets its state through replays, so
-// it is not warned about. The lifecycle Manager gives such a context to
-// each leader-only component.
-//
 // The subscription ends, and the bus closes the channel exactly once, when
 // ctx is done, on Unsubscribe[T] or on Stop; readers never close it. A
 // component that works in periods (a leader-only component, one term after
-// another) subscribes at the top of each under that period's context, and
-// gets a new channel that closes when the period ends. Arguments no
-// subscription can have (an empty name or type, a buffer below 1, a
-// LatestValue type it does not receive) make Subscribe panic with an error
-// wrapping ErrInvalidSubscription that names what was wrong.
+// another, under a context from WithLeaderOnly) subscribes at the top of each
+// under that period's context, and gets a new channel that closes when the
+// period ends. Subscribe panics on arguments no subscription can have.
 //
 // # Before Start and after Stop
 //
