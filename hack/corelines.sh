@@ -16,7 +16,8 @@
 # top); a commit not listed there takes the first "issue NN" its message names, and
 # is "unclassified" otherwise. Like for like is BASE's count plus the net change of
 # the classes that add no feature (LIKE below: issue 26's de-duplications, refactors
-# and doc moves), set against BASE's count.
+# and doc moves), set against BASE's count; a second figure adds the classes ALSO
+# names (issue 26's commits that added behaviour beside their de-duplication).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,7 @@ CORE=(pkg/events pkg/controller/leadership pkg/k8s pkg/controller/leaderelection
 	pkg/controller/lifecycle pkg/controller/metrics pkg/termctx pkg/termrun pkg/fence
 	pkg/integration)
 LIKE=(26 refactor)
+ALSO=(26-feature) # printed as a second like-for-like figure, with LIKE
 CLASSES=hack/corelines.classes
 
 verbose=0
@@ -117,8 +119,15 @@ for c in $(printf '%s\n' "${!num[@]}" | sort); do
 done
 printf '%-12s %31s %+7d  %s\n' merges '(resolutions: the residue)' $((hlines - blines - sum)) no
 echo
-sign=+ abs=$like
-((like < 0)) && sign=- abs=$((-like))
-permille=$((1000 * abs / blines))
-printf 'like for like: %d + (%s%d) = %d lines, %s%d against %d (%s%d.%d%%)\n' "$blines" "$sign" "$abs" \
-	$((blines + like)) "$sign" "$abs" "$blines" "$sign" $((permille / 10)) $((permille % 10))
+# likeLine LABEL NET prints BASE's count plus NET, set against BASE's count.
+likeLine() {
+	local sign=+ abs=$2 permille
+	(($2 < 0)) && sign=- abs=$((-$2))
+	permille=$((1000 * abs / blines))
+	printf '%s: %d + (%s%d) = %d lines, %s%d against %d (%s%d.%d%%)\n' "$1" "$blines" "$sign" "$abs" \
+		$((blines + $2)) "$sign" "$abs" "$blines" "$sign" $((permille / 10)) $((permille % 10))
+}
+also=$like
+for c in "${ALSO[@]}"; do also=$((also + ${add[$c]:-0} - ${del[$c]:-0})); done
+likeLine "like for like (${LIKE[*]})" "$like"
+likeLine "with ${ALSO[*]} too" "$also"
