@@ -29,16 +29,11 @@
 // # Configuration
 //
 // The zero Config (with Identity, LeaseName, LeaseNamespace and a clientset or store)
-// runs an election with the defaults 15s/10s/2s. Running without one must be asked
-// for with Config.SingleReplica, which refuses every election field. Durations are
-// bounded, each error naming its field: LeaseDuration in whole seconds (the Lease
-// stores seconds) from 1s to 1h, RetryPeriod at least 100ms, LeaseDuration >
-// RenewDeadline > 1.2 × RetryPeriod.
-//
-// Config.Liveness keeps the holders' liveness outside the lease (package sharding's
-// member Leases carry its shard Leases): a leader then writes the lease only when it
-// changes hands. KubernetesLeaseGroup gives the stores of a group of labelled Leases
-// one shared watch.
+// runs an election with the defaults 15s/10s/2s; each field states its default and
+// bounds, and New names every bad field. Running without an election must be asked
+// for with Config.SingleReplica. Config.Liveness keeps the holders' liveness outside
+// the lease (package sharding's member Leases); KubernetesLeaseGroup gives the stores
+// of a group of labelled Leases one shared watch.
 //
 // # Design notes
 //
