@@ -18,8 +18,9 @@
 # the classes that add no feature (LIKE below: issue 26's de-duplications, refactors
 # and doc moves), set against BASE's count; a second figure adds the classes ALSO
 # names (issue 26's commits that added behaviour beside their de-duplication).
+# It needs bash (4 or later) and git, nothing else.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "${0%/*}/.."
 
 CORE=(pkg/events pkg/controller/leadership pkg/k8s pkg/controller/leaderelection
 	pkg/controller/lifecycle pkg/controller/metrics pkg/termctx pkg/termrun pkg/fence
@@ -111,7 +112,10 @@ flush
 
 printf '%-12s %7s %7s %7s %7s  %s\n' class commits added removed net 'like for like'
 like=0
-for c in $(printf '%s\n' "${!num[@]}" | sort); do
+order=()
+for c in 25 26 26-feature 27 28 elector-fix refactor; do [[ -n ${num[$c]:-} ]] && order+=("$c"); done
+for c in "${!num[@]}"; do [[ " ${order[*]} " == *" $c "* ]] || order+=("$c"); done
+for c in "${order[@]}"; do
 	l=no
 	for k in "${LIKE[@]}"; do [[ $c == "$k" ]] && l=yes; done
 	[[ $l == yes ]] && like=$((like + ${add[$c]} - ${del[$c]}))
