@@ -20,7 +20,8 @@
 # names (issue 26's commits that added behaviour beside their de-duplication).
 # It needs bash (4 or later) and git, nothing else.
 set -euo pipefail
-cd "${0%/*}/.."
+[[ $0 == */* ]] && cd "${0%/*}"
+cd "$(git rev-parse --show-toplevel)"
 
 CORE=(pkg/events pkg/controller/leadership pkg/k8s pkg/controller/leaderelection
 	pkg/controller/lifecycle pkg/controller/metrics pkg/termctx pkg/termrun pkg/fence
