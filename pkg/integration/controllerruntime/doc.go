@@ -50,9 +50,8 @@
 //
 // # Health and metrics
 //
-// New adds the /healthz check HealthzCheckName (fails while the replica believes it
-// leads but missed its renew deadline, or a component failed) and the /readyz check
-// ReadyzCheckName (fails until the informers are warm), and registers, on
+// New adds the /healthz check HealthzCheckName and the /readyz check
+// ReadyzCheckName, and registers, on
 // controller-runtime's metrics registry (Options.MetricsRegisterer), the metrics of
 // Baton's own runtime under the same names (pkg/controller/metrics): baton_is_leader,
 // baton_term, baton_leadership_transitions_total{transition="acquired"|"lost"},
