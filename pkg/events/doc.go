@@ -2,13 +2,6 @@
 // with a buffer per subscriber, drop accounting, latest-value delivery of
 // state and ordered replays. Import it as busevents.
 //
-// The components of a controller talk through the bus rather than call
-// each other, so that a component can be started, stopped and replaced on
-// its own: a leader-only component that starts with a new term subscribes,
-// and the state it needs reaches it through a replay (see
-// pkg/controller/leadership). The bus knows nothing about leadership or
-// Kubernetes; the events that ride on it are defined by its users.
-//
 // # Usage
 //
 // Create a bus, subscribe the components that must see every event, then
@@ -30,56 +23,35 @@
 //   - Critical(onDrop): a subscriber that must not lose events; each drop
 //     is logged and reported.
 //
-// A subscription made under a context from WithLeaderOnly is leader-only:
-// made after Start by a component that gets its state through replays, so
-// it is not warned about. The lifecycle Manager gives such a context to
-// each leader-only component.
-//
 // The subscription ends, and the bus closes the channel exactly once, when
 // ctx is done, on Unsubscribe[T] or on Stop; readers never close it. A
 // component that works in periods (a leader-only component, one term after
-// another) subscribes at the top of each under that period's context, and
-// gets a new channel that closes when the period ends. Arguments no
-// subscription can have (an empty name or type, a buffer below 1, a
-// LatestValue type it does not receive) make Subscribe panic with an error
-// wrapping ErrInvalidSubscription that names what was wrong.
+// another, under a context from WithLeaderOnly) subscribes at the top of each
+// under that period's context, and gets a new channel that closes when the
+// period ends. Subscribe panics on arguments no subscription can have.
 //
 // # Before Start and after Stop
 //
-// Before Start, Publish and Republish hold the event (up to the capacity
-// given to NewEventBus) and return 0; Start delivers the held events in
-// order, and those published or republished while it does, then goes
-// live. When the held events reach the capacity, an event of a type some
-// subscriber declared LatestValue takes the place of the oldest held event
-// of its own type, else of the oldest held event of a type nobody declared
-// LatestValue, else of the oldest held event; an event of any other type
-// is dropped. Every event dropped is counted in Stats().PreStartDropped.
-//
-// After Stop, Publish and Republish return 0 and count the event in
-// Stats().RejectedStopped, subscriptions get a closed channel, and held
-// events are discarded and counted. A nil or typed-nil event (see IsNil)
-// is never delivered: Publish and Republish count it in
-// Stats().RejectedNil.
+// Before Start, Publish and Republish hold the event (up to the capacity given to
+// NewEventBus; past it, state of a LatestValue type is kept before other events)
+// and return 0; Start delivers the held events in order. After Stop, they return 0,
+// and subscriptions get a closed channel. A nil or typed-nil event (see IsNil) is
+// never delivered. Stats counts every event held back, dropped or rejected.
 //
 // # Ordering and replays
 //
-// The bus stamps every publish with its current sequence number and
-// remembers, per subscriber and event type, the newest stamp it queued.
-// NextSequence advances the sequence: a replayer stamps the state it
-// caches with it. Republish delivers such an event only to subscribers
-// that have not been given an event of that type published after it was
-// stamped, so a replay can never overtake newer state.
+// NextSequence stamps state that a replayer caches; Republish delivers such an
+// event only to subscribers that have not been given one of its type published
+// after the stamp, so a replay can never overtake newer state.
+//
+// The design notes (why a bus, what is kept before Start, how sequences and a
+// publish work) are in docs/design/events.md in the repository.
 //
 // # Concurrency properties
 //
-// All functions and methods are safe for concurrent use. A publish looks
-// up its event type's topic in a table read without a lock, then offers
-// the event to each subscriber of the type, in the order they subscribed,
-// under the topic's lock, with a send that never blocks. Publishes of one
-// event type are therefore serialized; of different types, they run in
-// parallel, and a publish costs in proportion to the subscribers of its
-// type, not to all subscribers. Subscribing and unsubscribing take the
-// bus's lock and change only the topics of the types concerned.
+// All functions and methods are safe for concurrent use. Publishes of one event
+// type are serialized; of different types, they run in parallel, and a publish
+// costs in proportion to the subscribers of its type, not to all subscribers.
 //
 // Events from one goroutine reach each subscriber in the order they were
 // published; events published concurrently by several goroutines have no

@@ -7,8 +7,9 @@
 // # Usage
 //
 //	s := fence.ForTerm(term).WithLease("baton-leader", tok) // tok: the Lease's token of the term
-//	s.Stamp(obj)                                            // annotations and the fence's label
-//	replaced, err := fence.Judge(ctx, cur.GetAnnotations(), term, holds)
+//	annotations, labels := s.Split()                        // set both on the object written
+//	stamped, _, err := fence.Stamped(cur.GetAnnotations())  // the stamp of the object replaced
+//	replaced, err := fence.Judge(ctx, "ConfigMap default/x", stamped, term, holds)
 //
 // # The stamps
 //

@@ -11,11 +11,8 @@
 //
 // # The model
 //
-// A term is one term of a Lease: the Lease (namespace and name), the term
-// number (the fencing token compared in process) and the token that names
-// the term on the Lease itself (holder and acquireTime, for a fence the API
-// server applies). A single leader's term is the one-shard case of a ring's
-// shard term: Shard and Shards are 0.
+// A Term is one term of a Lease (its fields say what each part is for); a
+// single leader's term is the one-shard case of a ring's shard term.
 //
 // The elector (pkg/k8s/leaderelection) stamps the context of each term it
 // leads with all of it; the sharder (pkg/k8s/sharding) adds the shard to

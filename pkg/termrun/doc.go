@@ -24,29 +24,12 @@
 // the term ended, a return of nil, a context error or the term's cause is the
 // normal end; any other error is reported as a failure and not restarted.
 //
-// Why restart within the term: a term can last for days, and the common
-// failure of leader-only work is transient (a write refused, an API server
-// that was away for a second). Waiting for the next term would leave the
-// leader without its publisher until the Lease moves, and the Lease does not
-// move: the elector renews it, so nobody else leads either. Giving the term up
-// on every failure instead would turn each blip into a hand-over (replays, a
-// warm-up, a window with no leader) and, under a fault all replicas share,
-// send the term round the replicas. A restart costs RestartDelay.
-//
-// Why give the term up after StepDownGrace of continuous failure: a work that
-// keeps failing is a leader not doing its job, and the cause may be this
-// replica's (its node, its memory, a cache gone bad), which another replica
-// does not share. A failure streak starts at a failure and goes on while
-// every later run fails within StepDownGrace of its start; a run that lasts
-// StepDownGrace ends the streak. At the first failure StepDownGrace or more
-// after the streak began, the Term calls its step-down function, once per
-// term, and the work goes on restarting until the term ends (a replica
-// leading alone, whose step-down is refused, keeps trying). A work that
-// crash-loops for a reason all replicas share makes the term move once per
-// StepDownGrace plus a hand-over, with every move logged and counted
-// (Stats.StepDowns): visible, and never worse than a leader without the work.
-// A RestartDelay at or above StepDownGrace gives the term up at the second
-// failure in a row.
+// A failure streak starts at a failure and goes on while every later run fails
+// within StepDownGrace of its start (a run that lasts StepDownGrace ends it); at
+// the first failure StepDownGrace or more after the streak began, the Term calls
+// its step-down function, once per term (Stats.StepDowns), and the work goes on
+// restarting until the term ends. Why restart within the term, and why give it up
+// after StepDownGrace, is in docs/design/termrun.md in the repository.
 //
 // Overstay: a run that has not returned OverstayAfter after its term ended
 // is reported once (Event Overstayed, a WARN, Stats.Overstays), and waited

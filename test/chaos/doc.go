@@ -297,7 +297,7 @@
 // violation of the kubelet checks; two histories (545, 1884) give two leaders, neither
 // on a death proof: both are the elector's documented limit of a restore moving
 // versions back, then a hand delete, then a cold start re-creating the Lease under a
-// term no higher than the cut-off holder's (leaderelection's package doc, # History
+// term no higher than the cut-off holder's (docs/design/leaderelection.md, # History
 // going back; seed 11263 of TestChaos).
 //
 // The suite found one defect of the death signal: seed 258 gave two leaders for 1.4s.

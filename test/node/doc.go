@@ -113,7 +113,7 @@
 // the restarted run handing a shard to the dead run it saw only on its first
 // look, a hand-over decided a moment before the report, and, on a scale from 5
 // to 2, a leaver handing a shard to another leaver whose electors had stopped.
-// Each waited a LeaseDuration; the package doc's # Hand-over targets gives the
+// Each waited a LeaseDuration; docs/design/sharding.md's # Hand-over targets gives the
 // two rules that end them, and TestRestartedReplicaHandsNoShardToDeadMember and
 // TestScaleDownTakesEveryShardAtOnce their regression tests.
 //

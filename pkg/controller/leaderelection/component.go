@@ -86,10 +86,10 @@ type heldTerm struct {
 }
 
 // New returns a Component electing through the coordination.k8s.io/v1 Lease
-// config.LeaseNamespace/config.LeaseName with clientset. The errors name
-// each bad argument or field and wrap k8sle.ErrInvalidConfig: a nil bus
-// ("bus"), a nil clientset ("clientset") and every invalid Config field. A
-// nil logger means slog.Default().
+// config.LeaseNamespace/config.LeaseName with clientset. The errors, all at once,
+// each a *k8sle.ConfigError wrapping k8sle.ErrInvalidConfig, name each bad
+// argument or field: a nil bus ("bus"), a nil clientset ("clientset") and every
+// invalid Config field. A nil logger means slog.Default().
 func New(config k8sle.Config, clientset kubernetes.Interface, bus *busevents.EventBus, callbacks Callbacks, logger *slog.Logger) (*Component, error) {
 	c, busErr := newComponent(config, bus, callbacks, logger)
 	e, err := k8sle.New(config, clientset, c.electorCallbacks(), c.logger)

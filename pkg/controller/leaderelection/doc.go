@@ -28,20 +28,12 @@
 //   - NewLeaderObservedEvent{Identity, IsSelf} before calling OnNewLeader,
 //     for each observed change of holder.
 //
-// Elector returns the elector itself, for what only it answers: IsLeader,
-// Term, GetLeader, Stats, Healthy, and HandOver, which hands the lease to a
-// named candidate (a planned handover, e.g. before a rolling update drains
-// this pod).
+// Elector returns the elector itself, for what only it answers (IsLeader,
+// Term, HandOver, ...).
 //
 // Terms on one bus therefore come as strictly alternating BecameLeader/Lost
 // pairs with strictly increasing terms: losing the lease ends the term, not
 // the process, and the elector campaigns again in place.
-//
-// # Errors
-//
-// New and NewWithStore report every bad argument and Config field at once,
-// each as a *k8sle.ConfigError naming it ("bus", "clientset", "store",
-// "Identity", ...), all wrapping k8sle.ErrInvalidConfig.
 //
 // # Concurrency properties
 //

@@ -11,14 +11,11 @@
 //	http.Handle("/metrics", m.Handler())
 //	http.Handle("/healthz", metrics.CheckHandler(src.Healthy))
 //
-// # Read at scrape time
-//
-// Most metrics are not counted here: a custom collector reads the counters
-// the components already keep (the bus's Stats, the runtime's Status, the
-// elector's IsLeader and Term) each time the registry is gathered, so there
-// is one source of truth and nothing to keep in step. Only the two latency
-// histograms, which need every observation rather than a running total, are
-// recorded as events happen, through ObserveTermReady and ObserveHandover.
+// Metrics are read from the components' own counters at scrape time; only the two
+// latency histograms are recorded as events happen (ObserveTermReady,
+// ObserveHandover). An application adds its own with Options.Collectors, using
+// Desc, Emitter and BoolValue; the reference controller's are in the subpackage
+// reference. Why is in docs/design/metrics.md in the repository.
 //
 // # Health
 //
@@ -51,15 +48,6 @@
 // Per-subscriber bus counters come from the bus's Stats().Totals, which add
 // up every subscription of a name, live or ended: a leader-only component
 // subscribes afresh every term, and its series still never go down.
-//
-// # Layers
-//
-// This package is in the core: it imports the bus and the runtime and
-// nothing of the reference controller. An application adds its own metrics
-// with Options.Collectors, using Desc, Emitter and BoolValue to read its
-// sources at scrape time like the core does; the reference controller's
-// (configuration documents, publisher writes) are in the subpackage
-// reference.
 //
 // # Concurrency properties
 //

@@ -66,15 +66,13 @@ const fenceMessage = "baton fence:"
 // programs' writes of objects the controller never stamped pass. Errors wrap
 // ErrInvalidOptions and name the field.
 //
-// The fence is cooperative: the writer stamps its own term, so it stops a stale writer,
-// it does not authenticate one. The API server reads the Lease through an informer, so
-// for a few milliseconds after the Lease changed hands it still judges by the old
-// holder (see docs/design/controllerruntime.md, # The API server's fence). It refuses every stamped
-// write of f.Users to these resources while the Lease has no holder. The binding
-// selects only objects a fenced write marked (FenceLabel set to f.LeaseName): while the
-// Lease does not exist it refuses every write to those, anyone's (the API server looks
-// the parameter up before it evaluates the match conditions), and never a write to an
-// object no fenced write marked. NewLeaseGuard keeps the Lease from being deleted.
+// The binding selects only objects a fenced write marked (FenceLabel set to
+// f.LeaseName): while the Lease does not exist it refuses every write to those,
+// anyone's, and never a write to an object no fenced write marked. It refuses every
+// stamped write of f.Users while the Lease has no holder. NewLeaseGuard keeps the
+// Lease from being deleted. The fence is cooperative (it stops a stale writer, it
+// does not authenticate one) and judges by the old holder for a few milliseconds
+// after a hand-over: see docs/design/controllerruntime.md, # The API server's fence.
 func NewAdmissionFence(f AdmissionFence) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	rules, err := f.rules()
 	if err != nil {

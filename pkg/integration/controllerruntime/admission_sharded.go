@@ -51,25 +51,14 @@ const shardFenceGroup = 8
 // policy for the same users and resources. Errors wrap ErrInvalidOptions and name the
 // field.
 //
-// The binding of shard i ("<Name>-<i>") takes that shard's Lease by name as its
-// parameter and selects only the objects marked with it (ShardFenceLabel); a policy
-// binding names one parameter or selects several by label, and only a name makes the
-// API server read a parameter missing from its cache from the API itself and apply
-// parameterNotFoundAction Deny to that one Lease. So while a shard Lease does not
-// exist every write to the objects marked with it is refused, anyone's (the API server
-// looks a binding's parameter up before it evaluates the policy's expressions), so a
-// stale write of a deleted shard Lease is never let through, and writes to other
-// objects pass.
-//
 // The policies: one per group of up to 8 consecutive shards ("<Name>-shards-<first>-
-// <last>"), each selecting only the objects marked with a Lease of its group, with the
-// bindings of those shards. The API server matches every policy's selectors against a
-// write, and every binding's of each policy that selected it, before it evaluates
-// the one binding that judges the write: grouping makes that the ring's policies and
-// one group's bindings rather than every shard's binding, and a write to an unmarked
-// object stops at the policies. Install all the policies and bindings returned. See
-// docs/design/controllerruntime.md, # The API server's fence, for what it covers, the
-// window it leaves and its cost.
+// <last>"), each selecting only the objects marked with a Lease of its group
+// (ShardFenceLabel), with one binding per shard ("<Name>-<i>") that names that
+// shard's Lease. While a shard Lease does not exist every write to the objects marked
+// with it is refused, anyone's, and writes to other objects pass. Install all the
+// policies and bindings returned. See docs/design/controllerruntime.md, # The API
+// server's fence, for why a binding per shard and policies per group, what it
+// covers, the window it leaves and its cost.
 func NewShardedAdmissionFence(f ShardedAdmissionFence) ([]*admissionv1.ValidatingAdmissionPolicy, []*admissionv1.ValidatingAdmissionPolicyBinding, error) {
 	shards, rules, err := f.check()
 	if err != nil {

@@ -41,29 +41,9 @@ import (
 // it is a sharded controller (Runtime.AddShardedController): every replica runs it
 // and reconciles the objects of the shards it leads.
 //
-// What each call means, as in controller-runtime:
-//
-//   - For(obj): the type reconciled; its events enqueue the object. Required (the
-//     builder has no WatchesRawSource: a Runtime's sources are on the manager's cache).
-//   - Owns(obj): events of obj enqueue its controller owner of For's type (every owner
-//     of that type with MatchEveryOwner). Sharded: the owner is enqueued only on the
-//     replica that leads the owner's shard, known from the UID in the ownerReference,
-//     so a child of an owner in another shard never reaches this replica's Reconciler.
-//     With CacheByLabel, obj's objects are cached only on the replica leading their
-//     controller owner's shard (read them through the Sharded's Reader).
-//   - Watches(obj, handler): events of obj enqueue what handler returns (e.g.
-//     handler.EnqueueRequestsFromMapFunc). Sharded: the requests name For objects;
-//     each is reconciled only by the replica leading that object's shard (the others
-//     drop it before the Reconciler).
-//   - WithEventFilter(p): p filters the events of every watch, before the options'
-//     own predicates.
-//   - WithOptions(o): the controller's options (see Controller.Options).
-//   - Named(name): the controller's name, unique in the Runtime; default For's kind in
-//     lower case.
-//
-// The options WithPredicates, OnlyMetadata (leader-only controllers) and
-// MatchEveryOwner mean what controller-runtime's builder options of the same names
-// mean. Errors of any call are returned by Complete (and Build), wrapping
+// Each call, and the options WithPredicates, OnlyMetadata (leader-only controllers)
+// and MatchEveryOwner, mean what controller-runtime's of the same names mean; what a
+// sharded controller adds is on each method. Errors of any call are returned by Complete (and Build), wrapping
 // ErrInvalidRegistration; the controller is not registered then.
 type Builder struct {
 	mgr      manager.Manager
@@ -98,7 +78,8 @@ func NewControllerManagedBy(mgr manager.Manager) *Builder { return ControllerMan
 // builder.ControllerManagedBy.
 func ControllerManagedBy(mgr manager.Manager) *Builder { return &Builder{mgr: mgr} }
 
-// For sets the type reconciled: its events enqueue the object. Call it once.
+// For sets the type reconciled: its events enqueue the object. Required, once (the
+// builder has no WatchesRawSource: a Runtime's sources are on the manager's cache).
 func (b *Builder) For(obj client.Object, opts ...ForOption) *Builder {
 	if b.forInput != nil {
 		b.errs = append(b.errs, errors.New("For is called twice; a controller reconciles one type"))
@@ -113,7 +94,10 @@ func (b *Builder) For(obj client.Object, opts ...ForOption) *Builder {
 }
 
 // Owns adds a watch of obj whose events enqueue its controller owner of For's type
-// (each owner of that type with MatchEveryOwner).
+// (each owner of that type with MatchEveryOwner). Sharded: the owner is enqueued only
+// on the replica leading the owner's shard, known from the UID in the ownerReference;
+// with CacheByLabel, obj's objects are cached only there (read them through the
+// Sharded's Reader).
 func (b *Builder) Owns(obj client.Object, opts ...OwnsOption) *Builder {
 	in := watchInput{object: obj}
 	for _, o := range opts {
@@ -123,7 +107,9 @@ func (b *Builder) Owns(obj client.Object, opts ...OwnsOption) *Builder {
 	return b
 }
 
-// Watches adds a watch of obj whose events enqueue what h returns.
+// Watches adds a watch of obj whose events enqueue what h returns (e.g.
+// handler.EnqueueRequestsFromMapFunc). Sharded: the requests name For objects, each
+// reconciled only by the replica leading that object's shard.
 func (b *Builder) Watches(obj client.Object, h handler.EventHandler, opts ...WatchesOption) *Builder {
 	in := watchInput{object: obj, handler: h}
 	for _, o := range opts {
@@ -133,7 +119,7 @@ func (b *Builder) Watches(obj client.Object, h handler.EventHandler, opts ...Wat
 	return b
 }
 
-// WithEventFilter adds p to the predicates of every watch.
+// WithEventFilter adds p to the predicates of every watch, before the options' own.
 func (b *Builder) WithEventFilter(p predicate.Predicate) *Builder {
 	b.filters = append(b.filters, p)
 	return b
@@ -146,7 +132,8 @@ func (b *Builder) WithOptions(o controller.Options) *Builder {
 	return b
 }
 
-// Named sets the controller's name; default For's kind in lower case.
+// Named sets the controller's name, unique in the Runtime; default For's kind in
+// lower case.
 func (b *Builder) Named(name string) *Builder {
 	b.name = name
 	return b

@@ -111,7 +111,7 @@ func (f *fencedClient) begin(ctx context.Context) (*termRef, stamps, error) {
 		ref.lease = f.leases(ref.t)
 	}
 	s := stamps(fence.ForTerm(ref.term))
-	if l := f.leaseOf(ref); l != nil && l.admission {
+	if l := ref.lease; l != nil && l.admission {
 		tok, err := l.token(ctx, ref)
 		if err != nil {
 			if errors.Is(err, ErrTermEnded) {
@@ -135,7 +135,7 @@ func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Obje
 		return nil // unparsable: not ours to judge; the resourceVersion precondition holds
 	}
 	var holds fence.HoldsLease
-	if l := f.leaseOf(ref); l != nil {
+	if l := ref.lease; l != nil {
 		holds = func(ctx context.Context) (bool, error) {
 			_, held, err := l.holds(ctx, ref)
 			return held, err
@@ -143,7 +143,7 @@ func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Obje
 	}
 	replaced, err := fence.Judge(ctx, describe(base), stamped, ref.term, holds)
 	if replaced != 0 {
-		l := f.leaseOf(ref)
+		l := ref.lease
 		f.logger.Warn("overwriting a term stamp of no term of this Lease: this replica holds the Lease in its term, "+
 			"which is older than the stamp (an object restored from another cluster, or written by another program)",
 			"object", describe(base), "stamp", replaced, "term", ref.term, "lease", l.namespace+"/"+l.name)
@@ -153,9 +153,6 @@ func (f *fencedClient) admit(ctx context.Context, ref *termRef, base client.Obje
 	}
 	return err
 }
-
-// leaseOf returns the Lease of ref's term the fence may read, or nil.
-func (f *fencedClient) leaseOf(ref *termRef) *leaseReader { return ref.lease }
 
 func describe(obj client.Object) string {
 	kind := obj.GetObjectKind().GroupVersionKind().Kind
@@ -174,6 +171,19 @@ func (f *fencedClient) needVersion(obj client.Object) error {
 		return f.refuse(fmt.Errorf("%w: %s", ErrNoResourceVersion, describe(obj)))
 	}
 	return nil
+}
+
+// checked returns the object a write of ref's term over obj is checked against, obj
+// itself or, without a resourceVersion, a fresh read of it, once admit let it pass.
+func (f *fencedClient) checked(ctx context.Context, ref *termRef, obj client.Object) (client.Object, error) {
+	base := obj
+	if obj.GetResourceVersion() == "" {
+		var err error
+		if base, err = f.read(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	return base, f.admit(ctx, ref, base)
 }
 
 // read returns obj as the API server has it now (a fresh read through the fence's
@@ -237,12 +247,7 @@ func (f *fencedClient) Patch(ctx context.Context, obj client.Object, patch clien
 	}
 	base, version := client.Object(obj), ""
 	if !isApply(patch.Type()) {
-		if obj.GetResourceVersion() == "" {
-			if base, err = f.read(ctx, obj); err != nil {
-				return err
-			}
-		}
-		if err := f.admit(ctx, ref, base); err != nil {
+		if base, err = f.checked(ctx, ref, obj); err != nil {
 			return err
 		}
 		version = base.GetResourceVersion()
@@ -283,14 +288,8 @@ func (f *fencedClient) Delete(ctx context.Context, obj client.Object, opts ...cl
 }
 
 func (f *fencedClient) deleteChecked(ctx context.Context, ref *termRef, s stamps, obj client.Object, opts []client.DeleteOption) error {
-	base := obj
-	if obj.GetResourceVersion() == "" {
-		var err error
-		if base, err = f.read(ctx, obj); err != nil {
-			return err
-		}
-	}
-	if err := f.admit(ctx, ref, base); err != nil {
+	base, err := f.checked(ctx, ref, obj)
+	if err != nil {
 		return err
 	}
 	if s.tokened() && !s.carried(base) {
@@ -410,13 +409,8 @@ func (s *fencedSubResource) Patch(ctx context.Context, obj client.Object, patch 
 		}
 		return s.w.Patch(ctx, obj, patch, opts...)
 	}
-	base := obj
-	if obj.GetResourceVersion() == "" {
-		if base, err = s.f.read(ctx, obj); err != nil {
-			return err
-		}
-	}
-	if err := s.f.admit(ctx, ref, base); err != nil {
+	base, err := s.f.checked(ctx, ref, obj)
+	if err != nil {
 		return err
 	}
 	sp := &stampedPatch{inner: patch, version: base.GetResourceVersion()}

@@ -12,13 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// Two things the Runtime needs are not in controller-runtime's public API: whether a
-// manager runs its own election (manager.Options are not kept in public), and the
-// warm-up of an unmanaged controller (Warmup is a method of the concrete controller,
-// not of controller.Controller; the manager finds it the same way). New checks both
-// against the controller-runtime the program is built with and fails, naming its
-// version, when either is gone, rather than letting the check or the warm-up stop
-// silently.
+// What the Runtime relies on beyond controller-runtime's public API, and why New
+// checks it: docs/design/controllerruntime.md, # Beyond the public API.
 
 // managerType and electionField are where controller-runtime's manager keeps its
 // election: manager.New sets the lock exactly when Options.LeaderElection is true.

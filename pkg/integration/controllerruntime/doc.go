@@ -30,18 +30,16 @@
 // has no election of its own); leader-only work goes through the builder,
 // AddController and AddLeaderOnly. Runtime.Manager's Add refuses a runnable the
 // manager would run as leader-only work, such as a controller built with
-// ctrl.NewControllerManagedBy (ErrLeaderOnlyRunnable, naming what to use instead):
-// on the manager New was given, such a controller would run outside any term, and
-// its fenced writes fail with ErrNoTerm, so Start stops the manager with
-// ErrControllerLeftOnManager, naming it, when it finds one running there (a
-// controller Baton did not start, in controller-runtime's metrics registry). New refuses a manager built with
-// LeaderElection true, and a graceful stop releases the Lease
-// (Options.LeaderElectionReleaseOnCancel).
+// ctrl.NewControllerManagedBy (ErrLeaderOnlyRunnable), and Start stops the manager
+// with ErrControllerLeftOnManager when it finds one running on the manager New was
+// given. New refuses a manager built with LeaderElection true, and a graceful stop
+// releases the Lease (Options.LeaderElectionReleaseOnCancel).
 //
 // # Design notes
 //
 // The design notes (the design and why it holds, fencing, the API server's fence,
-// state for a new leader, crash failover, sharded controllers) are in
+// state for a new leader, crash failover, sharded controllers, why a controller left
+// on the manager is refused, why this package is in Baton's module) are in
 // docs/design/controllerruntime.md in the repository.
 //
 // # Term in Reconcile
@@ -52,9 +50,8 @@
 //
 // # Health and metrics
 //
-// New adds the /healthz check HealthzCheckName (fails while the replica believes it
-// leads but missed its renew deadline, or a component failed) and the /readyz check
-// ReadyzCheckName (fails until the informers are warm), and registers, on
+// New adds the /healthz check HealthzCheckName and the /readyz check
+// ReadyzCheckName, and registers, on
 // controller-runtime's metrics registry (Options.MetricsRegisterer), the metrics of
 // Baton's own runtime under the same names (pkg/controller/metrics): baton_is_leader,
 // baton_term, baton_leadership_transitions_total{transition="acquired"|"lost"},
@@ -65,14 +62,6 @@
 // gauge controller-runtime registers at init (reused, not registered twice), which
 // controller-runtime projects' dashboards and alerts read. The shard Leases of sharded
 // controllers are not reported there.
-//
-// # Dependencies
-//
-// The package lives in Baton's module: controller-runtime is already required by the
-// module (the integration tests' envtest), and Go's module graph pruning (go 1.17+)
-// means a program that imports only the core packages neither builds nor downloads
-// controller-runtime's packages; its go.sum needs only the module's go.mod line.
-// A separate module would double the release and replace bookkeeping for no gain.
 //
 // # Concurrency properties
 //

@@ -12,52 +12,23 @@ import (
 	"github.com/baton-dev/baton/pkg/termctx"
 )
 
-// Annotations that name the term on the Lease itself, for the API server's fence
-// (NewAdmissionFence): pkg/fence's, where every writer finds them. A term of Baton's
-// elector is one acquisition of the Lease: its holderIdentity and acquireTime are set
-// by the acquiring write and kept by every renew until the next acquisition, so the
-// pair names the term on the Lease, where the policy can compare it. (The term number
-// is the resourceVersion of the acquiring write, which later renews move on: it is not
-// on the Lease to compare.)
+// The stamps of a fenced write for the API server's fences, pkg/fence's (where every
+// writer finds them; each is documented there): the Lease token of the writer's term,
+// for the single leader's Lease (HolderAnnotation, AcquiredAnnotation; the fence of
+// NewAdmissionFence) or a shard's (ShardLeaseAnnotation names that Lease; the fence of
+// NewShardedAdmissionFence; apart, so that neither fence judges the other's writes),
+// and the label that marks the object for the fence of that Lease (FenceLabel,
+// ShardFenceLabel, whose value is the Lease's name): each binding selects objects by
+// it, so a write to an object no fenced write marked is never refused. Why a token
+// and not the term number: docs/design/controllerruntime.md, # The API server's fence.
 const (
-	// HolderAnnotation is the Lease's holderIdentity in the writer's term.
-	HolderAnnotation = fence.HolderAnnotation
-	// AcquiredAnnotation is the Lease's acquireTime in the writer's term, RFC 3339 with
-	// microseconds, as the Lease stores it.
-	AcquiredAnnotation = fence.AcquiredAnnotation
-)
-
-// Annotations that name the shard term of a sharded controller's write on its shard's
-// Lease, for the API server's fence of a ring (NewShardedAdmissionFence): the same
-// token as HolderAnnotation and AcquiredAnnotation, of the shard's Lease, and the
-// name of that Lease. They are apart from the single leader's, so that neither fence
-// judges the other's writes.
-const (
-	// ShardLeaseAnnotation is the name of the shard Lease of the writer's term
-	// (sharding.ShardLeaseName).
-	ShardLeaseAnnotation = fence.ShardLeaseAnnotation
-	// ShardHolderAnnotation is the shard Lease's holderIdentity in the writer's term.
-	ShardHolderAnnotation = fence.ShardHolderAnnotation
-	// ShardAcquiredAnnotation is the shard Lease's acquireTime in the writer's term,
-	// as AcquiredAnnotation.
+	HolderAnnotation        = fence.HolderAnnotation
+	AcquiredAnnotation      = fence.AcquiredAnnotation
+	ShardLeaseAnnotation    = fence.ShardLeaseAnnotation
+	ShardHolderAnnotation   = fence.ShardHolderAnnotation
 	ShardAcquiredAnnotation = fence.ShardAcquiredAnnotation
-)
-
-// Labels that mark the objects the API server's fences judge (pkg/fence's). With
-// Options.ServerSideFence a fenced write sets the label of the fence of its term's
-// Lease, whose value is that Lease's name; the fence's binding selects objects by it
-// (matchResources.objectSelector, which for an UPDATE matches the old or the new
-// object), so a write to an object no fenced write ever marked passes no binding: it is
-// never refused, whatever the state of the Lease (see docs/design/controllerruntime.md, # The API
-// server's fence).
-const (
-	// FenceLabel marks an object written in a term of the single leader's Lease (the
-	// fence of NewAdmissionFence); its value is that Lease's name.
-	FenceLabel = fence.FenceLabel
-	// ShardFenceLabel marks an object written in a shard's term (the fence of
-	// NewShardedAdmissionFence); its value is the shard Lease's name, so each write
-	// passes the binding of that shard only.
-	ShardFenceLabel = fence.ShardFenceLabel
+	FenceLabel              = fence.FenceLabel
+	ShardFenceLabel         = fence.ShardFenceLabel
 )
 
 // leaseReader reads one of this replica's Leases from the API server: the single
@@ -145,9 +116,6 @@ func (l *leaseReader) keep(term uint64, tok fence.Token) {
 		l.kept = &keptToken{term: term, token: tok}
 	}
 }
-
-// formatMicro formats t as the Lease stores a MicroTime.
-func formatMicro(t metav1.MicroTime) string { return fence.FormatAcquired(t.Time) }
 
 // termRef is the term a write belongs to, as termctx.Get gave it from ctx, the write's
 // context, and the Lease of that term the fence may read (nil: none).

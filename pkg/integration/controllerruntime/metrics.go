@@ -12,14 +12,6 @@ import (
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
-// The Runtime's metrics carry the names of Baton's own runtime (pkg/controller/metrics:
-// baton_is_leader, baton_term, baton_leadership_transitions_total{transition},
-// baton_terms_ready_total, baton_term_ready_seconds, and the elector's counters), and
-// no label that changes with a restart (the replica's identity is the scrape target's
-// business). Beside them, the Lease's holder status is reported under client-go's
-// and controller-runtime's name, leader_election_master_status{name}, which
-// dashboards of controller-runtime projects read.
-
 // masterStatusOpts are controller-runtime's leader_election_master_status, which it
 // registers in its Registry at init: registering the same (name, help and labels)
 // again finds that collector, which the Runtime then sets.

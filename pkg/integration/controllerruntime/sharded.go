@@ -256,7 +256,7 @@ func (s *Sharded) buildController(scheme *runtime.Scheme) error {
 // RingReadyzCheckPrefix starts the name of each sharded controller's readyz check,
 // "baton-ring-<controller>": it fails while the replica refuses to campaign for the
 // ring's shards because replicas of another shape (Shards) are active (see
-// sharding's package doc, # Ring shape).
+// docs/design/sharding.md, # Ring shape).
 const RingReadyzCheckPrefix = "baton-ring-"
 
 // readyz fails while the ring's sharder refuses to campaign.

@@ -14,21 +14,9 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// A controller built with controller-runtime's builder on the manager New was given,
-// not on Runtime.Manager, is added where Baton cannot see it, and, the manager running
-// no election of its own, runs on every replica outside any term. controller-runtime
-// has no public list of a manager's runnables, but every controller it starts says
-// so in public: its Start sets the gauge workerCountMetric, labelled with its name,
-// in controller-runtime's metrics registry. So once the manager has started its
-// leader-election runnables (Manager.Elected), the Runtime reads that gauge and stops
-// with ErrControllerLeftOnManager when it finds more controllers than Baton started
-// and Runtime.Manager accepted as all-replica ones.
-//
-// The registry is one per process, and so are the two lists it is compared with:
-// every Runtime of the process adds the controllers it runs (knownControllers) and
-// the all-replica controllers its Manager accepted (allReplicaControllers), so that
-// replicas run as Runtimes of one process (tests) do not count each other's. Names
-// the registry held before a Runtime was built are not counted against it.
+// How a controller left on the manager New was given is found (the gauge of
+// controller-runtime's registry, compared per process) is in
+// docs/design/controllerruntime.md, # A controller left on the manager.
 
 // workerCountMetric is the gauge every controller-runtime controller sets, labelled
 // "controller" with its name, when it starts. A controller-runtime that renames it

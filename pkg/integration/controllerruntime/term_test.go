@@ -7,8 +7,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/baton-dev/baton/pkg/fence"
 	"github.com/baton-dev/baton/pkg/termctx"
 )
+
+// formatMicro formats t as the Lease stores a MicroTime.
+func formatMicro(t metav1.MicroTime) string { return fence.FormatAcquired(t.Time) }
 
 // TestLeaderOnlyTermNamesItsLease: the term a leader-only function runs in, as
 // termctx.Get gives it, names the Runtime's Lease, and its token is the holder and

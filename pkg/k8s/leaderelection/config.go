@@ -74,17 +74,8 @@ type Config struct {
 	ReleaseOnCancel bool
 	// Clock is the time source of every time read and timer of the elector; nil (the
 	// usual choice) is the real clock. It exists for tests and fault injection, e.g. a
-	// clock that runs at another rate than the others'.
-	//
-	// Safety does not need clocks that agree on the time, only on the rate: the elector
-	// measures durations between its own readings (the real clock's are monotonic, so a
-	// step of the wall clock changes nothing). A follower takes a lease LeaseDuration by
-	// its clock after it saw the last renew; the leader's term ends RenewDeadline by its
-	// clock after it sent that renew. That excludes two leaders while the follower's
-	// clock runs at most LeaseDuration/RenewDeadline times as fast as the leader's (1.5
-	// with the defaults 15s/10s), i.e. while every clock's rate is within
-	// ClockTolerance (±20% with the defaults) of the true rate. A larger skew can give
-	// two leaders.
+	// clock that runs at another rate than the others'. Safety needs clocks that agree
+	// on the rate, not on the time: see Config.ClockTolerance.
 	Clock Clock
 	// JitterSource is the random source of the retry jitter (the backoff of acquires,
 	// renews and re-watches); nil (the usual choice) is math/rand/v2's global source.

@@ -4,32 +4,36 @@
 // Lease and never both lead. It knows nothing of an event bus; the adapter that turns
 // its callbacks into events lives elsewhere.
 //
+// # Usage
+//
+//	elector, err := leaderelection.New(leaderelection.Config{
+//		Identity: podName, LeaseName: "my-controller", LeaseNamespace: ns,
+//		ReleaseOnCancel: true,
+//	}, clientset, leaderelection.Callbacks{
+//		OnStartedLeading: func(ctx context.Context) {
+//			// leader work; termctx.Get(ctx) gives the term, ctx ends with it
+//		},
+//		OnStoppedLeading: func() { /* after each term, exactly once */ },
+//	}, logger)
+//	err = elector.Start(ctx) // blocks until ctx ends
+//
+// NewWithStore takes any LeaseStore instead of a clientset, e.g. a MemoryStore for a
+// single process. IsLeader, Term and GetLeader answer at any time.
+//
 // Less formally: at most one candidate believes it leads at any moment, as long as
 // clocks tick at about the same rate (see Clocks in docs/design/leaderelection.md) and nobody but the candidates
 // writes the Lease; each leadership gets a number (its term) larger than every earlier
 // one, to stamp writes with; a crashed leader is replaced a LeaseDuration after its
 // last renew, a leader that stops or hands over is replaced within milliseconds.
 //
-// # Usage
-//
-// Build an Elector with New (Kubernetes, client-go typed client) or NewWithStore (any
-// LeaseStore, e.g. a MemoryStore for a single process), then call Start, which blocks
-// until its context ends. Leader work goes in Callbacks.OnStartedLeading and runs under
-// the term context; IsLeader, Term and GetLeader answer at any time.
-//
 // # Configuration
 //
 // The zero Config (with Identity, LeaseName, LeaseNamespace and a clientset or store)
-// runs an election with the defaults 15s/10s/2s. Running without one must be asked
-// for with Config.SingleReplica, which refuses every election field. Durations are
-// bounded, each error naming its field: LeaseDuration in whole seconds (the Lease
-// stores seconds) from 1s to 1h, RetryPeriod at least 100ms, LeaseDuration >
-// RenewDeadline > 1.2 × RetryPeriod.
-//
-// Config.Liveness keeps the holders' liveness outside the lease (package sharding's
-// member Leases carry its shard Leases): a leader then writes the lease only when it
-// changes hands. KubernetesLeaseGroup gives the stores of a group of labelled Leases
-// one shared watch.
+// runs an election with the defaults 15s/10s/2s; each field states its default and
+// bounds, and New names every bad field. Running without an election must be asked
+// for with Config.SingleReplica. Config.Liveness keeps the holders' liveness outside
+// the lease (package sharding's member Leases); KubernetesLeaseGroup gives the stores
+// of a group of labelled Leases one shared watch.
 //
 // # Design notes
 //

@@ -7,15 +7,10 @@ import (
 	"time"
 )
 
-// Liveness is a source of the liveness of a lease's holders kept outside the lease
-// (Config.Liveness): package sharding's member Leases, which carry the liveness of the
-// shard Leases a replica holds. With it, a leader does not renew its lease: its term
-// lasts RenewDeadline after the later of its acquiring write's send and the send of
-// the last renew of its liveness record it was told of (Elector.LivenessRenewed), and
-// a follower takes a Baton holder's lease only once both the lease and the holder's
-// liveness record have been unchanged for the lease's leaseDuration by its own clock,
-// and Confirm read the record afresh. See docs/design/sharding-renewal.md.
-// Implementations are safe for concurrent use.
+// Liveness is a source of the liveness of a lease's holders kept outside the lease:
+// package sharding's member Leases, which carry the liveness of the shard Leases a
+// replica holds. Config.Liveness says how the elector uses it; the design is in
+// docs/design/sharding-renewal.md. Implementations are safe for concurrent use.
 type Liveness interface {
 	// LastSign returns the instant, by the elector's clock (Config.Clock), at which
 	// this source last saw a sign that holder's incarnation (as its lease record

@@ -121,8 +121,8 @@ type LeaseEvent struct {
 	// Gap, when set, says that the store may have skipped states of the lease between
 	// the watch's previous event and this one (a MemoryStore whose reader is slow). A
 	// store that skips states must set it on the first event it delivers after them:
-	// the elector then does not take the watch as having shown every state (see the
-	// package doc, # Slow acquiring writes). It means nothing on a watch's first event.
+	// the elector then does not take the watch as having shown every state (see
+	// docs/design/leaderelection.md, # Slow acquiring writes). It means nothing on a watch's first event.
 	Gap bool
 	// Err, when set, is a watch error the store reports (e.g. 410 Gone: the version is
 	// too old): the event carries no state, and the store closes the channel after it.

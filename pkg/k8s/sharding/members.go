@@ -23,7 +23,7 @@ type MemberLease struct {
 	// number that grows with every write of the ring's member Leases.
 	Version string
 	// Shape is the writer's Ring.Shape: replicas of different shapes must never lead
-	// shards at once (see the package doc, # Ring shape). "" for a lease written
+	// shards at once (docs/design/sharding.md, # Ring shape). "" for a lease written
 	// without one (a Baton version before shapes were recorded): taken as every shape.
 	Shape string
 	// State is the writer's part in the ring; "" (a lease written without one) is

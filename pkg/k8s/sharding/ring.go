@@ -53,8 +53,8 @@ func (r Ring) Shards() int { return r.shards }
 // Shape returns what decides the ring's hash ranges, as recorded on every member
 // Lease (ShapeAnnotation): the hash, what it hashes, the range rule and S, e.g.
 // "fnv1a64-uid-ranges/64". Two replicas whose shapes differ give one shard name
-// different objects, so they must never lead shards at once (see the package doc, #
-// Ring shape).
+// different objects, so they must never lead shards at once (docs/design/sharding.md,
+// # Ring shape).
 func (r Ring) Shape() string { return fmt.Sprintf("fnv1a64-uid-ranges/%d", r.shards) }
 
 // Hash returns the 64-bit FNV-1a hash of uid, the hash a shard selector's

@@ -20,7 +20,7 @@ import (
 //  3. It joins: it writes its member Lease, active, and renews it every RetryPeriod.
 //     The others see it and hand it its shards. It campaigns once admitted: a view of
 //     the members that includes its write shows no active member of another ring
-//     shape (shape.go; the package doc's # Ring shape).
+//     shape (shape.go; docs/design/sharding.md, # Ring shape).
 //  4. Until ctx ends, it keeps its view of the members and the placement over them
 //     (a member whose holder incarnation a shard elector proved dead is gone at once),
 //     campaigns for the shards placement gives it (its electors take a shard when its

@@ -42,8 +42,8 @@ func (l *loop) view(now time.Time) shapeView {
 	return v
 }
 
-// admit moves this replica towards campaigning, by the rule of the package doc's #
-// Ring shape: it campaigns only once a view of the members that includes its own
+// admit moves this replica towards campaigning, by the rule of docs/design/sharding.md,
+// # Ring shape: it campaigns only once a view of the members that includes its own
 // active member Lease shows no live member of another shape that is active or
 // leaving. Seeing one there, it writes its Lease waiting, refuses (logged, counted,
 // Refusing true) and tries again once no such member is live. Once admitted, it
@@ -83,7 +83,7 @@ func (l *loop) admit(now time.Time, v shapeView) {
 	s.mu.Lock()
 	s.refusing = true
 	s.mu.Unlock()
-	s.logger.Warn("refusing to campaign: members of another ring shape are active; a ring's replicas must all use the same Shards (to change it, see the package doc, # Ring shape)",
+	s.logger.Warn("refusing to campaign: members of another ring shape are active; a ring's replicas must all use the same Shards (to change it, see the package doc)",
 		"shape", s.shape(), "blockers", v.blockers)
 	l.want, l.activeVersion, l.renewAt = MemberWaiting, "", now
 	// Two replicas of different shapes that both withdrew try again at random times.

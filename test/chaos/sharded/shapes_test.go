@@ -26,7 +26,7 @@ var shapes = [2]int{shards, 8}
 // shapesBound is how long after the faults stop the shapes are checked settled: the
 // base suite's bound and a LeaseDuration more. A replica cut off past its member
 // Lease's RenewDeadline resigns its shards and must be admitted again once back
-// (see pkg/k8s/sharding, # Ring shape); back, it sees the member Leases afresh and
+// (see docs/design/sharding.md, # Ring shape); back, it sees the member Leases afresh and
 // counts a member that crashed meanwhile live for a LeaseDuration, and hands it a
 // shard that then waits a LeaseDuration for it (seed 248: settled at 43.3s, past
 // the base bound's 42s).
@@ -47,7 +47,7 @@ var defaultShapeSeeds = []uint64{1, 2, 3, 4, 5, 6, 92, 248}
 // instant, or in which, shapesBound after the faults stopped, the live replicas of the
 // shape that leads do not lead all its shards, or a replica of the other shape leads
 // one. Shard and member Leases are not deleted by hand here: deleting a member Lease
-// hides its replica's shape (see pkg/k8s/sharding's package doc, # Ring shape).
+// hides its replica's shape (see docs/design/sharding.md, # Ring shape).
 //
 // BATON_SEED=N runs seed N alone; BATON_SHARDED_SHAPES_SEEDS=N runs seeds FIRST to
 // FIRST+N-1 (BATON_SHARDED_CHAOS_FIRST, default 1) instead of the fixed list (soak).
