@@ -95,7 +95,6 @@ func merged(m, add map[string]string) map[string]string {
 	return m
 }
 
-// carried reports whether obj already carries every stamp.
 func (s stamps) carried(obj client.Object) bool {
 	return fence.Stamps(s).Carried(obj.GetAnnotations(), obj.GetLabels())
 }
