@@ -69,7 +69,6 @@ func (f *fencedClient) refuse(err error) error {
 // package's objects need.
 type stamps fence.Stamps
 
-// split returns the annotations and the labels of s.
 func (s stamps) split() (annotations, labels map[string]string) { return fence.Stamps(s).Split() }
 
 // tokened reports whether s carries a Lease token, for the API server's fence.
