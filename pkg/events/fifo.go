@@ -77,7 +77,6 @@ func (q *fifo[E]) push(v E, c int32) {
 	q.n++
 }
 
-// pop removes and returns the oldest entry.
 func (q *fifo[E]) pop() (v E, ok bool) {
 	if q.n == 0 {
 		return v, false
@@ -85,7 +84,6 @@ func (q *fifo[E]) pop() (v E, ok bool) {
 	return q.removeFirstOf(q.nodes[q.head].class), true
 }
 
-// removeOldest removes and returns the oldest entry of class c.
 func (q *fifo[E]) removeOldest(c int32) (v E, ok bool) {
 	if !q.has(c) {
 		return v, false

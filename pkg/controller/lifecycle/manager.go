@@ -95,30 +95,25 @@ type Options struct {
 	TermContext func(term uint64) (context.Context, bool)
 }
 
+// withDefaults returns o with the zero durations replaced by the defaults, or an
+// error naming the first negative one.
 func (o Options) withDefaults() (Options, error) {
-	if o.StopTimeout < 0 {
-		return o, fmt.Errorf("%w: stopTimeout %s is negative", ErrInvalidOptions, o.StopTimeout)
-	}
-	if o.SubscribeTimeout < 0 {
-		return o, fmt.Errorf("%w: subscribeTimeout %s is negative", ErrInvalidOptions, o.SubscribeTimeout)
-	}
-	if o.StepDownGrace < 0 {
-		return o, fmt.Errorf("%w: stepDownGrace %s is negative", ErrInvalidOptions, o.StepDownGrace)
-	}
-	if o.RestartDelay < 0 {
-		return o, fmt.Errorf("%w: restartDelay %s is negative", ErrInvalidOptions, o.RestartDelay)
-	}
-	if o.RestartDelay == 0 {
-		o.RestartDelay = DefaultRestartDelay
-	}
-	if o.StepDownGrace == 0 {
-		o.StepDownGrace = DefaultStepDownGrace
-	}
-	if o.StopTimeout == 0 {
-		o.StopTimeout = DefaultStopTimeout
-	}
-	if o.SubscribeTimeout == 0 {
-		o.SubscribeTimeout = DefaultSubscribeTimeout
+	for _, d := range []struct {
+		name  string
+		value *time.Duration
+		def   time.Duration
+	}{
+		{"stopTimeout", &o.StopTimeout, DefaultStopTimeout},
+		{"subscribeTimeout", &o.SubscribeTimeout, DefaultSubscribeTimeout},
+		{"stepDownGrace", &o.StepDownGrace, DefaultStepDownGrace},
+		{"restartDelay", &o.RestartDelay, DefaultRestartDelay},
+	} {
+		switch {
+		case *d.value < 0:
+			return o, fmt.Errorf("%w: %s %s is negative", ErrInvalidOptions, d.name, *d.value)
+		case *d.value == 0:
+			*d.value = d.def
+		}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

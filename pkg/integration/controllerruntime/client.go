@@ -69,7 +69,6 @@ func (f *fencedClient) refuse(err error) error {
 // package's objects need.
 type stamps fence.Stamps
 
-// split returns the annotations and the labels of s.
 func (s stamps) split() (annotations, labels map[string]string) { return fence.Stamps(s).Split() }
 
 // tokened reports whether s carries a Lease token, for the API server's fence.
@@ -95,7 +94,6 @@ func merged(m, add map[string]string) map[string]string {
 	return m
 }
 
-// carried reports whether obj already carries every stamp.
 func (s stamps) carried(obj client.Object) bool {
 	return fence.Stamps(s).Carried(obj.GetAnnotations(), obj.GetLabels())
 }
@@ -165,12 +163,18 @@ func describe(obj client.Object) string {
 	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// needVersion refuses a write of obj without a resourceVersion.
-func (f *fencedClient) needVersion(obj client.Object) error {
-	if obj.GetResourceVersion() == "" {
-		return f.refuse(fmt.Errorf("%w: %s", ErrNoResourceVersion, describe(obj)))
+// beginOver begins a write over obj as it is (begin), refusing it when obj is
+// stamped with a newer term (admit) or, with versioned, has no resourceVersion.
+func (f *fencedClient) beginOver(ctx context.Context, obj client.Object, versioned bool) (*termRef, stamps, error) {
+	ref, s, err := f.begin(ctx)
+	switch {
+	case err != nil:
+	case versioned && obj.GetResourceVersion() == "":
+		err = f.refuse(fmt.Errorf("%w: %s", ErrNoResourceVersion, describe(obj)))
+	default:
+		err = f.admit(ctx, ref, obj)
 	}
-	return nil
+	return ref, s, err
 }
 
 // checked returns the object a write of ref's term over obj is checked against, obj
@@ -220,14 +224,8 @@ func (f *fencedClient) Create(ctx context.Context, obj client.Object, opts ...cl
 // Update refuses obj without a resourceVersion or stamped with a newer term, stamps it
 // with the writer's term and updates it under its resourceVersion (a compare-and-swap).
 func (f *fencedClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	ref, s, err := f.begin(ctx)
+	ref, s, err := f.beginOver(ctx, obj, true)
 	if err != nil {
-		return err
-	}
-	if err := f.needVersion(obj); err != nil {
-		return err
-	}
-	if err := f.admit(ctx, ref, obj); err != nil {
 		return err
 	}
 	s.stamp(obj)
@@ -370,25 +368,14 @@ type fencedSubResource struct {
 }
 
 func (s *fencedSubResource) Create(ctx context.Context, obj client.Object, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	ref, _, err := s.f.begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := s.f.admit(ctx, ref, obj); err != nil {
+	if _, _, err := s.f.beginOver(ctx, obj, false); err != nil {
 		return err
 	}
 	return s.w.Create(ctx, obj, sub, opts...)
 }
 
 func (s *fencedSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	ref, _, err := s.f.begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := s.f.needVersion(obj); err != nil {
-		return err
-	}
-	if err := s.f.admit(ctx, ref, obj); err != nil {
+	if _, _, err := s.f.beginOver(ctx, obj, true); err != nil {
 		return err
 	}
 	return s.w.Update(ctx, obj, opts...)

@@ -49,7 +49,6 @@ func (h warnHandler) WithGroup(name string) slog.Handler {
 	return warnHandler{h.Handler.WithGroup(name)}
 }
 
-// warn logs a warning of the Runtime through l.
 func warn(l logr.Logger, msg string, keysAndValues ...any) {
 	l.Info(msg, append(keysAndValues, severityKey, severityWarning)...)
 }

@@ -186,7 +186,7 @@ func (o Options) resolve(managerLogger logr.Logger) (settings, error) {
 // durationErrors says the elector's duration errors with Options' field names.
 func durationErrors(err error) string {
 	var msgs []string
-	for _, e := range unjoin(err) {
+	for _, e := range k8sle.ConfigErrors(err) {
 		var ce *k8sle.ConfigError
 		if errors.As(e, &ce) {
 			msgs = append(msgs, ce.Field+": "+ce.Reason)
@@ -195,14 +195,6 @@ func durationErrors(err error) string {
 		msgs = append(msgs, e.Error())
 	}
 	return strings.Join(msgs, "; ")
-}
-
-// unjoin returns the errors joined in err (errors.Join), or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 func deref(d *time.Duration, def time.Duration) time.Duration {

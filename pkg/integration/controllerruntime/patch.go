@@ -13,7 +13,6 @@ import (
 
 const mergePatch = types.MergePatchType
 
-// isApply reports whether t is a server-side apply patch.
 func isApply(t types.PatchType) bool {
 	return t == types.ApplyYAMLPatchType || t == types.ApplyCBORPatchType
 }

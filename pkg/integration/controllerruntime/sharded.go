@@ -457,7 +457,6 @@ func (s *Sharded) handler() handler.EventHandler {
 	}
 }
 
-// leads reports whether this replica leads shard now.
 func (s *Sharded) leads(shard int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

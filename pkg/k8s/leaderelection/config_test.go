@@ -143,7 +143,7 @@ func checkConfigError(t *testing.T, err error, fields, texts []string) {
 		t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
 	}
 	var got []string
-	for _, e := range unjoin(err) {
+	for _, e := range ConfigErrors(err) {
 		var ce *ConfigError
 		if !errors.As(e, &ce) {
 			t.Fatalf("error %v is not a *ConfigError", e)
@@ -161,13 +161,6 @@ func checkConfigError(t *testing.T, err error, fields, texts []string) {
 			t.Errorf("error %q does not contain %q", err, text)
 		}
 	}
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // TestCheckDurations: the exported check takes the durations as given (zero is no

@@ -55,3 +55,12 @@ func (e *ConfigError) Error() string { return "leaderelection: " + e.Reason }
 
 // Unwrap returns ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// ConfigErrors returns the parts of err, a configuration error of this package (one
+// *ConfigError per problem): the errors it joins (errors.Join), or err alone.
+func ConfigErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

@@ -77,17 +77,9 @@ type sharedWatch struct {
 // key=value. It returns an error wrapping ErrInvalidConfig when clientset is nil or
 // namespace, key or value is empty.
 func NewKubernetesLeaseGroup(clientset kubernetes.Interface, namespace, key, value string) (*KubernetesLeaseGroup, error) {
-	var errs []error
-	if clientset == nil {
-		errs = append(errs, &ConfigError{Field: "clientset", Reason: "clientset is nil"})
-	}
-	if namespace == "" {
-		errs = append(errs, &ConfigError{Field: "LeaseNamespace", Reason: "lease namespace is empty"})
-	}
-	if key == "" || value == "" {
-		errs = append(errs, &ConfigError{Field: "label", Reason: fmt.Sprintf("label %q=%q has an empty part", key, value)})
-	}
-	if err := errors.Join(errs...); err != nil {
+	err := checkClient(clientset, namespace, key == "" || value == "",
+		&ConfigError{Field: "label", Reason: fmt.Sprintf("label %q=%q has an empty part", key, value)})
+	if err != nil {
 		return nil, err
 	}
 	set := map[string]string{key: value}
@@ -124,24 +116,7 @@ func (g *KubernetesLeaseGroup) Watch(ctx context.Context, accept func(name strin
 		return nil, err
 	}
 	out := make(chan GroupEvent)
-	go func() {
-		defer close(out)
-		defer g.unsubscribe(sub)
-		for {
-			ev, ok := sub.next(ctx)
-			if !ok {
-				return
-			}
-			select {
-			case out <- ev:
-			case <-ctx.Done():
-				return
-			}
-			if ev.Err != nil {
-				return
-			}
-		}
-	}()
+	go forward(ctx, g, sub, out, func(ev GroupEvent) (GroupEvent, bool) { return ev, true })
 	return out, nil
 }
 
@@ -342,6 +317,32 @@ func (s *groupSub) next(ctx context.Context) (GroupEvent, bool) {
 	}
 }
 
+// forward moves sub's events to out, each as conv makes it (false: skipped), until
+// ctx ends or after the event with Err; then it unsubscribes sub and closes out.
+func forward[E any](ctx context.Context, g *KubernetesLeaseGroup, sub *groupSub, out chan<- E,
+	conv func(GroupEvent) (E, bool)) {
+	defer close(out)
+	defer g.unsubscribe(sub)
+	for {
+		ge, ok := sub.next(ctx)
+		if !ok {
+			return
+		}
+		ev, ok := conv(ge)
+		if !ok {
+			continue
+		}
+		select {
+		case out <- ev:
+		case <-ctx.Done():
+			return
+		}
+		if ge.Err != nil {
+			return
+		}
+	}
+}
+
 // groupStore is the LeaseStore of one Lease of a KubernetesLeaseGroup.
 type groupStore struct {
 	*kubernetesStore
@@ -365,46 +366,8 @@ func (s *groupStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 	}
 	events := make(chan LeaseEvent, watchBuffer)
 	events <- first
-	go func() {
-		defer close(events)
-		defer s.g.unsubscribe(sub)
-		for {
-			ge, ok := sub.next(ctx)
-			if !ok {
-				return
-			}
-			ev, ok := s.eventOf(ge, floor)
-			if !ok {
-				continue
-			}
-			select {
-			case events <- ev:
-			case <-ctx.Done():
-				return
-			}
-			if ev.Err != nil {
-				return
-			}
-		}
-	}()
+	go forward(ctx, s.g, sub, events, func(ge GroupEvent) (LeaseEvent, bool) { return s.eventOf(ge, floor) })
 	return events, nil
-}
-
-// list reads the Lease's state as a watch's first event, and the list's
-// resourceVersion, above which the shared watch's events are news.
-func (s *groupStore) list(ctx context.Context) (LeaseEvent, string, error) {
-	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: s.selector})
-	if err != nil {
-		return LeaseEvent{}, "", s.mapError("list", err, false)
-	}
-	first := LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: list.ResourceVersion}}
-	for i := range list.Items {
-		if l := &list.Items[i]; l.Name == s.name {
-			s.remember(l)
-			first = LeaseEvent{Record: recordOf(l)}
-		}
-	}
-	return first, list.ResourceVersion, nil
 }
 
 // eventOf is ge as the Lease's watch event; false for an event at or below floor

@@ -53,17 +53,7 @@ type kubernetesStore struct {
 // Update to ErrLeaseNotFound. It returns an error wrapping ErrInvalidConfig when
 // clientset is nil or namespace or name is empty.
 func NewKubernetesStore(clientset kubernetes.Interface, namespace, name string) (LeaseStore, error) {
-	var errs []error
-	if clientset == nil {
-		errs = append(errs, &ConfigError{Field: "clientset", Reason: "clientset is nil"})
-	}
-	if namespace == "" {
-		errs = append(errs, &ConfigError{Field: "LeaseNamespace", Reason: "lease namespace is empty"})
-	}
-	if name == "" {
-		errs = append(errs, &ConfigError{Field: "LeaseName", Reason: "lease name is empty"})
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := checkClient(clientset, namespace, name == "", &ConfigError{Field: "LeaseName", Reason: "lease name is empty"}); err != nil {
 		return nil, err
 	}
 	return &kubernetesStore{
@@ -72,6 +62,22 @@ func NewKubernetesStore(clientset kubernetes.Interface, namespace, name string) 
 		name:      name,
 		selector:  fields.OneTermEqualSelector("metadata.name", name).String(),
 	}, nil
+}
+
+// checkClient returns the ConfigErrors of a nil clientset, an empty namespace and,
+// when bad, of one more argument (joined, in that order), or nil.
+func checkClient(clientset kubernetes.Interface, namespace string, bad bool, more *ConfigError) error {
+	var errs []error
+	if clientset == nil {
+		errs = append(errs, &ConfigError{Field: "clientset", Reason: "clientset is nil"})
+	}
+	if namespace == "" {
+		errs = append(errs, &ConfigError{Field: "LeaseNamespace", Reason: "lease namespace is empty"})
+	}
+	if bad {
+		errs = append(errs, more)
+	}
+	return errors.Join(errs...)
 }
 
 func (s *kubernetesStore) String() string { return s.namespace + "/" + s.name }
@@ -172,20 +178,13 @@ const watchBuffer = 16
 // watch when ctx ends, the server ends the watch, or it reports an error (for example
 // 410 Gone when the version is too old).
 func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
-	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: s.selector})
+	first, rv, err := s.list(ctx)
 	if err != nil {
-		return nil, s.mapError("list", err, false)
-	}
-	first := LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: list.ResourceVersion}}
-	for i := range list.Items {
-		if l := &list.Items[i]; l.Name == s.name {
-			s.remember(l)
-			first = LeaseEvent{Record: recordOf(l)}
-		}
+		return nil, err
 	}
 	w, err := s.leases.Watch(ctx, metav1.ListOptions{
 		FieldSelector:       s.selector,
-		ResourceVersion:     list.ResourceVersion,
+		ResourceVersion:     rv,
 		AllowWatchBookmarks: true,
 	})
 	if err != nil {
@@ -221,6 +220,23 @@ func (s *kubernetesStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) 
 		}
 	}()
 	return events, nil
+}
+
+// list reads the Lease's state as a watch's first event, and the list's
+// resourceVersion, above which a watch's events are news.
+func (s *kubernetesStore) list(ctx context.Context) (LeaseEvent, string, error) {
+	list, err := s.leases.List(ctx, metav1.ListOptions{FieldSelector: s.selector})
+	if err != nil {
+		return LeaseEvent{}, "", s.mapError("list", err, false)
+	}
+	first := LeaseEvent{Deleted: true, Record: LeaseRecord{ResourceVersion: list.ResourceVersion}}
+	for i := range list.Items {
+		if l := &list.Items[i]; l.Name == s.name {
+			s.remember(l)
+			first = LeaseEvent{Record: recordOf(l)}
+		}
+	}
+	return first, list.ResourceVersion, nil
 }
 
 // recordOf reads the client-go leader election fields of l.

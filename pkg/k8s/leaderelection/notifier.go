@@ -18,7 +18,6 @@ func newNotifier(fn func(string)) *notifier {
 	return &notifier{fn: fn, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// push queues identity for delivery.
 func (n *notifier) push(identity string) {
 	n.mu.Lock()
 	n.queue = append(n.queue, identity)

@@ -274,7 +274,7 @@ func (config Config) check(stores Stores) (Config, Ring, error) {
 // that names its field.
 func electorConfigError(err error) error {
 	var errs []error
-	for _, e := range unjoin(err) {
+	for _, e := range leaderelection.ConfigErrors(err) {
 		var ce *leaderelection.ConfigError
 		if errors.As(e, &ce) {
 			errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, ce.Field, ce.Reason))
@@ -283,14 +283,6 @@ func electorConfigError(err error) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unjoin returns the errors joined in err (errors.Join), or err alone.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
