@@ -162,7 +162,12 @@
 //     look, later than the others, who saw it renew, count it gone. Such a target is
 //     skipped (the shard stays led here, no gap) until the member writes its Lease,
 //     which a live member does within a RetryPeriod, or expires. Placement still
-//     counts it, so views agree on the placement; only the move waits.
+//     counts it, so views agree on the placement; only the move waits. A replica
+//     that leaves hands the shard to it all the same: the shard cannot stay, the
+//     others' placements give it to that member while they count it live (so a
+//     plain release would wait for it as long) and pass it over once they count it
+//     gone (the second rule), and the release of the leaver's stop would go out
+//     with all its others at once (TestYoungLeaverHandsItsShardsOver).
 //   - A shard handed to a member this replica's placement does not count (its member
 //     Lease says leaving or waiting, was deleted, expired, or it was proven dead) is
 //     taken at once by its owner in this replica's placement

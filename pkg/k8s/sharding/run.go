@@ -434,14 +434,20 @@ func (l *loop) rebalance(ctx context.Context) {
 // handOverNow hands shard over to its owner in the placement now, which may have
 // changed while it waited for its turn; it drops the move when ctx ended (leave hands
 // the shard over again), the shard is no longer led here, or placement gives it to
-// this replica again.
+// this replica again, and, until this replica leaves, when the owner is unvouched
+// (package doc, # Hand-over targets). A leaving replica hands a shard to an
+// unvouched owner all the same: the shard cannot stay here, and the others, whose
+// placement gives it to that owner as long as they count it live, would wait for
+// that owner as long after the release of its stop as after the hand-over, while
+// that release would go out with all the others at once.
 func (l *loop) handOverNow(ctx context.Context, shard int) {
 	s := l.s
 	s.mu.Lock()
 	target := s.placement.Owner(shard)
 	_, owned := s.owned[shard]
 	_, unvouched := slices.BinarySearch(s.unvouched, target)
-	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || unvouched {
+	withheld := unvouched && !s.leaving
+	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || withheld {
 		delete(s.handingOver, shard)
 		s.mu.Unlock()
 		return
