@@ -138,10 +138,16 @@
 // over with the elector's planned hand-over, SettleDelay after the members or its
 // shards last changed: its term ends, the release names the new owner, and the new
 // owner's elector takes the Lease on the release's watch event, milliseconds later.
-// Rebalancing writes only Leases, two writes per moved shard. A replica hands over
-// the shards of one rebalance in small waves (one at a time for up to 16 shards), each
-// as soon as the previous release was written: a shard is ownerless only from its own
-// release to its take, and writes sent in a burst are each as slow as the burst.
+// Rebalancing writes only Leases, two writes per moved shard. The members hand
+// shards over in turns, ring-wide, without talking to each other: each sees every
+// shard's holder and computes the same placement, so the same pending moves, and
+// hands a shard over once the pending moves before it in shard order are done (up to
+// 16 pending moves, one at a time; more, in 16 waves), seen on their takes' watch
+// events. A shard is ownerless only from its own release to its take, and the API
+// server answers writes sent together each as slowly as their number: one move's
+// two writes go out alone. A member that sees no move end for a quarter of a
+// RetryPeriod (a move withheld, or views that differ) goes without its turn; turns
+// decide no owner (TestMovesTakeTurns).
 //
 // Callbacks.OnAcquired runs for each term of a shard this replica leads, under the
 // shard's term context; termctx.Get gives the shard and its term (the

@@ -270,6 +270,7 @@ func (l *loop) replace(now time.Time) {
 	s.mu.Unlock()
 	l.notePlaced(now, prevPlacement, placement)
 	s.place(placement, leaving)
+	s.moved.notify()
 	if slices.ContainsFunc(prev, func(id string) bool { _, ok := slices.BinarySearch(live, id); return !ok }) {
 		s.recheck() // a shard handed to a member that went is taken at once (candidateGone)
 	}
@@ -399,8 +400,8 @@ const handOverWaves = 16
 
 // rebalance hands each shard this replica leads but placement gives to another member
 // over to that member, unless one is under way. The hand-overs go out in shard order,
-// ceil(k/handOverWaves) at a time, each as soon as an earlier one's release was
-// written.
+// ceil(k/handOverWaves) at a time, each in its ring-wide turn (turns.go) once an
+// earlier one's release was written.
 func (l *loop) rebalance(ctx context.Context) {
 	s := l.s
 	var moves []int
@@ -442,6 +443,7 @@ func (l *loop) rebalance(ctx context.Context) {
 // that release would go out with all the others at once.
 func (l *loop) handOverNow(ctx context.Context, shard int) {
 	s := l.s
+	l.awaitTurn(ctx, shard)
 	s.mu.Lock()
 	target := s.placement.Owner(shard)
 	_, owned := s.owned[shard]

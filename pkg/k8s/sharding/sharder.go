@@ -138,6 +138,9 @@ type Sharder struct {
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
 	kicks, deathKicks chan struct{}
+	// moved tells the hand-overs waiting for their turn (turns.go) that a shard's
+	// holder or the placement changed.
+	moved *moveSignal
 
 	// mu guards the fields below.
 	mu          sync.Mutex
@@ -175,6 +178,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		owned:       map[int]uint64{},
 		handingOver: map[int]bool{},
 		ownerless:   newOwnerless(),
+		moved:       newMoveSignal(),
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -215,7 +219,10 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
 			OnHolderDead:     s.holderDead,
-			OnNewLeader:      func(string) { s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration) },
+			OnNewLeader: func(string) {
+				s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration)
+				s.moved.notify()
+			},
 		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
 			// A field the elector checks (Incarnation): the same for every shard.
