@@ -141,11 +141,11 @@
 // Rebalancing writes only Leases, two writes per moved shard. The members hand
 // shards over in turns, ring-wide, without talking to each other: each sees every
 // shard's holder and computes the same placement, so the same pending moves, and
-// hands a shard over once the pending moves before it in shard order are done (up to
-// 16 pending moves, one at a time; more, in 16 waves), seen on their takes' watch
-// events. A shard is ownerless only from its own release to its take, and the API
-// server answers writes sent together each as slowly as their number: one move's
-// two writes go out alone. A member that sees no move end for a quarter of a
+// hands a shard over once the pending moves before it are done (a leaver's first,
+// then by shard; up to 16 pending moves, one at a time, more in 16 waves), seen on
+// their takes' watch events. A shard is ownerless only from its own release to its
+// take, and the API server answers writes sent together each as slowly as their
+// number: one move's two writes go out alone. A hand-over that waited a quarter of a
 // RetryPeriod (a move withheld, or views that differ) goes without its turn; turns
 // decide no owner (TestMovesTakeTurns).
 //

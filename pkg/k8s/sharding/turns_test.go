@@ -13,12 +13,13 @@ import (
 )
 
 // TestMovesTakeTurns: a ring of 16 shards on a, b, c and d, whose shard Lease writes
-// each take 1ms, as on an API server; e joins, and a, b, c and d hand it its share.
-// The four hand each shard over in its turn (turns.go): at no time are two shards
-// released to a new owner and not yet taken, no shard goes without owner for more
-// than handoverGap, and the five end balanced. (Before turns, each of the four sent
-// its first release at the same instant: four hand-overs under way at once, whose
-// writes an API server answers about four times as slowly.)
+// each take 1ms, as on an API server; e joins, and a, b, c and d hand it its share;
+// then e leaves. The members hand each shard over in its turn (turns.go): at no time
+// are two shards released to a new owner and not yet taken, no shard goes without
+// owner for more than handoverGap, and the ring ends balanced. (Before turns, the
+// old members sent their first releases at the same instant: 3 hand-overs under way
+// at once on the join, 2 on the leave, whose writes an API server answers about as
+// many times as slowly.)
 func TestMovesTakeTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards = 16
@@ -44,6 +45,15 @@ func TestMovesTakeTurns(t *testing.T) {
 		h.CheckGaps(t, "e's join", from, handoverGap)
 		if most, moves := open.result(); moves == 0 || most > 1 {
 			t.Errorf("e's join: %d hand-overs, at most %d under way at once; want some, one at a time", moves, most)
+		}
+		open.reset()
+		from = time.Now()
+		stop()
+		time.Sleep(2 * testLease)
+		h.CheckBalanced(t, "e's leave", ids[:4]...)
+		h.CheckGaps(t, "e's leave", from, handoverGap)
+		if most, moves := open.result(); moves == 0 || most > 1 {
+			t.Errorf("e's leave: %d hand-overs, at most %d under way at once; want some, one at a time", moves, most)
 		}
 	})
 }
