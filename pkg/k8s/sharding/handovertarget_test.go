@@ -196,3 +196,43 @@ func TestScaleDownTakesEveryShardAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestYoungLeaverHandsItsShardsOver: c joins a ring of a and b just after their
+// member renewals, is handed its share, and leaves before a and b renew again, so
+// that it has seen neither write its member Lease while it watched (both are
+// unvouched in its view: # Hand-over targets). It must still hand each of its shards
+// over, one move at a time, and not leave them to the release of its stop, which
+// writes them all at once: on the real API server such a burst made each release as
+// slow as the burst (a young replica's leave in test/sharding's BenchmarkShardMoves:
+// 13 releases sent within 1ms, answered 17ms later). No shard goes without owner for
+// more than handoverGap. (Before, c handed over none: Stats.HandOvers was 0.)
+func TestYoungLeaverHandsItsShardsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards = 16
+		stores := sharding.NewMemoryStores(shards)
+		h := shardingtest.NewHistory(shards)
+		slow := func(c *sharding.Config) { // renewals 2s apart: c lives between two of them
+			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, c.SettleDelay = 15*time.Second, 10*time.Second, 2*time.Second, 100*time.Millisecond
+		}
+		for _, id := range []string{"a", "b"} {
+			_, stop := runSharder(t, stores, id, shards, slow, sharding.Callbacks{OnAcquired: h.OnAcquired(t, id)})
+			defer stop()
+		}
+		time.Sleep(20*time.Second + 500*time.Millisecond) // a and b renewed at 20s, and renew next at 22s
+		c, stopC := runSharder(t, stores, "c", shards, slow, sharding.Callbacks{OnAcquired: h.OnAcquired(t, "c")})
+		defer stopC()
+		time.Sleep(400 * time.Millisecond)
+		led := len(c.Owned())
+		if want := len(placedOn(t, shards, []string{"a", "b", "c"}, "c")); led != want {
+			t.Fatalf("c leads %d shards before it leaves, want its share %d", led, want)
+		}
+		from := time.Now()
+		stopC()
+		if got := c.Stats().HandOvers; got != uint64(led) {
+			t.Errorf("c handed over %d of the %d shards it led when it left, want all", got, led)
+		}
+		time.Sleep(time.Second)
+		h.CheckGaps(t, "c's leave", from, handoverGap)
+		h.CheckBalanced(t, "c's leave", "a", "b")
+	})
+}

@@ -270,6 +270,7 @@ func (l *loop) replace(now time.Time) {
 	s.mu.Unlock()
 	l.notePlaced(now, prevPlacement, placement)
 	s.place(placement, leaving)
+	s.moved.notify()
 	if slices.ContainsFunc(prev, func(id string) bool { _, ok := slices.BinarySearch(live, id); return !ok }) {
 		s.recheck() // a shard handed to a member that went is taken at once (candidateGone)
 	}
@@ -399,8 +400,8 @@ const handOverWaves = 16
 
 // rebalance hands each shard this replica leads but placement gives to another member
 // over to that member, unless one is under way. The hand-overs go out in shard order,
-// ceil(k/handOverWaves) at a time, each as soon as an earlier one's release was
-// written.
+// ceil(k/handOverWaves) at a time, each in its ring-wide turn (turns.go) once an
+// earlier one's release was written.
 func (l *loop) rebalance(ctx context.Context) {
 	s := l.s
 	var moves []int
@@ -434,14 +435,21 @@ func (l *loop) rebalance(ctx context.Context) {
 // handOverNow hands shard over to its owner in the placement now, which may have
 // changed while it waited for its turn; it drops the move when ctx ended (leave hands
 // the shard over again), the shard is no longer led here, or placement gives it to
-// this replica again.
+// this replica again, and, until this replica leaves, when the owner is unvouched
+// (docs/design/sharding.md, # Hand-over targets). A leaving replica hands a shard to an
+// unvouched owner all the same: the shard cannot stay here, and the others, whose
+// placement gives it to that owner as long as they count it live, would wait for
+// that owner as long after the release of its stop as after the hand-over, while
+// that release would go out with all the others at once.
 func (l *loop) handOverNow(ctx context.Context, shard int) {
 	s := l.s
+	l.awaitTurn(ctx, shard)
 	s.mu.Lock()
 	target := s.placement.Owner(shard)
 	_, owned := s.owned[shard]
 	_, unvouched := slices.BinarySearch(s.unvouched, target)
-	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || unvouched {
+	withheld := unvouched && !s.leaving
+	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || withheld {
 		delete(s.handingOver, shard)
 		s.mu.Unlock()
 		return

@@ -138,6 +138,9 @@ type Sharder struct {
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
 	kicks, deathKicks chan struct{}
+	// moved tells the hand-overs waiting for their turn (turns.go) that a shard's
+	// holder or the placement changed.
+	moved *moveSignal
 
 	// mu guards the fields below.
 	mu          sync.Mutex
@@ -175,6 +178,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		owned:       map[int]uint64{},
 		handingOver: map[int]bool{},
 		ownerless:   newOwnerless(),
+		moved:       newMoveSignal(),
 	}
 	if s.clock == nil {
 		s.clock = realClock{}
@@ -215,7 +219,10 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
 			OnHolderDead:     s.holderDead,
-			OnNewLeader:      func(string) { s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration) },
+			OnNewLeader: func(string) {
+				s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration)
+				s.moved.notify()
+			},
 		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
 			// A field the elector checks (Incarnation): the same for every shard.
@@ -341,7 +348,7 @@ func (s *Sharder) Assigned() []int {
 
 // Members returns the members placement counts in this replica's view: the live
 // active members of its ring shape, itself included while it runs, is admitted (see
-// the package doc, # Ring shape) and has not begun to leave, sorted.
+// docs/design/sharding.md, # Ring shape) and has not begun to leave, sorted.
 func (s *Sharder) Members() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -386,7 +393,7 @@ type Stats struct {
 	// LeaseDuration), plus the shard electors' leaderelection.Stats.OutOfRange.
 	OutOfRange uint64
 	// ShapeRefusals counts the times this replica refused to campaign because members
-	// of another ring shape were active (see the package doc, # Ring shape).
+	// of another ring shape were active (see docs/design/sharding.md, # Ring shape).
 	ShapeRefusals uint64
 }
 
@@ -430,8 +437,8 @@ func (s *Sharder) holderDead(identity string) {
 // Lease expired, was deleted, says leaving or waiting, or it was proven dead). A
 // shard handed to such a member is taken at once by its owner in this replica's
 // placement, instead of a LeaseDuration after the release: a member that left or
-// died after a hand-over to it was decided takes nothing (package doc, # Hand-over
-// targets).
+// died after a hand-over to it was decided takes nothing (docs/design/sharding.md,
+// # Hand-over targets).
 func (s *Sharder) candidateGone(candidate string) bool {
 	if candidate == s.config.Identity {
 		return false
@@ -534,7 +541,7 @@ func randomIncarnation() string {
 // (Ring.Shape) and the renewal of its shard terms (by the member Lease, see
 // docs/design/sharding-renewal.md), so that replicas of a version that renews every
 // shard Lease, which would take a shard a LeaseDuration after its Lease last changed,
-// never lead shards beside this one's (package doc, # Ring shape).
+// never lead shards beside this one's (docs/design/sharding.md, # Ring shape).
 func (s *Sharder) shape() string { return s.ring.Shape() + shapeRenewal }
 
 // shapeRenewal is the part of a replica's shape that names its renewal of shard terms.

@@ -1,0 +1,121 @@
+package sharding_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
+	"github.com/baton-dev/baton/pkg/k8s/sharding/shardingtest"
+)
+
+// TestMovesTakeTurns: a ring of 16 shards on a, b, c and d, whose shard Lease writes
+// each take 1ms, as on an API server; e joins, and a, b, c and d hand it its share;
+// then e leaves. The members hand each shard over in its turn (turns.go): at no time
+// are two shards released to a new owner and not yet taken, no shard goes without
+// owner for more than handoverGap, and the ring ends balanced. (Before turns, the
+// old members sent their first releases at the same instant: 3 hand-overs under way
+// at once on the join, 2 on the leave, whose writes an API server answers about as
+// many times as slowly.)
+func TestMovesTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const shards = 16
+		mem := sharding.NewMemoryStores(shards)
+		open := &openHandOvers{released: map[int]bool{}}
+		stores := sharding.Stores{Members: mem.Members, Shard: func(i int) leaderelection.LeaseStore {
+			return &slowWrites{LeaseStore: mem.Shard(i), shard: i, open: open}
+		}}
+		h := shardingtest.NewHistory(shards)
+		ids := []string{"a", "b", "c", "d", "e"}
+		for _, id := range ids[:4] {
+			_, stop := runSharder(t, stores, id, shards, nil, sharding.Callbacks{OnAcquired: h.OnAcquired(t, id)})
+			defer stop()
+		}
+		time.Sleep(2 * testLease)
+		h.CheckBalanced(t, "start", ids[:4]...)
+		open.reset()
+		from := time.Now()
+		_, stop := runSharder(t, stores, "e", shards, nil, sharding.Callbacks{OnAcquired: h.OnAcquired(t, "e")})
+		defer stop()
+		time.Sleep(2 * testLease)
+		h.CheckBalanced(t, "e's join", ids...)
+		h.CheckGaps(t, "e's join", from, handoverGap)
+		if most, moves := open.result(); moves == 0 || most > 1 {
+			t.Errorf("e's join: %d hand-overs, at most %d under way at once; want some, one at a time", moves, most)
+		}
+		open.reset()
+		from = time.Now()
+		stop()
+		time.Sleep(2 * testLease)
+		h.CheckBalanced(t, "e's leave", ids[:4]...)
+		h.CheckGaps(t, "e's leave", from, handoverGap)
+		if most, moves := open.result(); moves == 0 || most > 1 {
+			t.Errorf("e's leave: %d hand-overs, at most %d under way at once; want some, one at a time", moves, most)
+		}
+	})
+}
+
+// slowWrites is a shard's LeaseStore whose writes take a millisecond each, and
+// which records the hand-overs under way in open.
+type slowWrites struct {
+	leaderelection.LeaseStore
+	shard int
+	open  *openHandOvers
+}
+
+func (s *slowWrites) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	time.Sleep(time.Millisecond)
+	out, err := s.LeaseStore.Update(ctx, r)
+	if err == nil {
+		s.open.wrote(s.shard, out)
+	}
+	return out, err
+}
+
+func (s *slowWrites) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	time.Sleep(time.Millisecond)
+	out, err := s.LeaseStore.Create(ctx, r)
+	if err == nil {
+		s.open.wrote(s.shard, out)
+	}
+	return out, err
+}
+
+// openHandOvers counts the shards released to a new owner and not yet taken, and
+// the most at once. Safe for concurrent use.
+type openHandOvers struct {
+	// mu guards the fields below.
+	mu       sync.Mutex
+	released map[int]bool
+	most     int
+	moves    int
+}
+
+func (o *openHandOvers) wrote(shard int, r leaderelection.LeaseRecord) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case r.HolderIdentity == "" && r.PreferredHolder != "":
+		o.released[shard] = true
+		o.moves++
+		o.most = max(o.most, len(o.released))
+	case r.HolderIdentity != "":
+		delete(o.released, shard)
+	}
+}
+
+func (o *openHandOvers) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	clear(o.released)
+	o.most, o.moves = 0, 0
+}
+
+func (o *openHandOvers) result() (most, moves int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.most, o.moves
+}
