@@ -50,12 +50,30 @@ type KubernetesLeaseGroup struct {
 	labels    map[string]string
 	selector  string
 
-	// mu guards subs, byName and shared.
+	// mu guards subs, byName, shared, next and listFree.
 	mu     sync.Mutex
 	subs   map[*groupSub]struct{}            // the readers of the Leases an accept function takes
 	byName map[string]map[*groupSub]struct{} // the readers of one Lease, by its name (a store's)
 	shared *sharedWatch                      // the shared watch, nil while none runs
+	// next is the list by label that the store watches asking for one now will share,
+	// nil when none asked since the last began; listFree is closed when the list under
+	// way returns, nil while none is (see listed).
+	next     *listBatch
+	listFree chan struct{}
 }
+
+// listBatch is one list of the group's Leases by label, shared by the store watches
+// that asked for it before it began (listed).
+type listBatch struct {
+	done   chan struct{} // closed when the list returned
+	leases map[string]*coordinationv1.Lease
+	rv     string // the list's resourceVersion
+	err    error
+}
+
+// errListAbandoned is the error of a shared list whose runner's context ended: the
+// others waiting for it ask for the next.
+var errListAbandoned = errors.New("leaderelection: shared lease list abandoned")
 
 // GroupEvent is one event of a KubernetesLeaseGroup watch: a Lease added, changed or
 // deleted (Lease is its state; for a delete, its last state, with the delete's
@@ -343,23 +361,97 @@ func forward[E any](ctx context.Context, g *KubernetesLeaseGroup, sub *groupSub,
 	}
 }
 
+// listed returns a list of the group's Leases by label that began after the call:
+// the list under way when it was called serves only those who asked before it began,
+// and this call shares the next, which begins once that one returned. So a replica
+// whose S store watches open at once lists the group once or twice, not S times
+// (each a read of the API server, answered as slowly as the reads and writes beside
+// it), and each still lists after it subscribed. The call that finds no list under
+// way runs the next one, under its ctx; when that ctx ends first, the others ask
+// again.
+func (g *KubernetesLeaseGroup) listed(ctx context.Context) (*listBatch, error) {
+	for {
+		g.mu.Lock()
+		b := g.next
+		if b == nil {
+			b = &listBatch{done: make(chan struct{})}
+			g.next = b
+		}
+		g.mu.Unlock()
+		if err := g.await(ctx, b); !errors.Is(err, errListAbandoned) {
+			return b, err
+		}
+	}
+}
+
+// await waits for batch b's list, running it when no other list is under way.
+func (g *KubernetesLeaseGroup) await(ctx context.Context, b *listBatch) error {
+	for {
+		g.mu.Lock()
+		free := g.listFree
+		run := free == nil && g.next == b
+		if run {
+			g.next, g.listFree = nil, make(chan struct{})
+		}
+		g.mu.Unlock()
+		if run {
+			g.runList(ctx, b)
+			if b.err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return b.err
+		}
+		select {
+		case <-b.done:
+			return b.err
+		case <-free: // the list under way returned: run b's, if no one else does
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// runList lists the group's Leases by label for b, then lets the next list begin.
+func (g *KubernetesLeaseGroup) runList(ctx context.Context, b *listBatch) {
+	list, err := g.leases.List(ctx, metav1.ListOptions{LabelSelector: g.selector})
+	switch {
+	case err == nil:
+		b.rv, b.leases = list.ResourceVersion, make(map[string]*coordinationv1.Lease, len(list.Items))
+		for i := range list.Items {
+			b.leases[list.Items[i].Name] = &list.Items[i]
+		}
+	case ctx.Err() != nil:
+		b.err = errListAbandoned
+	default:
+		b.err = err
+	}
+	close(b.done)
+	g.mu.Lock()
+	free := g.listFree
+	g.listFree = nil
+	g.mu.Unlock()
+	close(free)
+}
+
 // groupStore is the LeaseStore of one Lease of a KubernetesLeaseGroup.
 type groupStore struct {
 	*kubernetesStore
 	g *KubernetesLeaseGroup
 }
 
-// Watch opens a reader of the group's shared watch, then lists the Lease (by name:
-// a Lease not yet labelled is found too, and labelled by its next write), delivers
+// Watch opens a reader of the group's shared watch, then lists the Lease, delivers
 // its state and then its events on the shared watch above the list's
-// resourceVersion. A break of the shared watch ends it with an Err event. One
-// goroutine per call moves the reader's events to the channel it returns.
+// resourceVersion. The list is the group's by label, shared with the store watches
+// that open at the same moment (listed); a Lease it does not show is listed by name
+// (a Lease not yet labelled is found too, and labelled by its next write). A break
+// of the shared watch ends it with an Err event. One goroutine per call moves the
+// reader's events to the channel it returns.
 func (s *groupStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 	sub := &groupSub{name: s.name}
 	if err := s.g.subscribe(ctx, sub); err != nil {
 		return nil, s.mapError("watch", err, false)
 	}
-	first, floor, err := s.list(ctx)
+	first, floor, err := s.listShared(ctx)
 	if err != nil {
 		s.g.unsubscribe(sub)
 		return nil, err
@@ -368,6 +460,22 @@ func (s *groupStore) Watch(ctx context.Context) (<-chan LeaseEvent, error) {
 	events <- first
 	go forward(ctx, s.g, sub, events, func(ge GroupEvent) (LeaseEvent, bool) { return s.eventOf(ge, floor) })
 	return events, nil
+}
+
+// listShared lists the Lease through the group's shared list by label, or by name
+// when that list does not show it: its state, as a watch's first event, and the
+// resourceVersion of the list.
+func (s *groupStore) listShared(ctx context.Context) (LeaseEvent, string, error) {
+	b, err := s.g.listed(ctx)
+	if err != nil {
+		return LeaseEvent{}, "", s.mapError("list", err, false)
+	}
+	l, ok := b.leases[s.name]
+	if !ok {
+		return s.list(ctx)
+	}
+	s.remember(l)
+	return LeaseEvent{Record: recordOf(l)}, b.rv, nil
 }
 
 // eventOf is ge as the Lease's watch event; false for an event at or below floor
