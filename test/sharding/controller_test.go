@@ -537,6 +537,42 @@ func (l *termLog) gaps(from, to time.Time, owner string) ([]time.Duration, time.
 	return out, last
 }
 
+// slowest describes the n slowest moves of the terms that ended from from on: the
+// time from a term's end to its shard's next term, the shard, its old and new owner,
+// and when the term ended, from from.
+func (l *termLog) slowest(from time.Time, n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	type mv struct {
+		gap  time.Duration
+		line string
+	}
+	var out []mv
+	for _, ended := range l.spans {
+		if ended.end.IsZero() || ended.end.Before(from) {
+			continue
+		}
+		var next *termSpan
+		for i := range l.spans {
+			s := &l.spans[i]
+			if s.shard == ended.shard && !s.start.Before(ended.end) && (next == nil || s.start.Before(next.start)) {
+				next = s
+			}
+		}
+		if next == nil {
+			continue
+		}
+		out = append(out, mv{next.start.Sub(ended.end), fmt.Sprintf("%v (shard %d, %s to %s, at %v)",
+			next.start.Sub(ended.end).Round(100*time.Microsecond), ended.shard, ended.owner, next.owner, ended.end.Sub(from).Round(time.Millisecond))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].gap > out[j].gap })
+	var lines []string
+	for i := 0; i < n && i < len(out); i++ {
+		lines = append(lines, out[i].line)
+	}
+	return lines
+}
+
 // overlaps returns how many terms began before the previous term of their shard
 // ended.
 func (l *termLog) overlaps() int {

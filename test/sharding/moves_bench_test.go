@@ -219,12 +219,24 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 
 	// A rolling restart of all four.
 	rollStart := time.Now()
+	var steps []string // what the roll did when, from its start: to place its slowest moves
+	mark := func(what string) {
+		steps = append(steps, fmt.Sprintf("%s %v", what, time.Since(rollStart).Round(time.Millisecond)))
+	}
 	for i := range 4 {
 		old := live[0]
+		mark("stop " + old.name())
 		old.stop(b)
+		mark("stopped " + old.name())
 		live = live[1:]
 		start(fmt.Sprint("s", i))
+		mark(fmt.Sprint("started s", i))
 		waitBalancedReplicas(b, live, shards, fmt.Sprintf("%s replaced by s%d", old.name(), i), 30*time.Second)
+		mark(fmt.Sprint("balanced s", i))
+	}
+	if kind == "sharder" {
+		b.Logf("shardmoves: sharder: rolling restart: steps: %s; slowest moves: %s",
+			strings.Join(steps, ", "), strings.Join(terms.slowest(rollStart, 5), ", "))
 	}
 	time.Sleep(quiet)
 	rollEnd := time.Now()
