@@ -91,8 +91,8 @@ func (r *StateReplayer[T]) load() *entry[T] {
 // queued the event. A nil or typed-nil event is ignored (nothing cached,
 // nothing published) and 0 returned.
 //
-// It is the one way state should go out (see the package doc, # The
-// rule): a leader-only subscriber made at any moment then ends up holding
+// It is the one way state should go out (see docs/design/leadership.md,
+// # The rule): a leader-only subscriber made at any moment then ends up holding
 // the newest state.
 func (r *StateReplayer[T]) Publish(event T) int {
 	if busevents.IsNil(event) {
