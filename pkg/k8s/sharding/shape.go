@@ -83,7 +83,7 @@ func (l *loop) admit(now time.Time, v shapeView) {
 	s.mu.Lock()
 	s.refusing = true
 	s.mu.Unlock()
-	s.logger.Warn("refusing to campaign: members of another ring shape are active; a ring's replicas must all use the same Shards (to change it, see the package doc)",
+	s.logger.Warn("refusing to campaign: members of another ring shape are active; a ring's replicas must all use the same Shards (to change it, see docs/design/sharding.md, # Ring shape)",
 		"shape", s.shape(), "blockers", v.blockers)
 	l.want, l.activeVersion, l.renewAt = MemberWaiting, "", now
 	// Two replicas of different shapes that both withdrew try again at random times.
