@@ -539,8 +539,9 @@ func (l *termLog) gaps(from, to time.Time, owner string) ([]time.Duration, time.
 
 // slowest describes the n slowest moves of the terms that ended from from on: the
 // time from a term's end to its shard's next term, the shard, its old and new owner,
-// and when the term ended, from from.
-func (l *termLog) slowest(from time.Time, n int) []string {
+// when the term ended, from from, and the move's steps as writes (the ring's Lease
+// writes) show them (moveSteps).
+func (l *termLog) slowest(from time.Time, n int, writes []leaseWrite) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	type mv struct {
@@ -562,8 +563,9 @@ func (l *termLog) slowest(from time.Time, n int) []string {
 		if next == nil {
 			continue
 		}
-		out = append(out, mv{next.start.Sub(ended.end), fmt.Sprintf("%v (shard %d, %s to %s, at %v)",
-			next.start.Sub(ended.end).Round(100*time.Microsecond), ended.shard, ended.owner, next.owner, ended.end.Sub(from).Round(time.Millisecond))})
+		out = append(out, mv{next.start.Sub(ended.end), fmt.Sprintf("%v (shard %d, %s to %s, at %v%s)",
+			next.start.Sub(ended.end).Round(100*time.Microsecond), ended.shard, ended.owner, next.owner, ended.end.Sub(from).Round(time.Millisecond),
+			moveSteps(writes, ended.shard, ended.end, next.start))})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].gap > out[j].gap })
 	var lines []string
@@ -592,4 +594,31 @@ func (l *termLog) overlaps() int {
 		}
 	}
 	return n
+}
+
+// moveSteps describes the steps of shard's move from a term that ended at end to the
+// next that started at start, by the shard Lease's release and take among writes:
+// when each was sent (its renewTime, one clock with the replicas in this process) and
+// when the benchmark's watch delivered it, each from the step before; "" if writes
+// hold no release and take of the shard in [end, start].
+func moveSteps(writes []leaseWrite, shard int, end, start time.Time) string {
+	var rel, take *leaseWrite
+	for i := range writes {
+		w := &writes[i]
+		if w.shard != shard || w.stamp.Before(end.Add(-time.Millisecond)) || w.stamp.After(start) {
+			continue
+		}
+		if w.kind == shardRelease && rel == nil {
+			rel = w
+		}
+		if w.kind == shardTake && rel != nil && take == nil {
+			take = w
+		}
+	}
+	if rel == nil || take == nil {
+		return ""
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return fmt.Sprintf(": release sent +%v, seen +%v, take sent +%v, seen +%v, term +%v",
+		r(rel.stamp.Sub(end)), r(rel.at.Sub(rel.stamp)), r(take.stamp.Sub(rel.at)), r(take.at.Sub(take.stamp)), r(start.Sub(take.at)))
 }

@@ -234,13 +234,13 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 		waitBalancedReplicas(b, live, shards, fmt.Sprintf("%s replaced by s%d", old.name(), i), 30*time.Second)
 		mark(fmt.Sprint("balanced s", i))
 	}
-	if kind == "sharder" {
-		b.Logf("shardmoves: sharder: rolling restart: steps: %s; slowest moves: %s",
-			strings.Join(steps, ", "), strings.Join(terms.slowest(rollStart, 5), ", "))
-	}
 	time.Sleep(quiet)
 	rollEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
+	if kind == "sharder" {
+		b.Logf("shardmoves: sharder: rolling restart: steps: %s; slowest moves: %s",
+			strings.Join(steps, ", "), strings.Join(terms.slowest(rollStart, 5, writes), ", "))
+	}
 	roll := count(writes, objectWrites, rollStart, rollEnd)
 	rollGaps, how := gaps("rolling restart", writes, rollStart, rollEnd)
 	report(ms(pct(rollGaps, 50)), "rolling-handover-p50-ms", "rolling restart of 4: %s; %d Lease writes for the moves (%d shards moved), %d object writes, in %v",
