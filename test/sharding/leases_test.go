@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // writeKind is what one write of a ring's Lease did.
@@ -22,6 +24,7 @@ const (
 	shardRenew   writeKind = iota // the holder renewed its shard Lease
 	shardRelease                  // the holder let go (holderIdentity cleared; a hand-over names the next)
 	shardTake                     // a replica took the shard (created the Lease, or wrote itself as holder)
+	shardHandOff                  // the holder wrote the next in (a one-write hand-over: leaderelection.HandOffs)
 	memberJoin                    // a member Lease was created
 	memberRenew                   // a member renewed its Lease
 	memberLeave                   // a member Lease was deleted
@@ -174,6 +177,8 @@ func (l *leaseLog) observe(at time.Time, t watch.EventType, lease *coordinationv
 	switch {
 	case holder == "":
 		kind = shardRelease
+	case strings.HasPrefix(lease.Annotations[leaderelection.MarkerAnnotation], "handoff:"):
+		kind = shardHandOff
 	case seen && holder == prevHolder && transitions(prev) == transitions(*lease):
 		kind = shardRenew
 	}
@@ -212,7 +217,7 @@ func holders(writes []leaseWrite, at time.Time) map[int]string {
 		if w.at.After(at) {
 			break
 		}
-		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew {
+		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew || w.kind == shardHandOff {
 			out[w.shard] = w.holder
 		}
 	}
@@ -247,7 +252,7 @@ func balancedAt(writes []leaseWrite, from time.Time, shards int, members []strin
 				return from, true
 			}
 		}
-		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew {
+		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew || w.kind == shardHandOff {
 			holder[w.shard] = w.holder
 		}
 		if checked && balanced() {
@@ -262,8 +267,8 @@ func balancedAt(writes []leaseWrite, from time.Time, shards int, members []strin
 
 // windowCounts are the writes of a window of time.
 type windowCounts struct {
-	shardMoves  int // releases and takes of shard Leases
-	taken       int // takes alone: the shards that changed owner
+	shardMoves  int // releases, takes and hand-offs of shard Leases
+	taken       int // takes and hand-offs: the shards that changed owner
 	shardRenews int
 	memberMoves int // member Leases created or deleted
 	memberRenew int
@@ -296,7 +301,7 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 			c.shardRenews++
 		case shardRelease:
 			c.shardMoves++
-		case shardTake:
+		case shardTake, shardHandOff:
 			c.shardMoves++
 			c.taken++
 			c.movedShards[w.shard] = true
@@ -319,13 +324,21 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 // writers stamped them when they sent them (stamped), and the takes in the window
 // that followed no release (a Lease taken from a holder that stopped renewing). A
 // take of a shard released before from is in none. A release never taken counts
-// as ownerless until to, both ways.
+// as ownerless until to, both ways. A one-write hand-over (shardHandOff) counts,
+// both ways, from its send (stamped) to the watch's delivery: the new owner's term
+// starts on its own watch's delivery of it.
 func handovers(writes []leaseWrite, from, to time.Time) (seen, stamped []time.Duration, unreleased []leaseWrite) {
 	released := map[int]leaseWrite{}
 	for _, w := range writes {
 		switch w.kind {
 		case shardRelease:
 			released[w.shard] = w
+		case shardHandOff:
+			delete(released, w.shard)
+			if !w.at.Before(from) && w.at.Before(to) {
+				seen = append(seen, w.at.Sub(w.stamp))
+				stamped = append(stamped, w.at.Sub(w.stamp))
+			}
 		case shardTake:
 			r, ok := released[w.shard]
 			delete(released, w.shard)
