@@ -11,25 +11,23 @@ import (
 
 // fakeHandOffs is a fakeLiveness with HandOffs: every renew its pump makes gets a
 // version of its own, whose send Cited returns; HandOff cites a candidate's last
-// one; a candidate marked leaving accepts no hand-off, and, once marked left, Left
-// reports it.
+// one; Left reports a candidate marked left.
 type fakeHandOffs struct {
 	*fakeLiveness
 
 	// mu guards the fields below.
-	mu      sync.Mutex
-	next    int
-	sent    map[string]time.Time // by version
-	last    map[string]string    // by candidate: the version of its last renew
-	inc     map[string]string    // by candidate: its incarnation
-	leaving map[string]bool
-	left    map[string]bool
-	stale   time.Duration // Cited answers this much earlier than the send
+	mu    sync.Mutex
+	next  int
+	sent  map[string]time.Time // by version
+	last  map[string]string    // by candidate: the version of its last renew
+	inc   map[string]string    // by candidate: its incarnation
+	left  map[string]bool
+	stale time.Duration // Cited answers this much earlier than the send
 }
 
 func newFakeHandOffs() *fakeHandOffs {
 	return &fakeHandOffs{fakeLiveness: newFakeLiveness(), sent: map[string]time.Time{}, last: map[string]string{},
-		inc: map[string]string{}, leaving: map[string]bool{}, left: map[string]bool{}}
+		inc: map[string]string{}, left: map[string]bool{}}
 }
 
 // renewedAs records a renew of candidate id's record, incarnation inc, sent at sent.
@@ -61,7 +59,7 @@ func (f *fakeHandOffs) HandOff(candidate string) (string, string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v, ok := f.last[candidate]
-	return f.inc[candidate], v, ok && !f.leaving[candidate]
+	return f.inc[candidate], v, ok
 }
 
 func (f *fakeHandOffs) Cited(cite string) (time.Time, bool) {
@@ -71,8 +69,7 @@ func (f *fakeHandOffs) Cited(cite string) (time.Time, bool) {
 	return at.Add(-f.stale), ok
 }
 
-// Accept is every candidate's: this fake serves them all, and none leaves while
-// asked here but through leaving.
+// Accept is every candidate's: none leaves here.
 func (f *fakeHandOffs) Accept() bool { return true }
 
 func (f *fakeHandOffs) Left(holder, incarnation string) bool {
@@ -113,7 +110,7 @@ func TestHandOffIsOneWrite(t *testing.T) {
 		if l := cl.waitLeader(a, promptly); l != b {
 			t.Fatalf("%s leads, want b", l.id)
 		}
-		_, aStarted, aEnded, _ := a.snapshot()
+		_, _, aEnded, _ := a.snapshot()
 		_, bStarted, _, _ := b.snapshot()
 		if d := bStarted[0].Sub(aEnded[0]); d > promptly {
 			t.Fatalf("b led %v after a's term ended, want at once", d)
@@ -127,15 +124,15 @@ func TestHandOffIsOneWrite(t *testing.T) {
 		if st := b.e.Stats(); st.HandedOffTerms != 1 {
 			t.Fatalf("b's HandedOffTerms = %d, want 1", st.HandedOffTerms)
 		}
-		_ = aStarted
 		time.Sleep(5 * DefaultLeaseDuration)
 		if !b.e.IsLeader() {
 			t.Fatal("b stopped leading although its liveness record was renewed")
 		}
 		mu.Lock()
 		bRenews = false
-		lastRenew := live.sent[live.last["b"]]
 		mu.Unlock()
+		var lastRenew time.Time
+		live.setHandOffs(func(f *fakeHandOffs) { lastRenew = f.sent[f.last["b"]] })
 		time.Sleep(DefaultLeaseDuration)
 		if _, _, ended, _ := b.snapshot(); len(ended) != 1 || ended[0].After(lastRenew.Add(DefaultRenewDeadline+promptly)) {
 			t.Fatalf("b's term ended at %v, want by RenewDeadline after its last renew at %v", ended, lastRenew)
