@@ -599,14 +599,18 @@ func (l *termLog) overlaps() int {
 // moveSteps describes the steps of shard's move from a term that ended at end to the
 // next that started at start, by the shard Lease's release and take among writes:
 // when each was sent (its renewTime, one clock with the replicas in this process) and
-// when the benchmark's watch delivered it, each from the step before; "" if writes
-// hold no release and take of the shard in [end, start].
+// when the benchmark's watch delivered it, each from the step before, or those of a
+// one-write hand-over; "" if writes hold neither of the shard in [end, start].
 func moveSteps(writes []leaseWrite, shard int, end, start time.Time) string {
 	var rel, take *leaseWrite
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
 	for i := range writes {
 		w := &writes[i]
 		if w.shard != shard || w.stamp.Before(end.Add(-time.Millisecond)) || w.stamp.After(start) {
 			continue
+		}
+		if w.kind == shardHandOff && rel == nil {
+			return fmt.Sprintf(": hand-off sent +%v, seen +%v, term +%v", r(w.stamp.Sub(end)), r(w.at.Sub(w.stamp)), r(start.Sub(w.at)))
 		}
 		if w.kind == shardRelease && rel == nil {
 			rel = w
@@ -618,7 +622,6 @@ func moveSteps(writes []leaseWrite, shard int, end, start time.Time) string {
 	if rel == nil || take == nil {
 		return ""
 	}
-	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
 	return fmt.Sprintf(": release sent +%v, seen +%v, take sent +%v, seen +%v, term +%v",
 		r(rel.stamp.Sub(end)), r(rel.at.Sub(rel.stamp)), r(take.stamp.Sub(rel.at)), r(take.at.Sub(take.stamp)), r(start.Sub(take.at)))
 }

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/baton-dev/baton/pkg/k8s/leaderelection"
 )
 
 // writeKind is what one write of a ring's Lease did.
@@ -22,6 +24,7 @@ const (
 	shardRenew   writeKind = iota // the holder renewed its shard Lease
 	shardRelease                  // the holder let go (holderIdentity cleared; a hand-over names the next)
 	shardTake                     // a replica took the shard (created the Lease, or wrote itself as holder)
+	shardHandOff                  // the holder wrote the next in (a one-write hand-over: leaderelection.HandOffs)
 	memberJoin                    // a member Lease was created
 	memberRenew                   // a member renewed its Lease
 	memberLeave                   // a member Lease was deleted
@@ -174,6 +177,8 @@ func (l *leaseLog) observe(at time.Time, t watch.EventType, lease *coordinationv
 	switch {
 	case holder == "":
 		kind = shardRelease
+	case strings.HasPrefix(lease.Annotations[leaderelection.MarkerAnnotation], "handoff:"):
+		kind = shardHandOff
 	case seen && holder == prevHolder && transitions(prev) == transitions(*lease):
 		kind = shardRenew
 	}
@@ -212,7 +217,7 @@ func holders(writes []leaseWrite, at time.Time) map[int]string {
 		if w.at.After(at) {
 			break
 		}
-		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew {
+		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew || w.kind == shardHandOff {
 			out[w.shard] = w.holder
 		}
 	}
@@ -247,7 +252,7 @@ func balancedAt(writes []leaseWrite, from time.Time, shards int, members []strin
 				return from, true
 			}
 		}
-		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew {
+		if w.kind == shardRelease || w.kind == shardTake || w.kind == shardRenew || w.kind == shardHandOff {
 			holder[w.shard] = w.holder
 		}
 		if checked && balanced() {
@@ -262,8 +267,8 @@ func balancedAt(writes []leaseWrite, from time.Time, shards int, members []strin
 
 // windowCounts are the writes of a window of time.
 type windowCounts struct {
-	shardMoves  int // releases and takes of shard Leases
-	taken       int // takes alone: the shards that changed owner
+	shardMoves  int // releases, takes and hand-offs of shard Leases
+	taken       int // takes and hand-offs: the shards that changed owner
 	shardRenews int
 	memberMoves int // member Leases created or deleted
 	memberRenew int
@@ -296,7 +301,7 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 			c.shardRenews++
 		case shardRelease:
 			c.shardMoves++
-		case shardTake:
+		case shardTake, shardHandOff:
 			c.shardMoves++
 			c.taken++
 			c.movedShards[w.shard] = true
@@ -319,13 +324,24 @@ func count(writes []leaseWrite, objects []time.Time, from, to time.Time) windowC
 // writers stamped them when they sent them (stamped), and the takes in the window
 // that followed no release (a Lease taken from a holder that stopped renewing). A
 // take of a shard released before from is in none. A release never taken counts
-// as ownerless until to, both ways.
-func handovers(writes []leaseWrite, from, to time.Time) (seen, stamped []time.Duration, unreleased []leaseWrite) {
+// as ownerless until to, both ways. arrived has, for each, the time from the
+// release's send (its renewTime) to the take's delivery: the old owner's write to the
+// new owner's arrival, as this watch saw it. A one-write hand-over (shardHandOff)
+// counts, all three ways, from its send to the watch's delivery: the new owner's term
+// starts on its own watch's delivery of it.
+func handovers(writes []leaseWrite, from, to time.Time) (seen, stamped, arrived []time.Duration, unreleased []leaseWrite) {
 	released := map[int]leaseWrite{}
 	for _, w := range writes {
 		switch w.kind {
 		case shardRelease:
 			released[w.shard] = w
+		case shardHandOff:
+			delete(released, w.shard)
+			if !w.at.Before(from) && w.at.Before(to) {
+				seen = append(seen, w.at.Sub(w.stamp))
+				stamped = append(stamped, w.at.Sub(w.stamp))
+				arrived = append(arrived, w.at.Sub(w.stamp))
+			}
 		case shardTake:
 			r, ok := released[w.shard]
 			delete(released, w.shard)
@@ -333,6 +349,7 @@ func handovers(writes []leaseWrite, from, to time.Time) (seen, stamped []time.Du
 			case ok && !r.at.Before(from) && r.at.Before(to):
 				seen = append(seen, w.at.Sub(r.at))
 				stamped = append(stamped, w.stamp.Sub(r.stamp))
+				arrived = append(arrived, w.at.Sub(r.stamp))
 			case !ok && !w.at.Before(from) && w.at.Before(to):
 				unreleased = append(unreleased, w)
 			}
@@ -342,11 +359,13 @@ func handovers(writes []leaseWrite, from, to time.Time) (seen, stamped []time.Du
 		if !r.at.Before(from) && r.at.Before(to) {
 			seen = append(seen, to.Sub(r.at))
 			stamped = append(stamped, to.Sub(r.stamp))
+			arrived = append(arrived, to.Sub(r.stamp))
 		}
 	}
 	slices.Sort(seen)
 	slices.Sort(stamped)
-	return seen, stamped, unreleased
+	slices.Sort(arrived)
+	return seen, stamped, arrived, unreleased
 }
 
 // TestLeaseWriteAccounting: the benchmark's sums over a window of Lease writes. A
@@ -382,16 +401,24 @@ func TestLeaseWriteAccounting(t *testing.T) {
 		t.Errorf("moved shards %v, want 0 and 1", c.movedShards)
 	}
 	writes[8].stamp = at(140) // the take sent 10ms earlier than the others' lag
-	gaps, stamped, unreleased := handovers(writes, at(100), at(200))
-	if len(gaps) != 1 || gaps[0] != 30*time.Millisecond || len(stamped) != 1 || stamped[0] != 25*time.Millisecond {
-		t.Errorf("handovers: seen %v, stamped %v, want one of 30ms seen, 25ms stamped", gaps, stamped)
+	gaps, stamped, arrived, unreleased := handovers(writes, at(100), at(200))
+	if len(gaps) != 1 || gaps[0] != 30*time.Millisecond || len(stamped) != 1 || stamped[0] != 25*time.Millisecond ||
+		len(arrived) != 1 || arrived[0] != 35*time.Millisecond {
+		t.Errorf("handovers: seen %v, stamped %v, arrived %v, want one of 30ms seen, 25ms stamped, 35ms arrived", gaps, stamped, arrived)
 	}
 	if len(unreleased) != 1 || unreleased[0].shard != 0 {
 		t.Errorf("takes without release: %v, want shard 0's", unreleased)
 	}
-	gaps, _, _ = handovers(writes, at(250), at(400))
+	gaps, _, _, _ = handovers(writes, at(250), at(400))
 	if len(gaps) != 1 || gaps[0] != 100*time.Millisecond {
 		t.Errorf("a release never taken: %v, want an ownerless time to the window's end (100ms)", gaps)
+	}
+	handOff := append(slices.Clone(writes), w(320, shardHandOff, 2, "a"))
+	if _, _, arrived, unreleased := handovers(handOff, at(310), at(400)); len(arrived) != 1 || arrived[0] != 5*time.Millisecond || len(unreleased) != 0 {
+		t.Errorf("a hand-off: arrived %v, unreleased %v; want 5ms from its send to its delivery, and no take without a release", arrived, unreleased)
+	}
+	if c := count(handOff, nil, at(310), at(400)); c.shardMoves != 1 || c.taken != 1 || !c.movedShards[2] {
+		t.Errorf("a hand-off: %+v, want one shard move, shard 2 moved", c)
 	}
 	if got, ok := balancedAt(writes, at(100), 3, []string{"a", "b"}); !ok || !got.Equal(at(101)) {
 		t.Errorf("balanced from 100ms at %v %v, want at 101ms (a holds 0 and 1, b 2)", got.Sub(at(0)), ok)

@@ -13,12 +13,17 @@ package sharding
 //
 //   - controller: each replica a manager running AddShardedController, whose
 //     reconcile reads the ConfigMap from the cache and stands for 1ms of I/O;
-//     handovers timed from the release to the takeover by the renewTime each writer
-//     stamped on its write when it sent it (every replica runs in this process, on
-//     one clock), and, logged beside, as the benchmark's Lease watch delivered them
-//     (which a lagging watch distorts): how long the shard's Lease had no holder.
+//     handovers timed from the send of the old owner's write (the release, by the
+//     renewTime its writer stamped on it; every replica runs in this process, on one
+//     clock) to the new owner's take as the benchmark's Lease watch delivered it (a
+//     bound of how long the shard had no owner, which a lagging watch lengthens), and,
+//     logged beside, from the release to the take both as the watch delivered them,
+//     and both as stamped.
 //     The old owner's term ended a little before its release was sent, once its
-//     running reconciles returned;
+//     running reconciles returned. A one-write hand-over (the old owner names the new
+//     one holder: leaderelection.HandOffs) is timed from its send, by its renewTime,
+//     to the watch's delivery, which is when the new owner's term starts (on its own
+//     watch's delivery);
 //   - sharder: each replica a bare Sharder; handovers timed by the callbacks of both
 //     sides (the old term's context ended to the new term's OnAcquired), which is
 //     how long the shard had no owner.
@@ -28,9 +33,9 @@ package sharding
 // ConfigMaps. It reports, with b.ReportMetric and one log line ("shardmoves: ...")
 // per figure:
 //
-//   - join and leave: the Lease writes that rebalanced (releases and takes of shard
-//     Leases, the member Lease's create or delete; renewals counted apart), per
-//     moved shard, and the object writes (0: nothing is labelled), beside the
+//   - join and leave: the Lease writes that rebalanced (hand-offs, releases and takes
+//     of shard Leases, the member Lease's create or delete; renewals counted apart),
+//     per moved shard, and the object writes (0: nothing is labelled), beside the
 //     two patches per moved object that the anchor,
 //     timebertt/kubernetes-controller-sharding, needs at least;
 //   - join: from the new replica's member Lease (written once its cache is synced
@@ -150,14 +155,15 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	}
 	// gaps returns the handover times of [from, to) and how they were measured.
 	gaps := func(phase string, writes []leaseWrite, from, to time.Time) ([]time.Duration, string) {
-		seen, stamped, takes := handovers(writes, from, to)
+		seen, stamped, arrived, takes := handovers(writes, from, to)
 		unreleased(b, kind, from, takes)
 		if kind == "sharder" {
 			g, _ := terms.gaps(from, to, "")
 			return g, "term end to next term start (callbacks)"
 		}
 		b.Logf("shardmoves: %s: %s: %s", kind, phase, gapLine(seen, "release to takeover as the Lease watch delivered them"))
-		return stamped, "release to takeover (sent, by the Leases' renewTime; one clock)"
+		b.Logf("shardmoves: %s: %s: %s", kind, phase, gapLine(stamped, "release to takeover (sent, by the Leases' renewTime; one clock)"))
+		return arrived, "the old owner's write sent (renewTime) to the new owner's arrival on this process's Lease watch"
 	}
 	b.StartTimer()
 

@@ -94,8 +94,8 @@ type leaseEvents struct {
 	wg sync.WaitGroup
 
 	// mu guards the counters as of the last Event, to tell why a term began or ended.
-	mu                sync.Mutex
-	deaths, handOvers uint64
+	mu                           sync.Mutex
+	deaths, handOvers, handedOff uint64
 }
 
 // started records the Event of a term that began.
@@ -103,12 +103,18 @@ func (e *leaseEvents) started(ctx context.Context) {
 	st := e.stats()
 	e.mu.Lock()
 	death := st.DeathTakeovers > e.deaths
-	e.deaths = st.DeathTakeovers
+	handedOff := st.HandedOffTerms > e.handedOff
+	e.deaths, e.handedOff = st.DeathTakeovers, st.HandedOffTerms
 	e.mu.Unlock()
 	term, _ := termctx.FromContext(ctx)
-	if death {
+	switch {
+	case death:
 		e.record(corev1.EventTypeWarning, e.reasons.death, "Acquire",
 			"%s became %s in term %d at once: the kubelet reported the holder's container terminated", e.identity, e.what, term)
+		return
+	case handedOff:
+		e.record(corev1.EventTypeNormal, e.reasons.acquired, "Acquire",
+			"%s became %s in term %d: the previous holder handed the Lease to it", e.identity, e.what, term)
 		return
 	}
 	e.record(corev1.EventTypeNormal, e.reasons.acquired, "Acquire",

@@ -378,7 +378,7 @@ func (c *campaign) step() {
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
 			// Judge the latest state the watch delivered, not an older one it replaced.
 			c.drainWatch()
-			if at, ok := c.acquireTime(); ok && !now.Before(at) && c.livenessConfirmed() {
+			if at, ok := c.acquireTime(); ok && !now.Before(at) && c.livenessConfirmed() && !c.startHandedOff() {
 				c.acquire()
 			}
 		}

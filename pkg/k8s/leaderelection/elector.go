@@ -46,7 +46,7 @@ type Elector struct {
 	done      chan struct{}
 
 	// Counters of Stats.
-	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange, duplicateIdentity, deathTakeovers atomic.Uint64
+	watches, watchErrors, versionResets, handOvers, slowAcquires, outOfRange, duplicateIdentity, deathTakeovers, handedOffTerms atomic.Uint64
 
 	// leaderMu guards leader.
 	leaderMu sync.Mutex
@@ -281,6 +281,9 @@ type Stats struct {
 	// holder proven dead (Config.DeathWatch) before the lease expired: crash failovers
 	// made on the kubelet's report rather than by waiting the lease out.
 	DeathTakeovers uint64
+	// HandedOffTerms counts the terms this elector started on a one-write hand-over to
+	// it (HandOffs), without a write of its own.
+	HandedOffTerms uint64
 }
 
 // Stats returns the elector's counters.
@@ -294,6 +297,7 @@ func (e *Elector) Stats() Stats {
 		OutOfRange:        e.outOfRange.Load(),
 		DuplicateIdentity: e.duplicateIdentity.Load(),
 		DeathTakeovers:    e.deathTakeovers.Load(),
+		HandedOffTerms:    e.handedOffTerms.Load(),
 	}
 }
 

@@ -42,6 +42,89 @@ type Liveness interface {
 	Gone(candidate string) bool
 }
 
+// HandOffs is an optional part of a Config.Liveness that makes a planned hand-over
+// one write: the holder writes the candidate in as holder (and its incarnation), where
+// it would release the lease naming it, and the candidate leads on that write's
+// event, with no write of its own. The candidate must bound its term from an instant
+// it knows came before the hand-over landed, though its watch may deliver the
+// hand-over late: the hand-over cites the version of the candidate's liveness record
+// that its writer saw, and the candidate's own send of that version came before the
+// writer saw it, so before the hand-over landed, and every follower waits a
+// LeaseDuration from when it saw the hand-over. The term so lasts a RenewDeadline
+// from that send, and the candidate's renewals of its liveness record that claim the
+// lease extend it, as for any term (docs/design/sharding-renewal.md, # One-write
+// hand-overs).
+type HandOffs interface {
+	// HandOff returns, for a hand-over to candidate, the incarnation of its run and
+	// the version of its liveness record this source saw last; ok is false when the
+	// hand-over must be a release naming it (the candidate is not known live, leaves,
+	// or was never seen writing its record).
+	HandOff(candidate string) (incarnation, cite string, ok bool)
+	// Cited returns when this candidate's run sent the write of its liveness record
+	// that got version cite, by the elector's clock; ok is false when it does not
+	// know (not a write of this run, or one whose answer never came).
+	Cited(cite string) (sent time.Time, ok bool)
+	// Accept reports whether this candidate starts the term of a hand-off to it now.
+	// Once it has said true, the candidate's liveness record claims the lease until
+	// that term ends; once the record says the candidate leaves (Left), it says false.
+	Accept() bool
+	// Left reports whether holder's incarnation, as this source last saw its liveness
+	// record, leaves without claiming the lease: it holds no hand-off term of the
+	// lease and will start none (Accept), so a follower takes a hand-off to it at once.
+	Left(holder, incarnation string) bool
+}
+
+// handOffs returns the elector's HandOffs, if its Liveness has them.
+func (c *campaign) handOffs() (HandOffs, bool) {
+	h, ok := c.e.config.Liveness.(HandOffs)
+	return h, ok
+}
+
+// handedOffToUs reports whether r is a one-write hand-over (HandOffs) to this
+// candidate's run that it did not write itself.
+func (c *campaign) handedOffToUs(r LeaseRecord) bool {
+	_, ok := handedOff(r)
+	return ok && c.external() && r.HolderIdentity == c.self &&
+		holderIncarnation(r) == c.e.config.Incarnation && !c.ours(r)
+}
+
+// handedOffToLeaver reports whether r is a one-write hand-over to another candidate
+// that left without taking it (HandOffs.Left): then it is taken as a release.
+func (c *campaign) handedOffToLeaver(r LeaseRecord) bool {
+	h, ok := c.handOffs()
+	if _, handed := handedOff(r); !ok || !handed || r.HolderIdentity == c.self {
+		return false
+	}
+	return h.Left(r.HolderIdentity, holderIncarnation(r))
+}
+
+// startHandedOff starts the term of the observed one-write hand-over to this
+// candidate without a write, and reports whether it did: only while a RenewDeadline
+// has not passed since the cited send (HandOffs), and on a term above the floor.
+// Otherwise the caller takes the lease with a write of its own, as a release naming
+// it: the hand-over proves the last term over.
+func (c *campaign) startHandedOff() bool {
+	r := c.lease.record
+	h, ok := c.handOffs()
+	if !ok || !c.lease.exists() || !c.handedOffToUs(r) {
+		return false
+	}
+	cite, _ := handedOff(r)
+	sent, ok := h.Cited(cite)
+	if !ok || !c.e.clock.Now().Before(sent.Add(c.e.config.RenewDeadline)) {
+		return false
+	}
+	term, err := parseTerm(r.ResourceVersion)
+	if err != nil || term <= c.termFloor || !h.Accept() {
+		return false
+	}
+	c.confirm(r, sent)
+	c.e.handedOffTerms.Add(1)
+	c.startTerm(term, sent)
+	c.checkTerm()
+	return true
+}
+
 // LivenessChanged tells an elector with Config.Liveness that the source's answers
 // may have changed (Liveness.Gone): it looks at the observed lease again. Without
 // Config.Liveness it does nothing. Safe from any goroutine; it never blocks.

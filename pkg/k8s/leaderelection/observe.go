@@ -288,7 +288,7 @@ func (c *campaign) checkRange(r LeaseRecord) {
 // look (a restarted replica's previous incarnation) or after the history went back is
 // not a new write and is not reported.
 func (c *campaign) checkIdentity(r LeaseRecord) {
-	if r.HolderIdentity != c.self || c.ours(r) {
+	if r.HolderIdentity != c.self || c.ours(r) || c.handedOffToUs(r) {
 		return
 	}
 	c.e.duplicateIdentity.Add(1)
@@ -375,6 +375,10 @@ func (c *campaign) takeRule() (at time.Time, byLiveness bool) {
 		return c.lease.since.Add(c.expiryWait(r)), false
 	case c.external() && c.ours(r):
 		return time.Time{}, false // our own write, our term is over (Config.Liveness)
+	case c.handedOffToUs(r):
+		return time.Time{}, false // handed to us: its writer's term ended before (HandOffs)
+	case c.handedOffToLeaver(r):
+		return time.Time{}, false // handed to a candidate that left without taking it
 	case c.oursRecent(r):
 		return time.Time{}, false // nobody wrote since us, and our term is over
 	case c.holderDead(r), c.holderDeadListed(r):
@@ -395,11 +399,12 @@ func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 }
 
 // handedToUs reports whether the observed state is a Baton release naming this
-// elector preferredHolder: a hand-over to it, which it takes even while it only
+// elector preferredHolder, or a one-write hand-over to it (HandOffs): a hand-over to it, which it takes even while it only
 // follows (SetCampaigning).
 func (c *campaign) handedToUs() bool {
 	r := c.lease.record
-	return c.lease.exists() && r.HolderIdentity == "" && releasedByBaton(r) && r.PreferredHolder == c.self
+	return c.lease.exists() && (r.HolderIdentity == "" && releasedByBaton(r) && r.PreferredHolder == c.self ||
+		c.handedOffToUs(r))
 }
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not

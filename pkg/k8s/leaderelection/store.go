@@ -34,7 +34,9 @@ type LeaseRecord struct {
 	PreferredHolder string
 	// Marker is Baton's note of its own protocol, kept on Kubernetes in the annotation
 	// leaderelection.baton.dev/marker: "holder:<identity>" on a Baton acquire or renew,
-	// "release:<leaseTransitions>:<identity>" on a Baton release, so candidates can tell
+	// "release:<leaseTransitions>:<identity>" on a Baton release,
+	// "handoff:<cite>:<identity>" on a one-write hand-over to identity (HandOffs), so
+	// candidates can tell
 	// a Baton leader's lease and a Baton release from the writes of other electors or
 	// people, who keep annotations as they find them. "" when never set.
 	Marker string
@@ -80,6 +82,26 @@ func holderMarker(identity string) string { return holderMarkerPrefix + identity
 // holderMarkerPrefix starts every holder marker.
 const holderMarkerPrefix = "holder:"
 
+// handOffMarker is the Marker of a one-write hand-over (HandOffs) to identity,
+// citing cite, the version of identity's liveness record that the writer saw last.
+func handOffMarker(identity, cite string) string {
+	return handOffMarkerPrefix + cite + ":" + identity
+}
+
+// handOffMarkerPrefix starts every hand-off marker.
+const handOffMarkerPrefix = "handoff:"
+
+// handedOff returns the cite of r when r is a one-write hand-over as written: a
+// hand-off marker naming r's holder.
+func handedOff(r LeaseRecord) (cite string, ok bool) {
+	rest, ok := strings.CutPrefix(r.Marker, handOffMarkerPrefix)
+	if !ok {
+		return "", false
+	}
+	cite, identity, ok := strings.Cut(rest, ":")
+	return cite, ok && cite != "" && identity != "" && identity == r.HolderIdentity
+}
+
 // releaseMarker is the Marker of a Baton release by identity of a lease with the given
 // transitions.
 func releaseMarker(transitions int32, identity string) string {
@@ -88,10 +110,14 @@ func releaseMarker(transitions int32, identity string) string {
 
 // heldByBaton reports whether r's holder is a Baton elector: its marker is the holder
 // marker of that holder, which other writers keep but cannot have made for their own
-// holder. It compares without building the marker (it runs on every observed state).
+// holder, or a hand-off marker naming it (a Baton holder wrote it in). It compares
+// without building the marker (it runs on every observed state).
 func heldByBaton(r LeaseRecord) bool {
-	identity, ok := strings.CutPrefix(r.Marker, holderMarkerPrefix)
-	return r.HolderIdentity != "" && ok && identity == r.HolderIdentity
+	if identity, ok := strings.CutPrefix(r.Marker, holderMarkerPrefix); ok {
+		return r.HolderIdentity != "" && identity == r.HolderIdentity
+	}
+	_, ok := handedOff(r)
+	return ok
 }
 
 // releasedByBaton reports whether r is a Baton release as written: holder cleared, the

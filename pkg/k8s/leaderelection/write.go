@@ -318,7 +318,7 @@ func (c *campaign) beginHandOver(req handoverRequest) {
 func (c *campaign) finishHandOver() error {
 	req := c.handover
 	c.becomeFollowing()
-	released, err := c.release(req.target)
+	released, err := c.handAway(req.target)
 	if req.target == "" {
 		c.acquireAt = c.e.clock.Now().Add(c.e.config.LeaseDuration)
 		if err != nil && c.ctx.Err() == nil {
@@ -338,10 +338,45 @@ func (c *campaign) finishHandOver() error {
 	return err
 }
 
+// handAway writes the hand-over of a lease still ours to target: one write that
+// names target holder when the liveness source gives its hand-off (HandOffs),
+// otherwise a release naming it (and a plain release for target ""). It reports
+// whether it wrote it.
+func (c *campaign) handAway(target string) (bool, error) {
+	if h, ok := c.handOffs(); ok && target != "" && target != c.self {
+		if inc, cite, ok := h.HandOff(target); ok {
+			return c.writeAway(func(r *LeaseRecord, now time.Time) {
+				r.HolderIdentity = target
+				r.LeaseDuration = c.e.config.LeaseDuration
+				r.AcquireTime, r.RenewTime = now, now
+				r.LeaseTransitions = c.nextTransitions(*r)
+				r.PreferredHolder = ""
+				r.Marker = handOffMarker(target, cite)
+				r.Incarnation = boundIncarnation(now, now, inc)
+			}, "handed lease off", target)
+		}
+	}
+	return c.release(target)
+}
+
 // release clears the holder of a lease that is still ours, as client-go does (holder
 // "", leaseDurationSeconds 1, both times now), with a compare-and-swap, naming
 // preferred as preferredHolder. It reports whether it wrote the release.
 func (c *campaign) release(preferred string) (bool, error) {
+	return c.writeAway(func(r *LeaseRecord, now time.Time) {
+		r.HolderIdentity = ""
+		r.LeaseDuration = time.Second
+		r.AcquireTime, r.RenewTime = now, now
+		r.PreferredHolder = preferred
+		r.Marker = releaseMarker(r.LeaseTransitions, c.self)
+		r.Incarnation = ""
+	}, "released lease", preferred)
+}
+
+// writeAway writes the lease, while it is still ours, as give makes it from our
+// record at the send time, with a compare-and-swap, once more after a conflict that
+// a fresh read shows still ours; it logs done with to. It reports whether it wrote.
+func (c *campaign) writeAway(give func(r *LeaseRecord, now time.Time), done, to string) (bool, error) {
 	ctx, cancel := withTimeout(context.WithoutCancel(c.ctx), c.e.clock, c.e.config.RenewDeadline, context.DeadlineExceeded)
 	defer cancel()
 	for range 2 {
@@ -349,20 +384,14 @@ func (c *campaign) release(preferred string) (bool, error) {
 			return false, nil // not ours any more: nothing to release
 		}
 		at := c.e.clock.Now()
-		now := wallClock(at)
 		r := c.lease.record
-		r.HolderIdentity = ""
-		r.LeaseDuration = time.Second
-		r.AcquireTime, r.RenewTime = now, now
-		r.PreferredHolder = preferred
-		r.Marker = releaseMarker(r.LeaseTransitions, c.self)
-		r.Incarnation = ""
+		give(&r, wallClock(at))
 		c.addSend(r, at)
 		out, err := c.e.store.Update(ctx, r)
 		switch {
 		case err == nil:
 			c.written(out, at)
-			c.e.logger.Info("released lease", "preferredHolder", preferred)
+			c.e.logger.Info(done, "to", to)
 			return true, nil
 		case errors.Is(err, ErrConflict):
 			if err := c.refresh(ctx); err != nil {

@@ -29,6 +29,8 @@ const (
 	IncarnationAnnotation = "sharding.baton.dev/incarnation"
 	// ShardsAnnotation is the writer's MemberLease.Shards.
 	ShardsAnnotation = "sharding.baton.dev/shards"
+	// HandOffsAnnotation is "true" when the writer's MemberLease.HandOffs is.
+	HandOffsAnnotation = "sharding.baton.dev/handoffs"
 )
 
 // ShardLeaseName returns the name of shard's Lease in ring.
@@ -47,7 +49,7 @@ func MemberLeaseName(ring, identity string) string { return ring + "-member-" + 
 //
 // A quiet replica writes one Lease per RetryPeriod (its member Lease; shard Leases
 // are written only when they change hands), but a rebalance or a crash moves many
-// shards at once, two writes each: client-go's default client rate limit (5 QPS,
+// shards at once, a write each: client-go's default client rate limit (5 QPS,
 // burst 10, on a rest.Config that sets none) slows those hand-overs; give clientset
 // a config with QPS and Burst above Shards/RetryPeriod (a config from
 // controller-runtime's GetConfig has the client-side limit off).
@@ -151,6 +153,11 @@ func (k *KubeMembers) renewal(l *coordinationv1.Lease, lease MemberLease) *coord
 	setOrDelete(out.Annotations, MemberStateAnnotation, string(lease.State))
 	setOrDelete(out.Annotations, IncarnationAnnotation, lease.Incarnation)
 	setOrDelete(out.Annotations, ShardsAnnotation, lease.Shards)
+	handOffs := ""
+	if lease.HandOffs {
+		handOffs = "true"
+	}
+	setOrDelete(out.Annotations, HandOffsAnnotation, handOffs)
 	seconds := int32(lease.LeaseDuration.Round(time.Second) / time.Second)
 	now := metav1.NewMicroTime(time.Now())
 	identity := lease.Identity
@@ -300,7 +307,8 @@ func put(members map[string]MemberLease, l *coordinationv1.Lease) {
 	}
 	members[l.Name] = MemberLease{Identity: *l.Spec.HolderIdentity, LeaseDuration: d, Version: l.ResourceVersion,
 		Shape: l.Annotations[ShapeAnnotation], State: MemberState(l.Annotations[MemberStateAnnotation]),
-		Incarnation: l.Annotations[IncarnationAnnotation], Shards: l.Annotations[ShardsAnnotation]}
+		Incarnation: l.Annotations[IncarnationAnnotation], Shards: l.Annotations[ShardsAnnotation],
+		HandOffs: l.Annotations[HandOffsAnnotation] == "true"}
 }
 
 func snapshot(members map[string]MemberLease) []MemberLease {

@@ -40,6 +40,10 @@ type MemberLease struct {
 	// docs/design/sharding-renewal.md). A claim that cannot be read claims every
 	// shard.
 	Shards string
+	// HandOffs says that the writer takes one-write hand-overs
+	// (leaderelection.HandOffs): only such a member is named holder by a hand-over;
+	// one of a Baton version before them gets a release naming it.
+	HandOffs bool
 }
 
 // MemberState is a member's part in the ring, as its member Lease says.

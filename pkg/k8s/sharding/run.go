@@ -163,9 +163,10 @@ type openedWatch struct {
 }
 
 // watch calls the store's Watch in a goroutine of its own: a call that hangs (a
-// black-holed List) must not hold up the loop, which renews the member Lease.
+// black-holed List) must not hold up the loop, which renews the member Lease. The
+// watch outlives ctx, for leave (followSigns); closeWatch ends it.
 func (l *loop) watch(ctx context.Context) {
-	wctx, cancel := context.WithCancel(ctx)
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	opening := make(chan openedWatch)
 	l.opens.Go(func() {
 		events, err := l.s.members.Watch(wctx)
@@ -301,6 +302,7 @@ func (l *loop) renew(ctx context.Context) {
 		s.logger.Warn("renewing member lease failed", "error", err)
 	case err == nil:
 		l.lastRenewOK = now
+		s.signs.wrote(version, now)
 		s.livenessRenewed(now, claimed)
 		if want == MemberActive && l.activeVersion == "" {
 			l.activeVersion = version
@@ -372,7 +374,7 @@ func (l *loop) run(ctx context.Context) {
 		}
 		t.Stop()
 	}
-	l.closeWatch()
+	// The watch stays open for leave (followSigns), which closes it.
 }
 
 func earlier(a, b time.Time) time.Time {
@@ -385,12 +387,13 @@ func earlier(a, b time.Time) time.Time {
 // handOverWaves is how many waves a rebalance's hand-overs go out in, at most: a
 // rebalance moving k shards keeps ceil(k/handOverWaves) hand-overs under way at once.
 //
-// Why not all at once: every hand-over is two Lease writes in a row (the release, then
-// the new owner's take), and a burst of writes makes each of them as slow as the
-// whole burst (the API server and etcd work through it, and answer it together). A
-// shard is ownerless only from its own release to its take, while one still waiting
-// for its turn keeps its owner; so small waves keep each shard's ownerless window near
-// two single writes instead of two bursts. On a loaded 2-core machine, handing a
+// Why not all at once: every hand-over is a Lease write (two in a row to a member that
+// takes no hand-off: the release, then the new owner's take), and a burst of writes
+// makes each of them as slow as the whole burst (the API server and etcd work through
+// it, and answer it together). A shard is ownerless only from its old term's end to
+// its new term's start, while one still waiting for its turn keeps its owner; so
+// small waves keep each shard's ownerless window near single writes instead of
+// bursts. On a loaded 2-core machine, handing a
 // rebalance's shards over one at a time instead of all at once cut the median
 // ownerless window in test/sharding's BenchmarkShardMoves from ~65ms to ~27ms on a
 // join and from ~66ms to ~14ms on a leave, and the join balanced no later. Waves, not
@@ -485,7 +488,8 @@ func (l *loop) handOver(ctx context.Context, shard int, target string) {
 // leave is step 5 of Run.
 func (l *loop) leave(ctx context.Context) {
 	s := l.s
-	l.closeWatch()
+	stopSigns := l.followSigns()
+	defer stopSigns()
 	now := s.clock.Now()
 	s.mu.Lock()
 	s.leaving = true
@@ -504,7 +508,47 @@ func (l *loop) leave(ctx context.Context) {
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
 	l.rebalance(lctx)
 	l.handovers.Wait()
+	// A member that had not seen the leaving mark yet may have handed a shard here
+	// in one write (leaderelection.HandOffs), landing after the hand-overs above:
+	// until SettleDelay after the mark, take those and pass them on, so that none is
+	// left named here after the electors stopped.
+	if wait := sent.Add(s.config.SettleDelay).Sub(s.clock.Now()); s.signs.others(s.config.Identity) && wait > 0 {
+		done := make(chan struct{})
+		t := s.clock.AfterFunc(wait, func() { close(done) })
+		select {
+		case <-done:
+		case <-lctx.Done():
+			t.Stop()
+		}
+	}
+	l.rebalance(lctx)
+	l.handovers.Wait()
 	s.logger.Info("left", "stillLeading", len(s.Owned()))
+}
+
+// followSigns keeps the member signs fed from the member watch while this replica
+// leaves, its placement staying as it was: a hand-off (leaderelection.HandOffs) then
+// sees another member's leaving mark, which does not take it. It returns the
+// function that stops it and closes the watch.
+func (l *loop) followSigns() (stop func()) {
+	if l.events == nil {
+		l.closeWatch()
+		return func() {}
+	}
+	events, done := l.events, make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range events { // until the store closes it
+			if ev.Err == nil {
+				l.s.signs.observe(l.s.clock.Now(), ev.Members)
+			}
+		}
+	}()
+	return func() {
+		l.stopWatch()
+		<-done
+		l.events, l.opening, l.stopWatch = nil, nil, nil
+	}
 }
 
 // depart deletes this replica's member Lease, once its shard terms ended.
@@ -558,5 +602,5 @@ func (l *loop) notePlaced(now time.Time, prev, next Placement) {
 // shards claimed.
 func (s *Sharder) memberLease(state MemberState, claimed []int) MemberLease {
 	return MemberLease{Identity: s.config.Identity, LeaseDuration: s.config.LeaseDuration, Shape: s.shape(), State: state,
-		Incarnation: s.incarnation, Shards: formatShards(claimed)}
+		Incarnation: s.incarnation, Shards: formatShards(claimed), HandOffs: true}
 }

@@ -149,6 +149,7 @@ type Sharder struct {
 	placement   Placement      // Place over live
 	leaving     bool           // Run's context ended: campaign for nothing, hand everything over
 	owned       map[int]uint64 // the shards this replica leads, with their terms
+	accepted    map[int]bool   // the shards whose hand-off term was accepted (acceptHandOff) and has not ended
 	handingOver map[int]bool   // shards with a hand-over under way
 	dead        []string       // members proven dead, not yet taken by Run's loop
 	admitted    bool           // may campaign: no member of another shape was active when it joined (shape.go)
@@ -176,6 +177,7 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		kicks:       make(chan struct{}, 1),
 		deathKicks:  make(chan struct{}, 1),
 		owned:       map[int]uint64{},
+		accepted:    map[int]bool{},
 		handingOver: map[int]bool{},
 		ownerless:   newOwnerless(),
 		moved:       newMoveSignal(),
@@ -214,7 +216,8 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			Incarnation:     s.incarnation,
 			DeathWatch:      deaths,
 			FollowOnly:      true, // until placement gives this replica the shard (place)
-			Liveness:        shardLiveness{m: s.signs, shard: i, gone: s.candidateGone},
+			Liveness: shardLiveness{m: s.signs, shard: i, gone: s.candidateGone,
+				handOffTo: s.handOffTarget, accept: s.acceptHandOff},
 		}, store, leaderelection.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { s.leading(ctx, i) },
 			OnStoppedLeading: func() { s.notLeading(i) },
@@ -377,8 +380,13 @@ type Stats struct {
 	// Acquisitions counts the shard terms this replica started: shards moved to it.
 	Acquisitions uint64
 	// HandOvers counts the shards this replica handed over to their owner in
-	// placement: two Lease writes each (its release, the new owner's takeover).
+	// placement: one Lease write each when it named the owner holder (a hand-off:
+	// leaderelection.HandOffs), two otherwise (its release, the owner's takeover).
 	HandOvers uint64
+	// HandedOff counts the shard terms this replica started on a hand-off to it,
+	// without a write of its own (the sum of the shard electors'
+	// leaderelection.Stats.HandedOffTerms).
+	HandedOff uint64
 	// HandOverFailures counts the hand-overs that failed (the term had ended, the
 	// Lease was taken, a write failed); each is tried again after a RetryPeriod if the
 	// shard is still led here.
@@ -404,6 +412,7 @@ func (s *Sharder) Stats() Stats {
 	for _, e := range s.electors {
 		es := e.Stats()
 		st.DeathTakeovers += es.DeathTakeovers
+		st.HandedOff += es.HandedOffTerms
 		st.OutOfRange += es.OutOfRange
 	}
 	return st
@@ -447,6 +456,20 @@ func (s *Sharder) candidateGone(candidate string) bool {
 	defer s.mu.Unlock()
 	_, counted := slices.BinarySearch(s.live, candidate)
 	return !counted
+}
+
+// handOffTarget reports whether a hand-over to candidate may name it holder
+// (leaderelection.HandOffs): another member that placement counts and that this
+// replica saw write its member Lease while it watched.
+func (s *Sharder) handOffTarget(candidate string) bool {
+	if candidate == s.config.Identity {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, counted := slices.BinarySearch(s.live, candidate)
+	_, unvouched := slices.BinarySearch(s.unvouched, candidate)
+	return counted && !unvouched
 }
 
 // recheck tells every shard elector that the members placement counts changed, so
@@ -507,6 +530,7 @@ func (s *Sharder) notLeading(shard int) {
 	s.mu.Lock()
 	term, ok := s.owned[shard]
 	delete(s.owned, shard)
+	delete(s.accepted, shard)
 	s.mu.Unlock()
 	t := ShardTerm{Shard: shard, Term: term}
 	if f := s.callbacks.OnLost; f != nil && ok { // not for a term resigned at once (leading)
@@ -559,11 +583,31 @@ func (s *Sharder) livenessRenewed(sent time.Time, claimed []int) {
 // write claims.
 func (s *Sharder) ownedShards() []int {
 	s.mu.Lock()
-	out := make([]int, 0, len(s.owned))
+	out := make([]int, 0, len(s.owned)+len(s.accepted))
 	for shard := range s.owned {
 		out = append(out, shard)
+	}
+	for shard := range s.accepted {
+		if _, ok := s.owned[shard]; !ok {
+			out = append(out, shard)
+		}
 	}
 	s.mu.Unlock()
 	slices.Sort(out)
 	return out
+}
+
+// acceptHandOff reports whether shard's elector may start the term of a one-write
+// hand-over to this replica (leaderelection.HandOffs.Accept): not once it leaves, and
+// only while admitted. An accepted shard counts as led (ownedShards: the member
+// Lease's next writes claim it) until its term ends, so that the leaving mark claims
+// every hand-off term begun before it, and none begins after it.
+func (s *Sharder) acceptHandOff(shard int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leaving || !s.admitted {
+		return false
+	}
+	s.accepted[shard] = true
+	return true
 }

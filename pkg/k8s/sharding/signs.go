@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,70 @@ type memberSigns struct {
 	prunedAt time.Time
 	quiet    map[string]quietRead     // by identity, the last read that found it quiet
 	reading  map[string]chan struct{} // by identity, closed when a read under way ends
+	own      []ownWrite               // this run's last writes of its member Lease, oldest first
+}
+
+// ownWrite is a write of this run's member Lease that succeeded: the version it got
+// and when it was sent.
+type ownWrite struct {
+	version string
+	sentAt  time.Time
+}
+
+// ownWritesKept bounds the own writes remembered for Cited: one per RetryPeriod,
+// and a hand-off cites a version at most a RenewDeadline old.
+const ownWritesKept = 16
+
+// wrote records a write of this run's member Lease, sent at sentAt, that got version.
+func (m *memberSigns) wrote(version string, sentAt time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.own) == ownWritesKept {
+		m.own = append(m.own[:0], m.own[1:]...)
+	}
+	m.own = append(m.own, ownWrite{version, sentAt})
+}
+
+// cited returns when this run sent the write of its member Lease that got version.
+func (m *memberSigns) cited(version string) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.own {
+		if w.version == version {
+			return w.sentAt, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// others reports whether the members as last seen include another than self.
+func (m *memberSigns) others(self string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, in := m.current[self]
+	return len(m.current) > 1 || len(m.current) == 1 && !in
+}
+
+// left reports whether holder's member Lease, as last seen, was written by
+// incarnation leaving (MemberLeaving) without claiming shard.
+func (m *memberSigns) left(holder, incarnation string, shard int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, seen := m.current[holder]
+	return seen && incarnation != "" && l.Incarnation == incarnation && l.state() == MemberLeaving &&
+		!slices.Contains(claimedShards(l.Shards, m.shards), shard)
+}
+
+// handOff returns the incarnation and the Lease version of candidate as last seen,
+// if its Lease then said it was active.
+func (m *memberSigns) handOff(candidate string) (incarnation, version string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, seen := m.current[candidate]
+	if !seen || !l.HandOffs || l.state() != MemberActive || l.Incarnation == "" || l.Version == "" {
+		return "", "", false
+	}
+	return l.Incarnation, l.Version, true
 }
 
 func newMemberSigns(clock leaderelection.Clock, members MemberStore, shards int, leaseDuration time.Duration) *memberSigns {
@@ -128,15 +193,48 @@ func (m *memberSigns) lastSignLocked(holder, incarnation string, shard int) (tim
 	return m.lookedAt, true
 }
 
-// shardLiveness is one shard elector's leaderelection.Liveness: the member signs of
-// its shard, and the members placement counts (gone; nil counts none).
+// shardLiveness is one shard elector's leaderelection.Liveness and HandOffs: the
+// member signs of its shard, the members placement counts (gone; nil counts none),
+// and those a hand-over may name holder (handOffTo; nil names none).
 type shardLiveness struct {
-	m     *memberSigns
-	shard int
-	gone  func(candidate string) bool
+	m         *memberSigns
+	shard     int
+	gone      func(candidate string) bool
+	handOffTo func(candidate string) bool
+	accept    func(shard int) bool
 }
 
-var _ leaderelection.Liveness = shardLiveness{}
+var (
+	_ leaderelection.Liveness = shardLiveness{}
+	_ leaderelection.HandOffs = shardLiveness{}
+)
+
+// HandOff is leaderelection.HandOffs's: a member this replica counts live and saw
+// write its member Lease while it watched (Sharder.handOffTarget), whose Lease says
+// it is active, is named holder, citing the version of its Lease seen last.
+func (l shardLiveness) HandOff(candidate string) (incarnation, cite string, ok bool) {
+	if l.handOffTo == nil || !l.handOffTo(candidate) {
+		return "", "", false
+	}
+	return l.m.handOff(candidate)
+}
+
+// Cited is leaderelection.HandOffs's: the send of this run's member Lease write that
+// got version cite.
+func (l shardLiveness) Cited(cite string) (time.Time, bool) {
+	return l.m.cited(cite)
+}
+
+// Accept is leaderelection.HandOffs's (Sharder.acceptHandOff).
+func (l shardLiveness) Accept() bool {
+	return l.accept != nil && l.accept(l.shard)
+}
+
+// Left is leaderelection.HandOffs's: holder's member Lease, as last seen, says its
+// incarnation leaves and does not claim the shard.
+func (l shardLiveness) Left(holder, incarnation string) bool {
+	return l.m.left(holder, incarnation, l.shard)
+}
 
 // LastSign is leaderelection.Liveness's: the last sign of holder's incarnation for
 // the shard, or the first view of the members when it showed none since.

@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -147,4 +148,49 @@ func TestMemberSignsConfirm(t *testing.T) {
 			t.Fatalf("two Confirms of a quiet member read %d times, want once", n)
 		}
 	})
+}
+
+// TestMemberSignsHandOffs: a hand-off names holder only a member whose Lease, as last
+// seen, is active, records an incarnation and takes hand-offs (a member of a Baton
+// version before them gets a release), and cites the version seen; Left reports a
+// member leaving in the asked incarnation without claiming the shard, and nothing
+// else; Cited gives the send of this run's own writes only.
+func TestMemberSignsHandOffs(t *testing.T) {
+	m := newMemberSigns(realClock{}, NewMemoryMembers(), 8, 3*time.Second)
+	now := time.Now()
+	m.observe(now, []MemberLease{
+		{Identity: "new", Version: "7", Incarnation: "n1", HandOffs: true},
+		{Identity: "old", Version: "8", Incarnation: "o1"},
+		{Identity: "going", Version: "9", Incarnation: "g1", HandOffs: true, State: MemberLeaving, Shards: "2"},
+	})
+	l := func(shard int) shardLiveness {
+		return shardLiveness{m: m, shard: shard, handOffTo: func(string) bool { return true }}
+	}
+	if inc, cite, ok := l(0).HandOff("new"); !ok || inc != "n1" || cite != "7" {
+		t.Errorf("HandOff(new) = %q, %q, %v; want n1, 7, true", inc, cite, ok)
+	}
+	for _, id := range []string{"old", "going", "absent"} {
+		if _, _, ok := l(0).HandOff(id); ok {
+			t.Errorf("HandOff(%s) named it holder", id)
+		}
+	}
+	if _, _, ok := (shardLiveness{m: m}).HandOff("new"); ok {
+		t.Error("HandOff named a holder without a handOffTo")
+	}
+	if !l(0).Left("going", "g1") || l(2).Left("going", "g1") || l(0).Left("going", "g0") || l(0).Left("new", "n1") {
+		t.Error("Left: want true only for the leaving member's incarnation and a shard it does not claim")
+	}
+	m.wrote("41", now)
+	if at, ok := l(0).Cited("41"); !ok || !at.Equal(now) {
+		t.Errorf("Cited(41) = %v, %v; want the send", at, ok)
+	}
+	if _, ok := l(0).Cited("7"); ok {
+		t.Error("Cited a version this run never wrote")
+	}
+	for i := range ownWritesKept {
+		m.wrote(strconv.Itoa(100+i), now)
+	}
+	if _, ok := l(0).Cited("41"); ok {
+		t.Errorf("Cited a write older than the last %d", ownWritesKept)
+	}
 }

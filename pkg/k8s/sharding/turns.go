@@ -9,8 +9,8 @@ import (
 
 // Turns of the ring's moves.
 //
-// A hand-over is two Lease writes in a row (the release, then the new owner's take),
-// and the API server answers writes sent together about as slowly as their number:
+// A hand-over is a Lease write (a hand-off; before hand-offs, two in a row: the
+// release, then the new owner's take), and the API server answers writes sent together about as slowly as their number:
 // on the loaded 2-core machine of test/sharding's BenchmarkShardMoves one Lease update
 // took 1.3 to 2.3ms alone and 5 to 10ms with 8 under way, which is what a join had
 // when every old member released its next shard as soon as its last release was
@@ -20,9 +20,9 @@ import (
 // member sees every shard's holder (its electors follow every shard Lease) and
 // computes the same placement, hence the same list of pending moves, and hands a
 // shard over only once fewer than moveTurns of the pending moves come before it. A
-// shard waiting for its turn keeps its owner; one move's take is the next one's turn,
-// seen on the take's watch event, so the ring's hand-over writes go out about one at
-// a time.
+// shard waiting for its turn keeps its owner; one move's arrival (the hand-off, or
+// the take) is the next one's turn, seen on its watch event, so the ring's hand-over
+// writes go out about one at a time.
 //
 // A pending move is a shard whose holder is not its owner in placement and that a
 // hand-over will move: one released and not yet taken (or free), one led by a member

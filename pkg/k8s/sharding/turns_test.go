@@ -2,6 +2,7 @@ package sharding_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -16,7 +17,9 @@ import (
 // each take 1ms, as on an API server; e joins, and a, b, c and d hand it its share;
 // then e leaves. The members hand each shard over in its turn (turns.go): at no time
 // are two shards released to a new owner and not yet taken, no shard goes without
-// owner for more than handoverGap, and the ring ends balanced. (Before turns, the
+// owner for more than handoverGap, and the ring ends balanced. A one-write hand-over
+// (leaderelection.HandOffs) is under way while its write is, a release from its send
+// to the take. (Before turns, the
 // old members sent their first releases at the same instant: 3 hand-overs under way
 // at once on the join, 2 on the leave, whose writes an API server answers about as
 // many times as slowly.)
@@ -67,9 +70,14 @@ type slowWrites struct {
 }
 
 func (s *slowWrites) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
+	handOff := r.HolderIdentity != "" && strings.HasPrefix(r.Marker, "handoff:")
+	if handOff {
+		s.open.begin(s.shard)
+		defer s.open.end(s.shard)
+	}
 	time.Sleep(time.Millisecond)
 	out, err := s.LeaseStore.Update(ctx, r)
-	if err == nil {
+	if err == nil && !handOff {
 		s.open.wrote(s.shard, out)
 	}
 	return out, err
@@ -95,16 +103,27 @@ type openHandOvers struct {
 }
 
 func (o *openHandOvers) wrote(shard int, r leaderelection.LeaseRecord) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	switch {
 	case r.HolderIdentity == "" && r.PreferredHolder != "":
-		o.released[shard] = true
-		o.moves++
-		o.most = max(o.most, len(o.released))
+		o.begin(shard)
 	case r.HolderIdentity != "":
-		delete(o.released, shard)
+		o.end(shard)
 	}
+}
+
+// begin records a hand-over of shard under way; end, that it is over.
+func (o *openHandOvers) begin(shard int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.released[shard] = true
+	o.moves++
+	o.most = max(o.most, len(o.released))
+}
+
+func (o *openHandOvers) end(shard int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.released, shard)
 }
 
 func (o *openHandOvers) reset() {

@@ -452,6 +452,7 @@ type summary struct {
 	mu                             sync.Mutex
 	histories, terms, writes, late int
 	refused, coldOverlaps          int
+	handedOff                      int // shard terms started on a hand-off, without a write
 	coldLongest, settledMax        time.Duration
 	settledSeed                    uint64
 	reowned, reownedFast           int           // shards of replicas reported dead; of them, owned again promptly
@@ -468,6 +469,9 @@ func (s *summary) add(seed uint64, h *history, r *result) {
 	defer s.mu.Unlock()
 	s.histories++
 	s.terms += len(h.spans)
+	for _, st := range h.stats {
+		s.handedOff += int(st.HandedOff)
+	}
 	s.writes += len(h.ops)
 	s.late += r.late
 	s.refused += r.refused
@@ -499,8 +503,8 @@ func (s *summary) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d histories: %d shard terms, %d fenced writes (%d refused, %d accepted late: after their term ended, before a newer term wrote)\n",
-		s.histories, s.terms, s.writes, s.refused, s.late)
+	fmt.Fprintf(&b, "%d histories: %d shard terms (%d on a one-write hand-off), %d fenced writes (%d refused, %d accepted late: after their term ended, before a newer term wrote)\n",
+		s.histories, s.terms, s.handedOff, s.writes, s.refused, s.late)
 	fmt.Fprintf(&b, "faults: %v\n", s.faults)
 	fmt.Fprintf(&b, "overlaps in the elector's cold-start window (tolerated): %d, longest %v, seeds %v\n", s.coldOverlaps, s.coldLongest, s.coldSeeds)
 	fmt.Fprintf(&b, "shards of replicas the kubelet reported dead: %d, %d owned again within %v of the report, the longest after %v (seed %d)\n",
