@@ -10,8 +10,8 @@ import (
 // Turns of the ring's moves.
 //
 // A hand-over is a Lease write (a hand-off; before hand-offs, two in a row: the
-// release, then the new owner's take), and the API server answers writes sent together about as slowly as their number:
-// on the loaded 2-core machine of test/sharding's BenchmarkShardMoves one Lease update
+// release, then the new owner's take), and the API server answers writes sent
+// together about as slowly as their number: on the loaded 2-core machine of test/sharding's BenchmarkShardMoves one Lease update
 // took 1.3 to 2.3ms alone and 5 to 10ms with 8 under way, which is what a join had
 // when every old member released its next shard as soon as its last release was
 // answered (four releases and four takes at once: hand-overs of 17 to 24ms, nearly

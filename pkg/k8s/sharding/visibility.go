@@ -27,7 +27,10 @@ type OwnerlessHistogram struct {
 //   - A shard this replica handed over: from the reply to its release to its
 //     elector's first observation of the next holder (OnNewLeader), while this
 //     replica still follows the shard (a replica that leaves stops following soon
-//     after its last hand-over, and misses some).
+//     after its last hand-over, and misses some). A hand-off, which names the next
+//     holder in its one write (leaderelection.HandOffs), shows the next holder in its
+//     reply: from the hand-over's start (its term ending, its work returning) to that
+//     reply; the new owner's term starts on its watch's delivery, about then.
 //   - A shard this replica takes because its owner in placement went (its member
 //     Lease expired, or it was proven dead; not a leaver, which hands over): from when
 //     this replica counted that member gone to its acquisition. A lower bound for a
