@@ -86,6 +86,14 @@ func (f *fakeHandOffs) setHandOffs(fn func(f *fakeHandOffs)) {
 
 var _ HandOffs = (*fakeHandOffs)(nil)
 
+// startHandOffs starts candidate id, incarnation id+"-1", with live as its Liveness
+// and HandOffs, its record renewed every RetryPeriod while on().
+func startHandOffs(cl *cluster, live *fakeHandOffs, id string, on func() bool) *candidate {
+	c := cl.start(id, withLiveness(live, id+"-1"))
+	go live.pumpHandOffs(cl.ctx, c, id+"-1", on)
+	return c
+}
+
 // TestHandOffIsOneWrite: with HandOffs, a hand-over is one write, the holder's: the
 // new holder leads on its event, at once, with no write of its own, and leads on
 // while its liveness record is renewed; once its renewals stop, its term ends by
@@ -96,13 +104,11 @@ func TestHandOffIsOneWrite(t *testing.T) {
 		defer cl.stop()
 		live := newFakeHandOffs()
 		on := func() bool { return true }
-		a := cl.start("a", withLiveness(live, "a-1"))
-		go live.pumpHandOffs(cl.ctx, a, "a-1", on)
+		a := startHandOffs(cl, live, "a", on)
 		cl.waitLeader(nil, time.Second)
 		var mu sync.Mutex
 		bRenews := true
-		b := cl.start("b", withLiveness(live, "b-1"))
-		go live.pumpHandOffs(cl.ctx, b, "b-1", func() bool { mu.Lock(); defer mu.Unlock(); return bRenews })
+		b := startHandOffs(cl, live, "b", func() bool { mu.Lock(); defer mu.Unlock(); return bRenews })
 		time.Sleep(DefaultRetryPeriod + time.Second)
 		if err := a.e.HandOver(context.Background(), "b"); err != nil {
 			t.Fatal(err)
@@ -150,11 +156,9 @@ func TestHandOffSeenLateIsTakenWithAWrite(t *testing.T) {
 		defer cl.stop()
 		live := newFakeHandOffs()
 		on := func() bool { return true }
-		a := cl.start("a", withLiveness(live, "a-1"))
-		go live.pumpHandOffs(cl.ctx, a, "a-1", on)
+		a := startHandOffs(cl, live, "a", on)
 		cl.waitLeader(nil, time.Second)
-		b := cl.start("b", withLiveness(live, "b-1"))
-		go live.pumpHandOffs(cl.ctx, b, "b-1", on)
+		b := startHandOffs(cl, live, "b", on)
 		time.Sleep(DefaultRetryPeriod + time.Second)
 		live.setHandOffs(func(f *fakeHandOffs) { f.stale = DefaultRenewDeadline })
 		if err := a.e.HandOver(context.Background(), "b"); err != nil {
@@ -182,11 +186,9 @@ func TestHandOffToLeaverTakenAtOnce(t *testing.T) {
 		defer cl.stop()
 		live := newFakeHandOffs()
 		on := func() bool { return true }
-		a := cl.start("a", withLiveness(live, "a-1"))
-		go live.pumpHandOffs(cl.ctx, a, "a-1", on)
+		a := startHandOffs(cl, live, "a", on)
 		cl.waitLeader(nil, time.Second)
-		c := cl.start("c", withLiveness(live, "c-1"))
-		go live.pumpHandOffs(cl.ctx, c, "c-1", on)
+		c := startHandOffs(cl, live, "c", on)
 		live.renewedAs("ghost", "g-1", time.Now()) // a member that never runs an elector
 		time.Sleep(time.Second)
 		if err := a.e.HandOver(context.Background(), "ghost"); err != nil {
