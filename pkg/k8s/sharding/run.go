@@ -28,7 +28,8 @@ import (
 //     each shard it leads but placement gives to another live member over to that
 //     member, SettleDelay after the last change (in waves: see handOverWaves).
 //  5. When ctx ends it leaves: it stops campaigning, marks its member Lease leaving,
-//     hands every shard it leads to its owner in the placement without it, then stops
+//     hands every shard it leads to its owner in the placement without it (and, with
+//     other members, any handed to it until SettleDelay after its mark), then stops
 //     its electors (which release any shard still held), and deletes its member
 //     Lease. Shard work keeps its term context until its shard is handed over.
 //
@@ -508,22 +509,31 @@ func (l *loop) leave(ctx context.Context) {
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
 	l.rebalance(lctx)
 	l.handovers.Wait()
-	// A member that had not seen the leaving mark yet may have handed a shard here
-	// in one write (leaderelection.HandOffs), landing after the hand-overs above:
-	// until SettleDelay after the mark, take those and pass them on, so that none is
-	// left named here after the electors stopped.
-	if wait := sent.Add(s.config.SettleDelay).Sub(s.clock.Now()); s.signs.others(s.config.Identity) && wait > 0 {
-		done := make(chan struct{})
-		t := s.clock.AfterFunc(wait, func() { close(done) })
-		select {
-		case <-done:
-		case <-lctx.Done():
-			t.Stop()
-		}
-	}
+	l.linger(lctx, sent)
 	l.rebalance(lctx)
 	l.handovers.Wait()
 	s.logger.Info("left", "stillLeading", len(s.Owned()))
+}
+
+// linger waits, when the ring has other members, until SettleDelay after the leaving
+// mark sent at sent, or ctx ends: a member that had not seen the mark yet may have
+// handed a shard here in one write (leaderelection.HandOffs), landing after this
+// replica's hand-overs. The electors, still running, take it, and the rebalance
+// after linger passes it on, so that none is left naming this replica once they
+// stop.
+func (l *loop) linger(ctx context.Context, sent time.Time) {
+	s := l.s
+	wait := sent.Add(s.config.SettleDelay).Sub(s.clock.Now())
+	if wait <= 0 || !s.signs.others(s.config.Identity) {
+		return
+	}
+	done := make(chan struct{})
+	t := s.clock.AfterFunc(wait, func() { close(done) })
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Stop()
+	}
 }
 
 // followSigns keeps the member signs fed from the member watch while this replica
