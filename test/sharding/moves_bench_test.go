@@ -210,7 +210,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	// seen every member renew, as a replica that ran a while has, so its hand-overs
 	// are hand-offs (a member seen only on its first look gets a release:
 	// docs/design/sharding.md, # Hand-over targets).
-	if wait := member.Add(retry).Sub(time.Now()); wait > 0 {
+	if wait := time.Until(member.Add(retry)); wait > 0 {
 		time.Sleep(wait)
 	}
 	leaveStart := time.Now()
