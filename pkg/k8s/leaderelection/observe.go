@@ -399,8 +399,8 @@ func (c *campaign) clearedFromUs(r LeaseRecord) bool {
 }
 
 // handedToUs reports whether the observed state is a Baton release naming this
-// elector preferredHolder, or a one-write hand-over to it (HandOffs): a hand-over to it, which it takes even while it only
-// follows (SetCampaigning).
+// elector preferredHolder, or a one-write hand-over to it (HandOffs): a hand-over to
+// it, which it takes even while it only follows (SetCampaigning).
 func (c *campaign) handedToUs() bool {
 	r := c.lease.record
 	return c.lease.exists() && (r.HolderIdentity == "" && releasedByBaton(r) && r.PreferredHolder == c.self ||

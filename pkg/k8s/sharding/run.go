@@ -529,10 +529,10 @@ func (l *loop) linger(ctx context.Context, sent time.Time) {
 	}
 	done := make(chan struct{})
 	t := s.clock.AfterFunc(wait, func() { close(done) })
+	defer t.Stop()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		t.Stop()
 	}
 }
 

@@ -92,8 +92,11 @@ func (m *memberSigns) cited(version string) (time.Time, bool) {
 func (m *memberSigns) others(self string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, in := m.current[self]
-	return len(m.current) > 1 || len(m.current) == 1 && !in
+	n := len(m.current)
+	if _, in := m.current[self]; in {
+		n--
+	}
+	return n > 0
 }
 
 // left reports whether holder's member Lease, as last seen, was written by
