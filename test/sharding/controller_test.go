@@ -81,7 +81,7 @@ func (r *ctrlReplica) crash()                     { r.sw.Cut() }
 
 // startCtrlReplica builds replica id and starts its manager; it records its reconciles
 // in log.
-func startCtrlReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id string, log *reconcileLog) *ctrlReplica {
+func startCtrlReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id string, log *reconcileLog, terms *termLog) *ctrlReplica {
 	tb.Helper()
 	mgr, err := manager.New(env.Config(), manager.Options{
 		Metrics: metricsserver.Options{BindAddress: "0"},
@@ -116,6 +116,7 @@ func startCtrlReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id strin
 		For:        &corev1.ConfigMap{},
 		Clientset:  leases,
 		Options:    controller.Options{MaxConcurrentReconciles: c.workers},
+		ShardWork:  termWork(id, terms),
 		Sharding: sharding.Config{
 			Namespace: "default", Name: c.name, Shards: c.shards,
 			LeaseDuration: c.lease, RenewDeadline: c.renew, RetryPeriod: c.retry,
@@ -128,6 +129,19 @@ func startCtrlReplica(tb testing.TB, env *batontest.Env, c fleetConfig, id strin
 	r.cancel = cancel
 	go func() { r.done <- mgr.Start(ctx) }()
 	return r
+}
+
+// termWork returns a ShardWork that records replica id's shard terms in terms (when
+// each began and ended, by the controller's own term context), or none for nil.
+func termWork(id string, terms *termLog) sharding.WorkConfig {
+	if terms == nil {
+		return sharding.WorkConfig{}
+	}
+	record := terms.onAcquired(id)
+	return sharding.WorkConfig{Works: []sharding.Work{{Name: "terms", Run: func(ctx context.Context, _ sharding.ShardTerm) error {
+		record(ctx)
+		return nil
+	}}}}
 }
 
 // stop stops the replica gracefully, as a SIGTERM would (it hands its shards over

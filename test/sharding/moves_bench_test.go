@@ -13,20 +13,16 @@ package sharding
 //
 //   - controller: each replica a manager running AddShardedController, whose
 //     reconcile reads the ConfigMap from the cache and stands for 1ms of I/O;
-//     handovers timed from the send of the old owner's write (the release, by the
-//     renewTime its writer stamped on it; every replica runs in this process, on one
-//     clock) to the new owner's take as the benchmark's Lease watch delivered it (a
-//     bound of how long the shard had no owner, which a lagging watch lengthens), and,
-//     logged beside, from the release to the take both as the watch delivered them,
-//     and both as stamped.
-//     The old owner's term ended a little before its release was sent, once its
-//     running reconciles returned. A one-write hand-over (the old owner names the new
-//     one holder: leaderelection.HandOffs) is timed from its send, by its renewTime,
-//     to the watch's delivery, which is when the new owner's term starts (on its own
-//     watch's delivery);
-//   - sharder: each replica a bare Sharder; handovers timed by the callbacks of both
-//     sides (the old term's context ended to the new term's OnAcquired), which is
-//     how long the shard had no owner.
+//   - sharder: each replica a bare Sharder.
+//
+// Handovers are timed by the terms of both sides: from the old term's context's end
+// to the new term's start (the Sharder's OnAcquired; the controller's ShardWork,
+// started with its term), which is how long the shard had no owner. The
+// controller's old owner hands over only once its running reconciles returned, so
+// that time is in it. Logged beside, for both: from the send of the old owner's
+// write (by the renewTime its writer stamped on it; every replica runs in this
+// process, on one clock) to its arrival on the benchmark's Lease watch (a one-write
+// hand-over's, or the take that followed a release).
 //
 // A watch in the benchmark's process records every write of the ring's Leases (each
 // new resourceVersion of a shard or member Lease is one write) and of the
@@ -135,7 +131,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	start := func(id string) ringMember {
 		var r ringMember
 		if kind == "controller" {
-			r = startCtrlReplica(b, env, c, id, log)
+			r = startCtrlReplica(b, env, c, id, log, terms)
 		} else {
 			r = startSharderReplica(b, env, c, id, terms)
 		}
@@ -155,15 +151,11 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	}
 	// gaps returns the handover times of [from, to) and how they were measured.
 	gaps := func(phase string, writes []leaseWrite, from, to time.Time) ([]time.Duration, string) {
-		seen, stamped, arrived, takes := handovers(writes, from, to)
+		_, _, arrived, takes := handovers(writes, from, to)
 		unreleased(b, kind, from, takes)
-		if kind == "sharder" {
-			g, _ := terms.gaps(from, to, "")
-			return g, "term end to next term start (callbacks)"
-		}
-		b.Logf("shardmoves: %s: %s: %s", kind, phase, gapLine(seen, "release to takeover as the Lease watch delivered them"))
-		b.Logf("shardmoves: %s: %s: %s", kind, phase, gapLine(stamped, "release to takeover (sent, by the Leases' renewTime; one clock)"))
-		return arrived, "the old owner's write sent (renewTime) to the new owner's arrival on this process's Lease watch"
+		b.Logf("shardmoves: %s: %s: %s", kind, phase, gapLine(arrived, "the old owner's write sent (renewTime) to its arrival on this process's Lease watch"))
+		g, _ := terms.gaps(from, to, "")
+		return g, "term end to next term start (callbacks)"
 	}
 	b.StartTimer()
 
@@ -249,10 +241,8 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	time.Sleep(quiet)
 	rollEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
-	if kind == "sharder" {
-		b.Logf("shardmoves: sharder: rolling restart: steps: %s; slowest moves: %s",
-			strings.Join(steps, ", "), strings.Join(terms.slowest(rollStart, 5, writes), ", "))
-	}
+	b.Logf("shardmoves: %s: rolling restart: steps: %s; slowest moves: %s",
+		kind, strings.Join(steps, ", "), strings.Join(terms.slowest(rollStart, 5, writes), ", "))
 	roll := count(writes, objectWrites, rollStart, rollEnd)
 	rollGaps, how := gaps("rolling restart", writes, rollStart, rollEnd)
 	report(ms(pct(rollGaps, 50)), "rolling-handover-p50-ms", "rolling restart of 4: %s; %d Lease writes for the moves (%d shards moved), %d object writes, in %v",
@@ -278,19 +268,21 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	waitBalancedReplicas(b, live, shards, "crash of "+crashed.name(), 3*lease+30*time.Second)
 	time.Sleep(quiet)
 	writes, _ = leases.snapshot()
-	// For each shard, from the cut and from the crashed holder's last write of it
-	// before the cut (its last renew the others saw) to its take by another.
+	// For each shard, from the cut and from the crashed holder's last renew the others
+	// saw before the cut (of its member Lease, which carries its shards' terms, or of
+	// the shard Lease itself) to its take by another.
 	var recovered, afterRenew time.Duration
 	for _, shard := range shardsOf {
 		var renewed, taken time.Time
 		for _, w := range writes {
-			if w.shard != shard || (w.kind != shardTake && w.kind != shardRenew) {
+			member := w.kind == memberJoin || w.kind == memberRenew
+			if !member && (w.shard != shard || (w.kind != shardTake && w.kind != shardRenew && w.kind != shardHandOff)) {
 				continue
 			}
 			if w.at.Before(crashAt) && w.holder == crashed.name() {
 				renewed = w.at
 			}
-			if w.at.After(crashAt) && w.kind == shardTake && w.holder != crashed.name() {
+			if !member && w.at.After(crashAt) && w.kind == shardTake && w.holder != crashed.name() {
 				taken = w.at
 				break
 			}
@@ -301,10 +293,10 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 		recovered = max(recovered, taken.Sub(crashAt))
 		afterRenew = max(afterRenew, taken.Sub(renewed))
 	}
-	report(ms(recovered), "crash-owned-again-ms", "crash of %s (%d shards, no release): all taken again %v after the cut, at most %v after the last renew of each seen (Lease watch; lease duration %v, renew deadline %v)",
+	report(ms(recovered), "crash-owned-again-ms", "crash of %s (%d shards, no release): all taken again %v after the cut, at most %v after its last renew seen (Lease watch; lease duration %v, renew deadline %v)",
 		crashed.name(), len(shardsOf), recovered.Round(time.Millisecond), afterRenew.Round(time.Millisecond), lease, renew)
 	b.ReportMetric(ms(afterRenew), "crash-after-last-renew-ms")
-	if kind == "sharder" {
+	{
 		crashGaps, last := terms.gaps(crashAt, time.Now(), crashed.name())
 		b.Logf("shardmoves: %s: crash: by the callbacks, the crashed replica's terms ended by its renew deadline, then %s; the last began %v after the cut",
 			kind, gapLine(crashGaps, "term end to next term start"), last.Sub(crashAt).Round(time.Millisecond))
@@ -317,7 +309,8 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	if kind == "controller" {
 		n := log.check(b)
 		b.Logf("shardmoves: %s: %d reconciles by %v, none of one shard by two replicas at once", kind, n, log.replicasOf())
-	} else if n := terms.overlaps(); n > 0 {
+	}
+	if n := terms.overlaps(); n > 0 {
 		b.Errorf("%d shard terms began before the previous one of their shard ended", n)
 	}
 	b.Logf("shardmoves: %s: machine load (1, 5, 15 min): %s", kind, loadavg())

@@ -62,7 +62,7 @@ func TestControllerThreeFiveRollingRestart(t *testing.T) {
 			r.stop(t)
 		}
 	}()
-	start := func(id string) { live = append(live, startCtrlReplica(t, env, c, id, log)) }
+	start := func(id string) { live = append(live, startCtrlReplica(t, env, c, id, log, nil)) }
 
 	// Churn: the ConfigMaps keep changing throughout, so that events arrive while
 	// shards move.
