@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 
@@ -37,9 +38,12 @@ const (
 	EventLost = "LeaderLost"
 )
 
-// Reasons of the Events a sharded controller records on a shard Lease, one for each
-// change of hands this replica makes, with why (the counterparts of the single
-// Lease's).
+// Reasons of the Events a sharded controller records on a shard Lease, with why (the
+// counterparts of the single Lease's). A shard moves far more often than the single
+// Lease, so each change of hands is one Event, by the replica that took the shard:
+// a replica that hands a shard over records nothing (its successor's ShardAcquired
+// says the Lease was handed to it), and records ShardReleased or ShardLost only for
+// a term that ended without a successor named.
 const (
 	// EventShardAcquired: this replica took the shard's Lease (free, released by its
 	// holder in a hand-over, or expired); Normal.
@@ -50,21 +54,19 @@ const (
 	// EventShardReleased: this replica released the shard's Lease on a graceful stop;
 	// Normal.
 	EventShardReleased = "ShardReleased"
-	// EventShardHandedOver: this replica ended its term of the shard to hand it to
-	// its owner in placement (a member joined or left); Normal.
-	EventShardHandedOver = "ShardHandedOver"
 	// EventShardLost: this replica's term of the shard ended without a release (it
 	// missed its deadline, or gave the shard up); Warning.
 	EventShardLost = "ShardLost"
 )
 
 // eventReasons are the reasons of one kind of Lease's Events, in the order of
-// leaseEvents' cases: acquired, death takeover, released, handed over, lost.
+// leaseEvents' cases: acquired, death takeover, released, handed over (""
+// records nothing: the successor's Event tells), lost.
 type eventReasons struct{ acquired, death, released, handedOver, lost string }
 
 var (
 	leaderReasons = eventReasons{EventAcquired, EventDeathTakeover, EventReleased, EventHandedOver, EventLost}
-	shardReasons  = eventReasons{EventShardAcquired, EventShardDeathTakeover, EventShardReleased, EventShardHandedOver, EventShardLost}
+	shardReasons  = eventReasons{EventShardAcquired, EventShardDeathTakeover, EventShardReleased, "", EventShardLost}
 )
 
 // eventRecorderName is the reporting controller of the Runtime's Events.
@@ -93,9 +95,13 @@ type leaseEvents struct {
 	// wg counts the Events being recorded; the Runtime's Start waits for them.
 	wg sync.WaitGroup
 
-	// mu guards the counters as of the last Event, to tell why a term began or ended.
+	// mu guards the counters as of the last Event, to tell why a term began or ended,
+	// and the Lease's UID once read: a Lease deleted and created again while this
+	// replica runs keeps the first UID in this replica's Events (kubectl describe
+	// lists the new Lease's Events by its UID, so not those).
 	mu                           sync.Mutex
 	deaths, handOvers, handedOff uint64
+	uid                          types.UID
 }
 
 // started records the Event of a term that began.
@@ -132,6 +138,8 @@ func (e *leaseEvents) stopped() {
 	// still holds: the Event of a stopping replica is written directly.
 	stopping := e.stopping()
 	switch {
+	case handOver && e.reasons.handedOver == "":
+		// The successor records the change of hands.
 	case handOver && stopping:
 		e.recordDirect(corev1.EventTypeNormal, e.reasons.handedOver, "Release",
 			fmt.Sprintf("%s stopped being %s to hand the Lease over (graceful stop)", e.identity, e.what))
@@ -159,13 +167,23 @@ func (e *leaseEvents) recordNow(eventType, reason, action, note string, args ...
 	e.recorder().Eventf(e.lease(ctx), nil, eventType, reason, action, note, args...)
 }
 
-// lease returns the Lease as an Event's regarding object, with its UID when it can
-// be read.
+// lease returns the Lease as an Event's regarding object, with its UID when known:
+// read at the first Event that can, and kept (an Event per move must not cost a
+// read too).
 func (e *leaseEvents) lease(ctx context.Context) *coordinationv1.Lease {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name}}
 	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))
+	e.mu.Lock()
+	lease.UID = e.uid
+	e.mu.Unlock()
+	if lease.UID != "" {
+		return lease
+	}
 	if got, err := e.cs.CoordinationV1().Leases(e.namespace).Get(ctx, e.name, metav1.GetOptions{}); err == nil {
 		lease.UID = got.UID
+		e.mu.Lock()
+		e.uid = got.UID
+		e.mu.Unlock()
 	}
 	return lease
 }

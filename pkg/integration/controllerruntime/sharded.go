@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -299,9 +300,14 @@ func listOf(scheme *runtime.Scheme, c ShardedController) (client.ObjectList, err
 	return list, nil
 }
 
-// watchCache makes the manager's cache of For the controller's source.
+// watchCache makes the manager's cache of For the controller's source, indexed by
+// shard (shardIndex).
 func (s *Sharded) watchCache() error {
 	obj := s.spec.For.DeepCopyObject().(client.Object)
+	shardOf := func(o client.Object) []string { return []string{strconv.Itoa(s.ring.ShardOf(string(o.GetUID())))} }
+	if err := s.r.mgr.GetFieldIndexer().IndexField(context.Background(), obj, s.shardIndex(), shardOf); err != nil {
+		return fmt.Errorf("%w: sharded controller %q: indexing %T by shard: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
+	}
 	if err := s.ctrl.Watch(source.Kind(s.r.mgr.GetCache(), obj, s.handler(), s.spec.Predicates...)); err != nil {
 		return fmt.Errorf("%w: sharded controller %q: watching %T: %w", ErrInvalidRegistration, s.spec.Name, s.spec.For, err)
 	}
@@ -519,10 +525,16 @@ func (s *Sharded) startShardCaches(ctx context.Context, shard int, wg *sync.Wait
 	wg.Go(func() { s.labelBacklog(ctx, shard) })
 }
 
-// enqueueShard enqueues every object of shard in the cache.
+// shardIndex names the index of the manager's cache of For by shard (watchCache), one
+// per sharded controller: a shard's objects are listed by it, not found among all.
+func (s *Sharded) shardIndex() string { return "baton.dev/shard." + s.spec.Name }
+
+// enqueueShard enqueues every object of shard in the cache: those the shard index
+// lists, read in place (only their keys are taken).
 func (s *Sharded) enqueueShard(ctx context.Context, shard int) {
 	list := s.list.DeepCopyObject().(client.ObjectList)
-	if err := s.r.mgr.GetCache().List(ctx, list); err != nil {
+	err := s.r.mgr.GetCache().List(ctx, list, client.MatchingFields{s.shardIndex(): strconv.Itoa(shard)}, client.UnsafeDisableDeepCopy)
+	if err != nil {
 		if ctx.Err() == nil {
 			s.logger.Error(err, "listing the objects of an acquired shard; they are reconciled on their next event", "shard", shard)
 		}
@@ -530,8 +542,7 @@ func (s *Sharded) enqueueShard(ctx context.Context, shard int) {
 	}
 	n := 0
 	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		obj, ok := o.(client.Object)
-		if ok && s.ring.ShardOf(string(obj.GetUID())) == shard {
+		if obj, ok := o.(client.Object); ok {
 			s.queue.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
 			n++
 		}
