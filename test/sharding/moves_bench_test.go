@@ -190,7 +190,8 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	report(ms(balanced.Sub(member)), "join-balanced-ms", "join: balanced %v after r4's member Lease was written (%v after its start, which synced its cache first)",
 		balanced.Sub(member).Round(time.Millisecond), balanced.Sub(joinStart).Round(time.Millisecond))
 	moves(b, report, "join", join, movedObjects(join.movedShards))
-	report(ms(pct(joinGaps, 99)), "join-handover-p99-ms", "join: %s", gapLine(joinGaps, how))
+	report(ms(pct(joinGaps, 99)), "join-handover-p99-ms", "join: %s; slowest moves: %s", gapLine(joinGaps, how),
+		strings.Join(terms.slowest(joinStart, 3, writes), ", "))
 
 	// A reference for the handover times: one Lease write's round trip now.
 	write, seen := writeLatency(b, env.Clientset())
@@ -217,7 +218,8 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	leaveGaps, how := gaps("leave", writes, leaveStart, leaveEnd)
 	moves(b, report, "leave", leave, movedObjects(leave.movedShards))
 	b.Logf("shardmoves: %s: leave: r4 stopped (handed over its shards and left) in %v", kind, stopped.Round(time.Millisecond))
-	report(ms(pct(leaveGaps, 50)), "leave-handover-p50-ms", "leave: %s", gapLine(leaveGaps, how))
+	report(ms(pct(leaveGaps, 50)), "leave-handover-p50-ms", "leave: %s; slowest moves: %s", gapLine(leaveGaps, how),
+		strings.Join(terms.slowest(leaveStart, 3, writes), ", "))
 	b.ReportMetric(ms(pct(leaveGaps, 99)), "leave-handover-p99-ms")
 	b.ReportMetric(ms(pct(leaveGaps, 100)), "leave-ownerless-max-ms")
 
