@@ -1,13 +1,14 @@
 // Command sharded is a sharded controller-runtime controller on Baton: every replica
 // reconciles a share of the ConfigMaps labelled baton.dev/sharded=true, writing into
-// each who reconciled it and in which shard. The ConfigMaps are split into shards by
-// their UID; each shard is a Lease of its own, led by one replica at a time, and the
-// replicas share the shards evenly. Each replica caches only the ConfigMaps of the
-// shards it leads: each ConfigMap is labelled once with its shard, by the replica
-// leading it, and each replica's informers select its shards' labels. A replica that
-// stops hands its shards to the others, which cache and reconcile their objects at
-// once, with no object written. There is no single leader, and no Lease besides the
-// ring's.
+// each who reconciled it and in which shard, and giving each a ServiceAccount of its
+// name that it owns (an owned object: deleted, it is made again at once). The
+// ConfigMaps are split into shards by their UID, each ServiceAccount going with its
+// owner; each shard is a Lease of its own, led by one replica at a time, and the
+// replicas share the shards evenly. Each replica caches only the objects of the
+// shards it leads: each is labelled once with its shard, by the replica leading it,
+// and each replica's informers select its shards' labels. A replica that stops hands
+// its shards to the others, which cache and reconcile their objects at once, with no
+// object written. There is no single leader, and no Lease besides the ring's.
 //
 //	sharded --kubeconfig ~/.kube/config --identity a --lease-namespace default
 //
@@ -15,8 +16,8 @@
 // they change ("shards owned") and every object it reconciles ("reconciled"). In a
 // cluster, its service account needs get, list, watch, create, update and delete on
 // leases in --lease-namespace, get, list, watch, update and patch (the shard label)
-// on configmaps, and, for
-// the death signal (on when the pod's POD_ variables are set), get, list and watch on
+// on configmaps, get, list, watch, create and patch on serviceaccounts, and, for the
+// death signal (on when the pod's POD_ variables are set), get, list and watch on
 // pods in --lease-namespace.
 package main
 
@@ -32,10 +33,13 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -55,7 +59,8 @@ const (
 	ShardKey     = "shard"
 )
 
-// Stamper reconciles one ConfigMap: it records who reconciled it, and in which shard.
+// Stamper reconciles one ConfigMap: it records who reconciled it, and in which shard,
+// and keeps its ServiceAccount.
 type Stamper struct {
 	Identity string
 	Reader   client.Reader // the sharded controller's Reader: the led shards' caches
@@ -71,17 +76,10 @@ func (s *Stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err := s.Reader.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	// Written once per shard term, as in examples/crmirror: the write stamps the
-	// object with the term, so a write of an older term that was still in flight
-	// is refused.
-	if cm.Data[ReconciledBy] == s.Identity && cm.Annotations[batoncr.TermAnnotation] == fmt.Sprint(st.Term) {
-		return reconcile.Result{}, nil
+	err := s.stamp(ctx, &cm, st)
+	if err == nil {
+		err = s.account(ctx, &cm)
 	}
-	if cm.Data == nil {
-		cm.Data = map[string]string{}
-	}
-	cm.Data[ReconciledBy], cm.Data[ShardKey] = s.Identity, fmt.Sprint(st.Shard)
-	err := s.Writer.Update(ctx, &cm)
 	if errors.Is(err, batoncr.ErrTermEnded) {
 		logger.Info("shard moved on; its new owner reconciles the object")
 		return reconcile.Result{}, nil
@@ -91,6 +89,37 @@ func (s *Stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	logger.Info("reconciled")
 	return reconcile.Result{}, nil
+}
+
+// stamp writes into cm who reconciled it, in which shard, once per shard term, as in
+// examples/crmirror: the write stamps the object with the term, so a write of an
+// older term that was still in flight is refused.
+func (s *Stamper) stamp(ctx context.Context, cm *corev1.ConfigMap, st sharding.ShardTerm) error {
+	if cm.Data[ReconciledBy] == s.Identity && cm.Annotations[batoncr.TermAnnotation] == fmt.Sprint(st.Term) {
+		return nil
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[ReconciledBy], cm.Data[ShardKey] = s.Identity, fmt.Sprint(st.Shard)
+	return s.Writer.Update(ctx, cm)
+}
+
+// account makes cm's ServiceAccount, of its name and owned by it, unless it exists.
+// The controller watches ServiceAccounts (Owns), so one deleted enqueues its owner
+// and is made again; the garbage collector deletes it with its owner.
+func (s *Stamper) account(ctx context.Context, cm *corev1.ConfigMap) error {
+	var sa corev1.ServiceAccount
+	if err := s.Reader.Get(ctx, client.ObjectKeyFromObject(cm), &sa); !apierrors.IsNotFound(err) {
+		return err
+	}
+	sa = corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
+	if err := controllerutil.SetControllerReference(cm, &sa, s.Writer.Scheme()); err != nil {
+		return err
+	}
+	// Until its owner's replica has labelled it with its shard, a new ServiceAccount
+	// is in no shard's cache: it already exists.
+	return client.IgnoreAlreadyExists(s.Writer.Create(ctx, &sa))
 }
 
 // Config is what one replica needs.
@@ -127,11 +156,12 @@ func Setup(cfg Config) (ctrl.Manager, *batoncr.Sharded, error) {
 	ring := cfg.Ring // its Leases: sharded-shard-<i>, sharded-member-<identity>
 	ring.Name, ring.Namespace = "sharded", cfg.LeaseNamespace
 	// The builder of controller-runtime, from Baton's package: a sharded controller
-	// whose replicas cache only their shards' ConfigMaps of the label, found by a
-	// shard label written once per object.
+	// whose replicas cache only their shards' ConfigMaps of the label and the
+	// ServiceAccounts they own, found by a shard label written once per object.
 	stamper := &Stamper{Identity: rt.Identity(), Writer: rt.FencedClient(nil)}
 	h, err := batoncr.NewControllerManagedBy(rt.Manager()).
 		For(&corev1.ConfigMap{}).
+		Owns(&corev1.ServiceAccount{}).
 		Named("stamper").
 		Sharded(ring, batoncr.CacheByLabel, batoncr.ForSelector(labels.SelectorFromSet(labels.Set{Label: "true"}))).
 		Build(stamper)

@@ -77,11 +77,32 @@ func settled(t *testing.T, cs kubernetes.Interface, ring sharding.Ring, rs []*re
 	}
 	owner, ok := owners(rs)
 	return ok && len(owner) == shards && reconciledByOwners(t, cs, ring, owner, only) && logsItsShards(rs) &&
-		cachesItsShards(t, cs, ring, rs)
+		accountsOwned(t, cs) && cachesItsShards(t, cs, ring, rs)
+}
+
+// accountsOwned reports whether every labelled ConfigMap has its ServiceAccount, of
+// its name, whose controller owner it is.
+func accountsOwned(t *testing.T, cs kubernetes.Interface) bool {
+	t.Helper()
+	ctx := context.Background()
+	list, err := cs.CoreV1().ConfigMaps("work").List(ctx, metav1.ListOptions{LabelSelector: Label + "=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		sa, err := cs.CoreV1().ServiceAccounts("work").Get(ctx, cm.Name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		if owner := metav1.GetControllerOf(sa); owner == nil || owner.UID != cm.UID {
+			return false
+		}
+	}
+	return true
 }
 
 // cachesItsShards reports whether each of rs caches exactly the labelled ConfigMaps
-// of the shards it leads.
+// of the shards it leads, and their ServiceAccounts.
 func cachesItsShards(t *testing.T, cs kubernetes.Interface, ring sharding.Ring, rs []*replica) bool {
 	t.Helper()
 	list, err := cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{LabelSelector: Label + "=true"})
@@ -97,7 +118,7 @@ func cachesItsShards(t *testing.T, cs kubernetes.Interface, ring sharding.Ring, 
 		for _, shard := range shardsOf(r) {
 			want += perShard[shard]
 		}
-		if r.h.CachedObjects() != want {
+		if r.h.CachedObjects() != want || r.h.Cached(&corev1.ServiceAccount{}) != want {
 			return false
 		}
 	}
@@ -123,11 +144,12 @@ func logsItsShards(rs []*replica) bool {
 
 // TestThreeReplicasShareAndHandOver runs three replicas against a real API server over
 // labelled ConfigMaps: the shards are shared evenly, each replica caches exactly the
-// ConfigMaps of its shards, every labelled ConfigMap is reconciled by the owner of its
-// shard (and no other ConfigMap is touched, not even labelled), every
-// replica logs the shards it owns and its reconciles; then one replica stops gracefully, the
-// other two take its shards, evenly, and reconcile its objects. No object's term stamp
-// ever goes back.
+// ConfigMaps of its shards and their ServiceAccounts, every labelled ConfigMap is
+// reconciled by the owner of its shard and owns its ServiceAccount (and no other
+// ConfigMap is touched, not even labelled), every replica logs the shards it owns and
+// its reconciles; a ServiceAccount deleted is made again; then one replica stops
+// gracefully, the other two take its shards, evenly, and reconcile its objects. No
+// object's term stamp ever goes back.
 func TestThreeReplicasShareAndHandOver(t *testing.T) {
 	env := batontest.StartEnv(t)
 	cs := env.Clientset()
@@ -167,6 +189,20 @@ func TestThreeReplicasShareAndHandOver(t *testing.T) {
 			t.Errorf("%s's log has no reconciled line:\n%s", r.Name, r.log.String())
 		}
 	}
+
+	// An owned object deleted: its owner is reconciled by its shard's owner alone,
+	// which makes it again.
+	child, err := cs.CoreV1().ServiceAccounts("work").Get(ctx, "cm-7", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().ServiceAccounts("work").Delete(ctx, child.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	batontest.WaitFor(t, 30*time.Second, "the deleted ServiceAccount made again for its owner", func() bool {
+		sa, err := cs.CoreV1().ServiceAccounts("work").Get(ctx, child.Name, metav1.GetOptions{})
+		return err == nil && sa.UID != child.UID && settled(t, cs, ring, rs, nil)
+	})
 
 	// A graceful stop: r2 hands its shards over; r0 and r1 share them and reconcile
 	// their objects.
