@@ -3,6 +3,7 @@ package controllerruntime
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -164,7 +165,8 @@ type cacheByLabel struct{}
 // (ShardedController.CacheOwnShardsByLabel): For's objects and the Owns types', each
 // child with its controller owner's shard. The Reconciler reads them through the
 // handle's Reader (Build returns the handle). Owns with MatchEveryOwner or
-// OnlyMetadata is refused with it; Watches stay on the manager's cache.
+// OnlyMetadata, or of a type already cached (For's, or an earlier Owns call's), is
+// refused with it; Watches stay on the manager's cache.
 var CacheByLabel cacheByLabel
 
 func (cacheByLabel) applyToSharded(b *Builder) { b.byLabel = true }
@@ -374,13 +376,18 @@ func (b *Builder) checkByLabel(name string) error {
 	if !b.byLabel {
 		return nil
 	}
+	typeOf := map[reflect.Type]string{reflect.TypeOf(b.forInput.object): "For's"}
 	for i, in := range b.owns {
+		first, again := typeOf[reflect.TypeOf(in.object)]
 		switch {
+		case again:
+			return fmt.Errorf("%w: sharded controller %q: Owns call %d: %T is %s type too, with CacheByLabel: it keeps one cache per type and shard", ErrInvalidRegistration, name, i+1, in.object, first)
 		case in.everyOwner:
 			return fmt.Errorf("%w: sharded controller %q: Owns call %d: MatchEveryOwner with CacheByLabel: a child is cached in its controller owner's shard only", ErrInvalidRegistration, name, i+1)
 		case in.metadata:
 			return fmt.Errorf("%w: sharded controller %q: Owns call %d: OnlyMetadata with CacheByLabel: the shard informers cache typed objects", ErrInvalidRegistration, name, i+1)
 		}
+		typeOf[reflect.TypeOf(in.object)] = fmt.Sprintf("Owns call %d's", i+1)
 	}
 	return nil
 }

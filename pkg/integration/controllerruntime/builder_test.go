@@ -310,6 +310,14 @@ func TestBuilderRefusesIncompleteChains(t *testing.T) {
 			return NewControllerManagedBy(n.rt.Manager()).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}, OnlyMetadata).
 				Named("meta").Sharded(sharding.Config{Namespace: "default"}, CacheByLabel).Complete(rec)
 		}, "Owns call 1: OnlyMetadata with CacheByLabel"},
+		{"CacheByLabel with Owns of For's type", func() error {
+			return NewControllerManagedBy(n.rt.Manager()).For(&corev1.ConfigMap{}).Owns(&corev1.ConfigMap{}).
+				Named("same").Sharded(sharding.Config{Namespace: "default"}, CacheByLabel).Complete(rec)
+		}, "Owns call 1: *v1.ConfigMap is For's type too, with CacheByLabel"},
+		{"CacheByLabel with one type owned twice", func() error {
+			return NewControllerManagedBy(n.rt.Manager()).For(&corev1.ConfigMap{}).Owns(&corev1.Secret{}).Owns(&corev1.Secret{}).
+				Named("twice").Sharded(sharding.Config{Namespace: "default"}, CacheByLabel).Complete(rec)
+		}, "Owns call 2: *v1.Secret is Owns call 1's type too"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.build()
