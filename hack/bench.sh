@@ -39,10 +39,11 @@ go test -run '^$' -bench '^BenchmarkCrashFailover$' -benchtime 1x -timeout 90m "
 # are replaced one by one (a rolling restart), one crashes. Printed per phase: the
 # Lease writes per moved shard and the object writes (0) beside the anchor's two
 # patches per moved object, the time from a join to balanced shares, each handed-over
-# shard's time without owner (p50/p99/max: the sharder kind by its callbacks, term end
-# to next term start; the controller kind from the old owner's write to the new
-# owner's arrival on a Lease watch), the roll's slowest moves step by step, and how long
-# a crashed replica's shards went without owner, beside the lease duration.
+# shard's time without owner (p50/p99/max, both kinds by their terms: term end to next
+# term start, by the Sharder's callbacks or the controller's ShardWork; beside it, the
+# old owner's write to its arrival on a Lease watch), each phase's slowest moves step
+# by step, and how long a crashed replica's shards went without owner, beside the
+# lease duration.
 go test -count=1 -v -run '^$' -bench '^BenchmarkShardMoves$' -benchtime 1x -timeout 10m "$@" ./test/sharding |
 	grep -E 'shardmoves:|^(ok|FAIL|--- FAIL)' | sed 's/^ *moves_bench_test.go:[0-9]*: shardmoves: /[shard moves] /'
 
