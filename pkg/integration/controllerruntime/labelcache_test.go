@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -87,23 +89,38 @@ func countWrites(t *testing.T, ns string) *writeCounter {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writeCounter{writes: map[types.UID]int{}, stop: cancel, done: make(chan struct{})}
-	cms, err := shared.Clientset().CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	cs := shared.Clientset()
+	// A retry watcher: the API server ends a watch when its timeout passes or when the
+	// watcher falls behind a burst (a run creates a thousand objects at once); a plain
+	// watch would then stop counting and the writes after it would go unseen.
+	// The namespace is new and empty: its objects' events all come after the list.
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	secs, err := shared.Clientset().CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	watchers := map[string]cache.WatchFuncWithContext{
+		"ConfigMaps": func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().ConfigMaps(ns).Watch(ctx, o)
+		},
+		"Secrets": func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Secrets(ns).Watch(ctx, o)
+		},
 	}
 	var wg sync.WaitGroup
-	for _, wi := range []watch.Interface{cms, secs} {
+	for kind, watchFn := range watchers {
+		rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{WatchFuncWithContext: watchFn})
+		if err != nil {
+			cancel()
+			t.Fatalf("watching %s: %v", kind, err)
+		}
 		wg.Go(func() {
-			defer wi.Stop()
+			defer rw.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case e, ok := <-wi.ResultChan():
+				case e, ok := <-rw.ResultChan():
 					if !ok {
 						return
 					}
