@@ -82,6 +82,26 @@ func TestShardedExample(t *testing.T) {
 	d := c.awaitBalanced(t, 2, "rolling update").Sub(at)
 	figure(t, "sharded: rolling update -> balanced and every object stamped by its owner", stats{d})
 	ring.check(t)
+	for _, p := range c.shardedPods(t) {
+		c.noForbidden(t, p.Name, "sharded")
+	}
+}
+
+// noForbidden fails the test for each line of the container's log that says the
+// API server refused a request for want of RBAC: the example's ClusterRole must
+// grant all the replica does, its Events included.
+func (c *cluster) noForbidden(t *testing.T, pod, container string) {
+	t.Helper()
+	raw, err := c.cs.CoreV1().Pods(shardNS).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(context.Background())
+	if err != nil {
+		t.Errorf("the log of %s: %v", pod, err)
+		return
+	}
+	for line := range strings.Lines(string(raw)) {
+		if strings.Contains(line, "is forbidden") {
+			t.Errorf("%s: a request refused by RBAC: %s", pod, strings.TrimSpace(line))
+		}
+	}
 }
 
 // scaleTimed scales the example to n replicas and returns how long until the
@@ -125,13 +145,16 @@ func (c *cluster) killShardOwner(t *testing.T, ring *ringLog, killed map[string]
 	}
 	replicas := len(c.shardedPods(t))
 	at := c.sigkill(t, runningID(p, "sharded"))
+	var each []string
 	for _, lease := range owned {
 		s := ring.await(t, lease, owners[lease])
 		moved = append(moved, s.Seen.Sub(at))
+		each = append(each, fmt.Sprintf("%s to %s after %s", lease, s.Holder, ms(s.Seen.Sub(at))))
 	}
 	if slices.Max(moved) > 5*time.Second {
+		t.Logf("sharded: a slow kill at %s: %s", at.UTC().Format("15:04:05.000"), strings.Join(each, ", "))
 		for _, p := range c.shardedPods(t) {
-			c.logDeathLines(t, shardNS, p.Name, "sharded", "dead")
+			c.logDeathLines(t, shardNS, p.Name, "sharded")
 		}
 	}
 	rebalanced = c.awaitBalanced(t, replicas, "after the kill").Sub(at)
@@ -182,7 +205,9 @@ func (c *cluster) applySharded(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		// The shard Leases' Events: the manager's recorder writes events.k8s.io, a
+		// client-go recorder the core group.
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: shardedRBAC},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},

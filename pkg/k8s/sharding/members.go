@@ -264,15 +264,29 @@ func (l *liveness) unvouched() []string {
 }
 
 // kill counts id dead until its lease is seen written again (a new Version: a new
-// run of that identity); it reports whether id was counted live.
-func (l *liveness) kill(id string) bool {
+// run of that identity); it reports whether id was counted live. With incarnation
+// set, only a lease of that run is counted dead (a new run's lease seen before the
+// old run's death was proven stays live).
+func (l *liveness) kill(id, incarnation string) bool {
 	m, ok := l.seen[id]
-	if !ok || m.dead {
+	if !ok || m.dead || incarnation != "" && m.lease.Incarnation != incarnation {
 		return false
 	}
 	m.dead = true
 	l.seen[id] = m
 	return true
+}
+
+// incarnations returns the incarnation of each member not counted dead, other than
+// self, whose lease records one, keyed by incarnation.
+func (l *liveness) incarnations(self string) map[string]string {
+	out := map[string]string{}
+	for id, m := range l.seen {
+		if id != self && !m.dead && m.lease.Incarnation != "" {
+			out[m.lease.Incarnation] = id
+		}
+	}
+	return out
 }
 
 // live returns the leases of the members live at now, sorted by identity.

@@ -48,6 +48,7 @@ func (s *Sharder) Run(ctx context.Context) error {
 		electors.Wait()
 		l.handovers.Wait()
 		l.opens.Wait()
+		l.stopFollows()
 	}()
 
 	// 1. The members.
@@ -109,6 +110,10 @@ type loop struct {
 	lastRenewOK   time.Time
 	retryActiveAt time.Time
 	rand          *rand.Rand
+	// follows are the members' deaths followed (followDeaths): the cancel of each
+	// follow, by incarnation; followers counts their goroutines.
+	follows   map[string]context.CancelFunc
+	followers sync.WaitGroup
 }
 
 // firstMembers opens the member watch and takes its first event; it reports false
@@ -326,11 +331,12 @@ func (l *loop) run(ctx context.Context) {
 			now = s.clock.Now()
 			l.checkMembership(now)
 		}
-		for _, id := range s.takeDead() {
-			if l.liveness.kill(id) {
-				s.logger.Info("member proven dead: no longer counted live", "member", id)
+		for _, d := range s.takeDead() {
+			if l.liveness.kill(d.identity, d.incarnation) {
+				s.logger.Info("member proven dead: no longer counted live", "member", d.identity)
 			}
 		}
+		l.followDeaths()
 		l.giveUpHungWatch()
 		if l.events == nil && l.opening == nil && !now.Before(l.watchAt) {
 			l.watch(ctx)
@@ -376,6 +382,56 @@ func (l *loop) run(ctx context.Context) {
 		t.Stop()
 	}
 	// The watch stays open for leave (followSigns), which closes it.
+}
+
+// followDeaths follows, with the death signal on, the death of every member this
+// replica counts (their incarnations, shared with the electors' watches of holders),
+// and stops following those it no longer counts. A member proven dead is counted
+// gone at once, as a holder proven dead is: without this, a member that holds no
+// shard here is counted until its lease expires, and a replica that started after
+// that member's last renew counts it for a LeaseDuration after its own first look at
+// the members, longer than the others, who saw it renew, do. Placement then differs
+// (a restarted replica on a real node left a shard that the others placed on it,
+// and it placed on the dead member, ownerless for that LeaseDuration).
+func (l *loop) followDeaths() {
+	s := l.s
+	if s.deaths == nil {
+		return
+	}
+	want := l.liveness.incarnations(s.config.Identity)
+	for inc, stop := range l.follows {
+		if _, ok := want[inc]; !ok {
+			stop()
+			delete(l.follows, inc)
+		}
+	}
+	for inc, id := range want {
+		if _, ok := l.follows[inc]; ok {
+			continue
+		}
+		if l.follows == nil {
+			l.follows = map[string]context.CancelFunc{}
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		l.follows[inc] = stop
+		dead := s.deaths.Dead(ctx, inc)
+		l.followers.Go(func() {
+			select {
+			case <-dead:
+				s.memberDead(id, inc)
+			case <-ctx.Done():
+			}
+		})
+	}
+}
+
+// stopFollows ends every follow of followDeaths and waits for their goroutines.
+func (l *loop) stopFollows() {
+	for _, stop := range l.follows {
+		stop()
+	}
+	l.follows = nil
+	l.followers.Wait()
 }
 
 func earlier(a, b time.Time) time.Time {

@@ -138,6 +138,9 @@ type Sharder struct {
 	// deathKicks when a holder was proven dead. Room for one, so that a kick never
 	// blocks.
 	kicks, deathKicks chan struct{}
+	// deaths is the electors' shared DeathWatch, which Run's loop also follows the
+	// members with (followDeaths); nil without Config.DeathWatch.
+	deaths *sharedDeaths
 	// moved tells the hand-overs waiting for their turn (turns.go) that a shard's
 	// holder or the placement changed.
 	moved *moveSignal
@@ -151,7 +154,7 @@ type Sharder struct {
 	owned       map[int]uint64 // the shards this replica leads, with their terms
 	accepted    map[int]bool   // the shards whose hand-off term was accepted (acceptHandOff) and has not ended
 	handingOver map[int]bool   // shards with a hand-over under way
-	dead        []string       // members proven dead, not yet taken by Run's loop
+	dead        []deadMember   // members proven dead, not yet taken by Run's loop
 	admitted    bool           // may campaign: no member of another shape was active when it joined (shape.go)
 	refusing    bool           // refused to campaign for a member of another shape, not admitted since
 	mismatched  []string       // live members of another shape, as Run's loop last saw them
@@ -190,9 +193,10 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 		s.incarnation = randomIncarnation()
 	}
 	s.signs = newMemberSigns(s.clock, stores.Members, ring.Shards(), config.LeaseDuration)
-	var deaths leaderelection.DeathWatch
+	var deaths leaderelection.DeathWatch // nil, not a nil *sharedDeaths, without one
 	if config.DeathWatch != nil {
-		deaths = newSharedDeaths(config.DeathWatch)
+		s.deaths = newSharedDeaths(config.DeathWatch)
+		deaths = s.deaths
 	}
 	for i := range ring.Shards() {
 		store := stores.Shard(i)
@@ -426,14 +430,22 @@ func (s *Sharder) place(placement Placement, leaving bool) {
 	}
 }
 
+// deadMember is a member proven dead: identity, and the incarnation whose death was
+// proven ("" for whichever run of identity Run's loop last saw).
+type deadMember struct{ identity, incarnation string }
+
 // holderDead is every shard elector's OnHolderDead: Run's loop counts the member
 // gone (deaths).
-func (s *Sharder) holderDead(identity string) {
+func (s *Sharder) holderDead(identity string) { s.memberDead(identity, "") }
+
+// memberDead has Run's loop count identity gone, if the run it last saw of identity
+// is incarnation (any run when incarnation is "").
+func (s *Sharder) memberDead(identity, incarnation string) {
 	if identity == s.config.Identity {
 		return // an earlier run of this replica's identity: this one is live
 	}
 	s.mu.Lock()
-	s.dead = append(s.dead, identity)
+	s.dead = append(s.dead, deadMember{identity, incarnation})
 	s.mu.Unlock()
 	select {
 	case s.deathKicks <- struct{}{}:
@@ -493,7 +505,7 @@ func (s *Sharder) setUnvouched(ids []string) bool {
 }
 
 // takeDead returns the members proven dead since the last call.
-func (s *Sharder) takeDead() []string {
+func (s *Sharder) takeDead() []deadMember {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dead := s.dead
