@@ -116,7 +116,8 @@
 // (TestRestartedReplicaFollowsEarlierDeaths). Measured again on 2026-12-05 with
 // BATON_NODE_KILLS=8 (one run each, 30 shards, 60 objects):
 //
-//   - Before the follow: 7 of 48 shards of killed replicas took 1.4 to 15.8s
+//   - Before the follow: 8 of 48 shards of killed replicas took 1.4 to 15.8s,
+//     5 of them 8.6 to 15.8s
 //     (4 of 8 kills), each placed by the others on the restarted replica and by it
 //     on an earlier kill's dead run. The example's Events were refused: its
 //     ClusterRole granted events in the core group only, and the manager's
