@@ -35,23 +35,9 @@ func TestRestartedReplicaHandsNoShardToDeadMember(t *testing.T) {
 func restartAfterReport(t *testing.T, report, restart time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards = 30
-		shared := sharding.NewMemoryStores(shards)
-		k := newFakeKubelet()
-		h := shardingtest.NewHistory(shards) // of every replica but a1, whose terms end with its process
-		var got takes
-		var stops []func()
-		defer func() {
-			for _, stop := range slices.Backward(stops) {
-				stop()
-			}
-		}()
-		run := func(id string, down <-chan struct{}, onAcquired func(context.Context)) *sharding.Sharder {
-			s, stop := runSharder(t, shardingtest.Cut(shared, down, memberLag), id, shards, func(c *sharding.Config) {
-				c.Incarnation, c.DeathWatch = "inc-"+id, k.watch(id)
-			}, sharding.Callbacks{OnAcquired: both(onAcquired, got.record)})
-			stops = append(stops, stop)
-			return s
-		}
+		r := newDeathRing(t, shards)
+		defer r.stop()
+		k, h, got, run := r.kubelet, r.history, &r.got, r.run
 		killA1 := make(chan struct{})
 		a1 := run("a1", killA1, func(context.Context) {})
 		for _, id := range []string{"b", "c", "d", "e"} {
@@ -84,10 +70,7 @@ func restartAfterReport(t *testing.T, report, restart time.Duration) {
 		}
 		h.CheckGaps(t, "a1 killed, restarted as a2", reported, handoverGap)
 		h.CheckBalanced(t, "a1's restart", "a2", "b", "c", "d", "e")
-		for _, stop := range slices.Backward(stops) {
-			stop()
-		}
-		stops = nil
+		r.stop()
 		h.CheckNoOverlap(t)
 		h.CheckAllEnded(t)
 	})
@@ -251,23 +234,9 @@ func TestYoungLeaverHandsItsShardsOver(t *testing.T) {
 func TestRestartedReplicaFollowsEarlierDeaths(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards = 30
-		shared := sharding.NewMemoryStores(shards)
-		k := newFakeKubelet()
-		h := shardingtest.NewHistory(shards) // of every replica but a1 and b1, whose terms end with their processes
-		var got takes
-		var stops []func()
-		defer func() {
-			for _, stop := range slices.Backward(stops) {
-				stop()
-			}
-		}()
-		run := func(id string, down <-chan struct{}, onAcquired func(context.Context)) *sharding.Sharder {
-			s, stop := runSharder(t, shardingtest.Cut(shared, down, memberLag), id, shards, func(c *sharding.Config) {
-				c.Incarnation, c.DeathWatch = "inc-"+id, k.watch(id)
-			}, sharding.Callbacks{OnAcquired: both(onAcquired, got.record)})
-			stops = append(stops, stop)
-			return s
-		}
+		r := newDeathRing(t, shards)
+		defer r.stop()
+		k, h, got, run := r.kubelet, r.history, &r.got, r.run
 		killA1, killB1 := make(chan struct{}), make(chan struct{})
 		run("a1", killA1, func(context.Context) {})
 		b1 := run("b1", killB1, func(context.Context) {})
@@ -302,11 +271,45 @@ func TestRestartedReplicaFollowsEarlierDeaths(t *testing.T) {
 		}
 		h.CheckGaps(t, "b1 killed, restarted as b2", reported, handoverGap)
 		h.CheckBalanced(t, "b1's restart", "a2", "b2", "c", "d", "e")
-		for _, stop := range slices.Backward(stops) {
-			stop()
-		}
-		stops = nil
+		r.stop()
 		h.CheckNoOverlap(t)
 		h.CheckAllEnded(t)
 	})
+}
+
+// deathRing is a ring of sharders on shared memory stores with the death signal of a
+// fake kubelet: each replica's incarnation is "inc-" and its identity, its member
+// Lease seen memberLag late, its takes recorded in got. history records the terms of
+// the replicas run with its OnAcquired (not those killed, whose terms end with their
+// processes).
+type deathRing struct {
+	t       *testing.T
+	shards  int
+	shared  sharding.Stores
+	kubelet *fakeKubelet
+	history *shardingtest.History
+	got     takes
+	stops   []func()
+}
+
+func newDeathRing(t *testing.T, shards int) *deathRing {
+	return &deathRing{t: t, shards: shards, shared: sharding.NewMemoryStores(shards),
+		kubelet: newFakeKubelet(), history: shardingtest.NewHistory(shards)}
+}
+
+// run starts replica id, cut off its stores once down is closed (nil: never).
+func (r *deathRing) run(id string, down <-chan struct{}, onAcquired func(context.Context)) *sharding.Sharder {
+	s, stop := runSharder(r.t, shardingtest.Cut(r.shared, down, memberLag), id, r.shards, func(c *sharding.Config) {
+		c.Incarnation, c.DeathWatch = "inc-"+id, r.kubelet.watch(id)
+	}, sharding.Callbacks{OnAcquired: both(onAcquired, r.got.record)})
+	r.stops = append(r.stops, stop)
+	return s
+}
+
+// stop stops every replica, the last started first; a second call does nothing.
+func (r *deathRing) stop() {
+	for _, stop := range slices.Backward(r.stops) {
+		stop()
+	}
+	r.stops = nil
 }
