@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/baton-dev/baton/pkg/batontest"
@@ -65,12 +67,55 @@ func TestThreeReplicasJoinAndLeave(t *testing.T) {
 	close(replicas["c"].down)
 	waitBalanced(t, h, "crash of c", 30*time.Second, "a", "d")
 	h.CheckGaps(t, "crash of c", phase, leaseDuration+2*retryPeriod+handoverGap)
+	// Once its shards were taken, a or d deletes c's member Lease, which c never will.
+	leases := kubernetes.NewForConfigOrDie(env.Config()).CoordinationV1().Leases("default")
+	batontest.WaitFor(t, 2*leaseDuration, "the crashed c's member Lease deleted", func() bool {
+		_, err := leases.Get(context.Background(), sharding.MemberLeaseName("ring", "c"), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 
 	for _, r := range replicas {
 		r.stop()
 	}
 	h.CheckNoOverlap(t)
 	h.CheckAllEnded(t)
+}
+
+// TestKubeMembersExpire: Expire deletes a member Lease only in the version it names,
+// on a real API server.
+func TestKubeMembersExpire(t *testing.T) {
+	env := batontest.StartEnv(t)
+	clientset := kubernetes.NewForConfigOrDie(env.Config())
+	members, err := sharding.NewKubeMembers(clientset, "default", "expire")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lease := sharding.MemberLease{Identity: "x", LeaseDuration: leaseDuration}
+	first, err := members.Renew(ctx, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := members.Renew(ctx, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := sharding.MemberLeaseName("expire", "x")
+	if err := members.Expire(ctx, "x", first); err != nil {
+		t.Errorf("Expire of a version written over: %v, want nil", err)
+	}
+	if _, err := clientset.CoordinationV1().Leases("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Errorf("the Lease after an Expire of an older version: %v, want it kept", err)
+	}
+	if err := members.Expire(ctx, "x", second); err != nil {
+		t.Errorf("Expire of the current version: %v", err)
+	}
+	if _, err := clientset.CoordinationV1().Leases("default").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the Lease after an Expire of its version: %v, want NotFound", err)
+	}
+	if err := members.Expire(ctx, "x", second); err != nil {
+		t.Errorf("Expire of an absent Lease: %v, want nil", err)
+	}
 }
 
 // waitBalanced waits until h is balanced over members, failing t after timeout.

@@ -196,6 +196,16 @@ func (k *KubeMembers) Leave(ctx context.Context, identity string) error {
 	return nil
 }
 
+// Expire deletes identity's member lease if its resourceVersion is still version.
+func (k *KubeMembers) Expire(ctx context.Context, identity, version string) error {
+	err := k.leases.Delete(ctx, MemberLeaseName(k.ring, identity), metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("sharding: delete expired member lease of %s: %w", identity, err)
+	}
+	return nil
+}
+
 // isMember reports whether name is one of the ring's member Leases (its shard Leases
 // carry the ring's label too).
 func (k *KubeMembers) isMember(name string) bool {

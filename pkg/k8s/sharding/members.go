@@ -89,6 +89,10 @@ type MemberStore interface {
 	Renew(ctx context.Context, lease MemberLease) (version string, err error)
 	// Leave deletes identity's member lease; nil when it is absent.
 	Leave(ctx context.Context, identity string) error
+	// Expire deletes identity's member lease if its Version is still version (another
+	// member's lease that expired, see Run); nil when it is absent or was written
+	// since.
+	Expire(ctx context.Context, identity, version string) error
 	// Watch delivers every member lease of the ring at once, then again after every
 	// change; a store may skip to the latest, but each event is the whole state at
 	// one instant (every write before that instant is in it). The store closes the
@@ -139,6 +143,20 @@ func (m *MemoryMembers) Leave(ctx context.Context, identity string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.members[identity]; ok {
+		delete(m.members, identity)
+		m.notifyLocked()
+	}
+	return nil
+}
+
+// Expire deletes identity's member lease if its Version is version.
+func (m *MemoryMembers) Expire(ctx context.Context, identity, version string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.members[identity]; ok && l.Version == version {
 		delete(m.members, identity)
 		m.notifyLocked()
 	}
@@ -284,6 +302,18 @@ func (l *liveness) incarnations(self string) map[string]string {
 	for id, m := range l.seen {
 		if id != self && !m.dead && m.lease.Incarnation != "" {
 			out[m.lease.Incarnation] = id
+		}
+	}
+	return out
+}
+
+// gone returns the leases, as last seen, of the members other than self not live at
+// now: proven dead, or expired by the local clock.
+func (l *liveness) gone(now time.Time, self string) []MemberLease {
+	var out []MemberLease
+	for id, m := range l.seen {
+		if id != self && (m.dead || !now.Before(m.observedAt.Add(m.lease.LeaseDuration))) {
+			out = append(out, m.lease)
 		}
 	}
 	return out

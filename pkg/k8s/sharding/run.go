@@ -49,6 +49,7 @@ func (s *Sharder) Run(ctx context.Context) error {
 		l.handovers.Wait()
 		l.opens.Wait()
 		l.stopFollows()
+		l.reapers.Wait()
 	}()
 
 	// 1. The members.
@@ -114,6 +115,10 @@ type loop struct {
 	// follow, by incarnation; followers counts their goroutines.
 	follows   map[string]context.CancelFunc
 	followers sync.WaitGroup
+	// reaped is the version of each member Lease reap deleted, or tried to; reapers
+	// counts the deletes under way.
+	reaped  map[string]string
+	reapers sync.WaitGroup
 }
 
 // firstMembers opens the member watch and takes its first event; it reports false
@@ -342,6 +347,7 @@ func (l *loop) run(ctx context.Context) {
 			l.watch(ctx)
 		}
 		l.replace(now) // members expire by time
+		l.reap(ctx, now)
 		if !l.rebalanceAt.IsZero() && !now.Before(l.rebalanceAt) {
 			l.rebalanceAt = time.Time{}
 			l.rebalance(ctx)
@@ -421,6 +427,58 @@ func (l *loop) followDeaths() {
 				s.memberDead(id, inc)
 			case <-ctx.Done():
 			}
+		})
+	}
+}
+
+// reap deletes the member Lease of each member this replica no longer counts
+// (expired by its clock, or proven dead) that no shard Lease names holder as this
+// replica's electors see them, if the Lease is still as it was last seen (Expire).
+// Nothing else deletes a crashed member's Lease, and a replica that starts later
+// counts every one it sees on its first look for a LeaseDuration after that look (it
+// cannot tell how old it is), placing shards on members long gone. Why not one that
+// holders still name: its deletion is a sign of life for the shards it claimed
+// (memberSigns.observe), and would put off a takeover by a LeaseDuration. Each
+// replica tries once per version; the precondition lets one delete win and spares a
+// member that renewed meanwhile (its next renew creates its Lease again if it was
+// deleted anyway). At most one delete per member is under way, each given up
+// RenewDeadline after it was sent.
+func (l *loop) reap(ctx context.Context, now time.Time) {
+	s := l.s
+	for id := range l.reaped {
+		if _, _, seen := l.liveness.version(id); !seen {
+			delete(l.reaped, id) // its Lease is gone from the view
+		}
+	}
+	var due []MemberLease
+	for _, m := range l.liveness.gone(now, s.config.Identity) {
+		if l.reaped[m.Identity] != m.Version {
+			due = append(due, m)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	holders := map[string]bool{}
+	for _, e := range s.electors {
+		holders[e.GetLeader()] = true
+	}
+	for _, m := range due {
+		if holders[m.Identity] {
+			continue
+		}
+		if l.reaped == nil {
+			l.reaped = map[string]string{}
+		}
+		l.reaped[m.Identity] = m.Version
+		l.reapers.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, s.config.RenewDeadline)
+			defer cancel()
+			if err := s.members.Expire(rctx, m.Identity, m.Version); err != nil && ctx.Err() == nil {
+				s.logger.Warn("deleting an expired member lease failed", "member", m.Identity, "error", err)
+				return
+			}
+			s.logger.Debug("expired member lease deleted, unless written since", "member", m.Identity)
 		})
 	}
 }

@@ -70,6 +70,7 @@ const (
 	opRenew
 	opLeave
 	opEvents // the deliveries of one watch
+	opExpire
 )
 
 // latency is one seeded stream of latencies. Safe for concurrent use; the calls that
@@ -477,7 +478,7 @@ func openWatch[E any](n *node, ctx context.Context, tr trip, open func(context.C
 type nodeMembers struct {
 	inner              sharding.MemberStore
 	n                  *node
-	renew, leave, open *latency
+	renew, leave, open, expire *latency
 
 	// mu guards watches.
 	mu      sync.Mutex
@@ -485,7 +486,8 @@ type nodeMembers struct {
 }
 
 func newNodeMembers(inner sharding.MemberStore, n *node) *nodeMembers {
-	return &nodeMembers{inner: inner, n: n, renew: n.stream(0, opRenew, 0), leave: n.stream(0, opLeave, 0), open: n.stream(0, opWatch, 0)}
+	return &nodeMembers{inner: inner, n: n, renew: n.stream(0, opRenew, 0), leave: n.stream(0, opLeave, 0),
+		open: n.stream(0, opWatch, 0), expire: n.stream(0, opExpire, 0)}
 }
 
 func (m *nodeMembers) Renew(ctx context.Context, l sharding.MemberLease) (string, error) {
@@ -512,6 +514,14 @@ func (m *nodeMembers) Leave(ctx context.Context, id string) error {
 		return err
 	}
 	return m.n.leave(ctx, m.inner.Leave(ctx, id), tr)
+}
+
+func (m *nodeMembers) Expire(ctx context.Context, id, version string) error {
+	tr := m.expire.trip()
+	if err := m.n.enter(ctx, tr); err != nil {
+		return err
+	}
+	return m.n.leave(ctx, m.inner.Expire(ctx, id, version), tr)
 }
 
 func (m *nodeMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, error) {

@@ -85,6 +85,13 @@ func (c *cutMembers) Leave(ctx context.Context, id string) error {
 	return c.MemberStore.Leave(ctx, id)
 }
 
+func (c *cutMembers) Expire(ctx context.Context, id, version string) error {
+	if isDown(c.down) {
+		return ErrCut
+	}
+	return c.MemberStore.Expire(ctx, id, version)
+}
+
 func (c *cutMembers) Watch(ctx context.Context) (<-chan sharding.MemberEvent, error) {
 	return relay(ctx, c.down, c.lag, c.MemberStore.Watch)
 }
