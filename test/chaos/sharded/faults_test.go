@@ -476,8 +476,8 @@ func openWatch[E any](n *node, ctx context.Context, tr trip, open func(context.C
 
 // nodeMembers is the ring's member Leases as one node reaches them.
 type nodeMembers struct {
-	inner              sharding.MemberStore
-	n                  *node
+	inner                      sharding.MemberStore
+	n                          *node
 	renew, leave, open, expire *latency
 
 	// mu guards watches.
