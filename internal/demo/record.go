@@ -204,6 +204,13 @@ func (r *recorder) takeover(inc *incarnation, prev, acquired k8sle.LeaseRecord) 
 	r.mu.Lock()
 	t := r.termLocked(term, inc)
 	t.TakeoverFrom, t.TakeoverKnown = prev.HolderIdentity, true
+	// The acquiring write's send, as startedLeading records it too: a run cut short
+	// between this hook and the term's start still orders the term by its write,
+	// not first (an unknown send sorted before every term, and the checks read it
+	// as two leaders at once).
+	if t.Sent.IsZero() {
+		t.Sent = inc.writes[acquired.ResourceVersion]
+	}
 	r.mu.Unlock()
 }
 
