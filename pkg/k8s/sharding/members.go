@@ -238,6 +238,13 @@ type seenMember struct {
 	unvouched bool
 }
 
+// expires returns when m stops counting live: its LeaseDuration after its lease was
+// seen change.
+func (m seenMember) expires() time.Time { return m.observedAt.Add(m.lease.LeaseDuration) }
+
+// liveAt reports whether m counts live at now: not proven dead, not expired.
+func (m seenMember) liveAt(now time.Time) bool { return !m.dead && now.Before(m.expires()) }
+
 // observe takes a snapshot of the member leases seen at now. A lease's duration is
 // bounded as the elector bounds a holder's (leaderelection.BoundLeaseDuration: at
 // most MaxLeaseDuration, configured when it has none), so that a leftover or
@@ -312,7 +319,7 @@ func (l *liveness) incarnations(self string) map[string]string {
 func (l *liveness) gone(now time.Time, self string) []MemberLease {
 	var out []MemberLease
 	for id, m := range l.seen {
-		if id != self && (m.dead || !now.Before(m.observedAt.Add(m.lease.LeaseDuration))) {
+		if id != self && !m.liveAt(now) {
 			out = append(out, m.lease)
 		}
 	}
@@ -323,7 +330,7 @@ func (l *liveness) gone(now time.Time, self string) []MemberLease {
 func (l *liveness) live(now time.Time) []MemberLease {
 	var out []MemberLease
 	for _, m := range l.seen {
-		if !m.dead && now.Before(m.observedAt.Add(m.lease.LeaseDuration)) {
+		if m.liveAt(now) {
 			out = append(out, m.lease)
 		}
 	}
@@ -342,7 +349,7 @@ func (l *liveness) nextExpiry(now time.Time) (time.Time, bool) {
 	var at time.Time
 	ok := false
 	for _, m := range l.seen {
-		end := m.observedAt.Add(m.lease.LeaseDuration)
+		end := m.expires()
 		if !m.dead && end.After(now) && (!ok || end.Before(at)) {
 			at, ok = end, true
 		}

@@ -38,7 +38,8 @@ func (s *Sharder) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return ErrAlreadyStarted
 	}
-	l := &loop{s: s, want: MemberActive, rand: newShapeRand(s.config.Identity)}
+	l := &loop{s: s, want: MemberActive, rand: newShapeRand(s.config.Identity),
+		follows: map[string]context.CancelFunc{}, reaped: map[string]string{}}
 	// Electors run under their own context: after ctx ended they keep leading until
 	// their shards are handed over.
 	electorsCtx, stopElectors := context.WithCancel(context.WithoutCancel(ctx))
@@ -415,9 +416,6 @@ func (l *loop) followDeaths() {
 		if _, ok := l.follows[inc]; ok {
 			continue
 		}
-		if l.follows == nil {
-			l.follows = map[string]context.CancelFunc{}
-		}
 		ctx, stop := context.WithCancel(context.Background())
 		l.follows[inc] = stop
 		dead := s.deaths.Dead(ctx, inc)
@@ -467,9 +465,6 @@ func (l *loop) reap(ctx context.Context, now time.Time) {
 		if holders[m.Identity] {
 			continue
 		}
-		if l.reaped == nil {
-			l.reaped = map[string]string{}
-		}
 		l.reaped[m.Identity] = m.Version
 		l.reapers.Go(func() {
 			rctx, cancel := context.WithTimeout(ctx, s.config.RenewDeadline)
@@ -485,10 +480,10 @@ func (l *loop) reap(ctx context.Context, now time.Time) {
 
 // stopFollows ends every follow of followDeaths and waits for their goroutines.
 func (l *loop) stopFollows() {
-	for _, stop := range l.follows {
+	for inc, stop := range l.follows {
 		stop()
+		delete(l.follows, inc)
 	}
-	l.follows = nil
 	l.followers.Wait()
 }
 
