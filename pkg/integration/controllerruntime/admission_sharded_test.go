@@ -67,7 +67,13 @@ func newShardFenceEnvOf(t *testing.T, shards int) *shardFenceEnv {
 		t.Fatal(err)
 	}
 	installShardFence(t, e.raw, policies, bindings)
-	took := e.waitRefused(e.shardToken(0, "nobody"), 20*time.Second)
+	// Each binding takes effect on its own: wait until every shard's refuses a
+	// token its Lease never held (waiting for shard 0's alone let the policy of
+	// shards 8-9 of TestShardedAdmissionFenceGroups pass its first stale write).
+	var took time.Duration
+	for i := range shards {
+		took = max(took, e.waitRefused(e.shardToken(i, "nobody"), 20*time.Second))
+	}
 	t.Logf("the policy took effect %v after it was created", took)
 	// Writes naming no shard Lease are not judged: unstamped ones, and a single
 	// leader's (NewAdmissionFence judges those).
@@ -269,9 +275,7 @@ func TestShardedAdmissionFenceWithoutAShardLease(t *testing.T) {
 	ctx := context.Background()
 	e.waitPassed(e.shardToken(0, "a"))
 	staleOne, liveZero := e.shardToken(1, "c"), e.shardToken(0, "a")
-	if err := shared.Clientset().CoordinationV1().Leases(e.ns).Delete(ctx, sharding.ShardLeaseName(fenceRing, 1), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.deleteShardLease(1)
 	// The API server answers 422 Invalid: a binding without its parameter is a
 	// configuration error, denied by parameterNotFoundAction. Only the objects marked
 	// with shard 1's Lease are held, anyone's writes to them.
@@ -345,9 +349,7 @@ func TestShardedAdmissionFenceGroups(t *testing.T) {
 			t.Errorf("an administrator's write to an object marked for shard %d, with a stale token: %v, want it passed", shard, err)
 		}
 	}
-	if err := shared.Clientset().CoordinationV1().Leases(e.ns).Delete(ctx, sharding.ShardLeaseName(fenceRing, last), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.deleteShardLease(last)
 	markedLast := stamps{ShardFenceLabel: sharding.ShardLeaseName(fenceRing, last)}
 	for what, w := range map[string]struct {
 		s    stamps
@@ -370,6 +372,31 @@ func TestShardedAdmissionFenceGroups(t *testing.T) {
 		case !w.held && err != nil:
 			t.Errorf("%s while shard %d's Lease does not exist: %v, want it passed", what, last, err)
 		}
+	}
+}
+
+// deleteShardLease deletes shard's Lease and waits until the API server's fence
+// knows it: the bindings read their parameters from an informer, so a write sent just
+// after the delete may still be judged by the deleted Lease.
+func (e *shardFenceEnv) deleteShardLease(shard int) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := shared.Clientset().CoordinationV1().Leases(e.ns).Delete(ctx, sharding.ShardLeaseName(fenceRing, shard), metav1.DeleteOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	marked := stamps{ShardFenceLabel: sharding.ShardLeaseName(fenceRing, shard)}
+	start := time.Now()
+	for {
+		cm := configMap(e.ns, "probe")
+		marked.stamp(cm)
+		err := e.raw.Create(ctx, cm, client.DryRunAll)
+		if apierrors.IsInvalid(err) {
+			return
+		}
+		if time.Since(start) > 20*time.Second {
+			e.t.Fatalf("a write marked for shard %d %v after its Lease was deleted: %v, want 422", shard, time.Since(start), err)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
