@@ -91,6 +91,9 @@ type leaseEvents struct {
 	// what names the role in the notes: "leader", or "owner of shard 3".
 	reasons eventReasons
 	what    string
+	// pace, when set, queues an Event's recording to be done later (a shard Lease's:
+	// eventPacer); without it, each is recorded at once on a goroutine of its own.
+	pace func(record func())
 
 	// wg counts the Events being recorded; the Runtime's Start waits for them.
 	wg sync.WaitGroup
@@ -155,9 +158,13 @@ func (e *leaseEvents) stopped() {
 }
 
 // record records an Event on the Lease, read for its UID (kubectl describe matches
-// Events by it; without it, by name), on a goroutine of its own: the elector waits
-// for its callbacks, and a release must not wait for a read.
+// Events by it; without it, by name), through pace or on a goroutine of its own: the
+// elector waits for its callbacks, and a release must not wait for a read.
 func (e *leaseEvents) record(eventType, reason, action, note string, args ...any) {
+	if e.pace != nil {
+		e.pace(func() { e.recordNow(eventType, reason, action, note, args...) })
+		return
+	}
 	e.wg.Go(func() { e.recordNow(eventType, reason, action, note, args...) })
 }
 

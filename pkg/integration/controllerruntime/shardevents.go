@@ -12,10 +12,11 @@ import (
 
 // shardEvents records the Events of a sharded controller's shard Leases on this
 // replica, with the reasons shardReasons: one leaseEvents per shard, made when the
-// shard is first led here.
+// shard is first led here, all recorded through one eventPacer.
 type shardEvents struct {
 	s        *Sharded
 	recorder func() events.EventRecorder
+	pacer    *eventPacer
 
 	// mu guards byShard.
 	mu      sync.Mutex
@@ -26,6 +27,7 @@ func newShardEvents(s *Sharded) *shardEvents {
 	return &shardEvents{
 		s:        s,
 		recorder: sync.OnceValue(func() events.EventRecorder { return s.r.mgr.GetEventRecorder(eventRecorderName) }),
+		pacer:    newEventPacer(eventQuiet, eventLateness),
 		byShard:  map[int]*leaseEvents{},
 	}
 }
@@ -48,6 +50,7 @@ func (e *shardEvents) of(shard int) *leaseEvents {
 			return st
 		},
 		reasons: shardReasons, what: fmt.Sprintf("owner of shard %d", shard),
+		pace:    e.pacer.add,
 	}
 	e.byShard[shard] = le
 	return le
@@ -56,8 +59,9 @@ func (e *shardEvents) of(shard int) *leaseEvents {
 // lost records the Event of the end of t.
 func (e *shardEvents) lost(t sharding.ShardTerm) { e.of(t.Shard).stopped() }
 
-// wait waits for the Events being recorded.
+// wait records the Events the pacer holds and waits for those being recorded.
 func (e *shardEvents) wait() {
+	e.pacer.flush()
 	e.mu.Lock()
 	all := make([]*leaseEvents, 0, len(e.byShard))
 	for _, le := range e.byShard {
