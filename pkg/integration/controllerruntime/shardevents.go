@@ -50,7 +50,7 @@ func (e *shardEvents) of(shard int) *leaseEvents {
 			return st
 		},
 		reasons: shardReasons, what: fmt.Sprintf("owner of shard %d", shard),
-		pace:    e.pacer.add,
+		pace: e.pacer.add,
 	}
 	e.byShard[shard] = le
 	return le
