@@ -41,7 +41,10 @@ package sharding
 //     longest a shard had no owner);
 //   - crash: from the cut, and from the last renew of each shard seen, to the last
 //     of the crashed replica's shards taken by another, beside the lease duration;
-//   - a reference: one Lease update's round trip on the machine at that moment.
+//   - a reference: one Lease update's round trip on the machine at that moment;
+//   - rolling restart: the Lease updates the API server served, and how many took
+//     over 5ms inside it and in etcd, by its own /metrics (when the tail is the
+//     machine's, it shows there).
 //
 // BATON_BENCH_TIMINGS=15s,10s,2s sets LeaseDuration, RenewDeadline and RetryPeriod
 // (the default, controller-runtime's). Moves do not wait on them (the Sharder's
@@ -51,6 +54,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,6 +228,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	b.ReportMetric(ms(pct(leaveGaps, 100)), "leave-ownerless-max-ms")
 
 	// A rolling restart of all four.
+	putsBefore := leasePuts(b, env.Clientset())
 	rollStart := time.Now()
 	var steps []string // what the roll did when, from its start: to place its slowest moves
 	mark := func(what string) {
@@ -240,9 +245,12 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 		waitBalancedReplicas(b, live, shards, fmt.Sprintf("%s replaced by s%d", old.name(), i), 30*time.Second)
 		mark(fmt.Sprint("balanced s", i))
 	}
+	puts := leasePuts(b, env.Clientset()).minus(putsBefore)
 	time.Sleep(quiet)
 	rollEnd := time.Now()
 	writes, objectWrites = leases.snapshot()
+	b.Logf("shardmoves: %s: rolling restart: the API server's own figures (its /metrics): %v Lease updates, %v of them over 5ms inside the API server and %v over 5ms in etcd",
+		kind, puts.total, puts.total-puts.fast, puts.etcdTotal-puts.etcdFast)
 	b.Logf("shardmoves: %s: rolling restart: steps: %s; slowest moves: %s",
 		kind, strings.Join(steps, ", "), strings.Join(terms.slowest(rollStart, 5, writes), ", "))
 	roll := count(writes, objectWrites, rollStart, rollEnd)
@@ -383,6 +391,54 @@ func writeLatency(b *testing.B, cs kubernetes.Interface) (write, seen time.Durat
 	slices.Sort(writes)
 	slices.Sort(seens)
 	return pct(writes, 50), pct(seens, 50)
+}
+
+// putCounts are the API server's counts of Lease updates: all of them and those
+// done in at most 5ms, as it timed them (apiserver_request_duration_seconds), and as
+// it timed their etcd updates (etcd_request_duration_seconds).
+type putCounts struct{ total, fast, etcdTotal, etcdFast float64 }
+
+func (c putCounts) minus(d putCounts) putCounts {
+	return putCounts{c.total - d.total, c.fast - d.fast, c.etcdTotal - d.etcdTotal, c.etcdFast - d.etcdFast}
+}
+
+// leasePuts reads the API server's putCounts from its /metrics: where a handover's
+// time goes when the machine, not Baton, is slow.
+func leasePuts(b *testing.B, cs kubernetes.Interface) putCounts {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("the API server's metrics: %v", err)
+	}
+	var c putCounts
+	for line := range strings.Lines(string(raw)) {
+		var total, fast *float64
+		switch {
+		case strings.HasPrefix(line, "apiserver_request_duration_seconds_bucket{") && strings.Contains(line, `verb="PUT"`):
+			total, fast = &c.total, &c.fast
+		case strings.HasPrefix(line, "etcd_request_duration_seconds_bucket{") && strings.Contains(line, `operation="update"`):
+			total, fast = &c.etcdTotal, &c.etcdFast
+		default:
+			continue
+		}
+		if !strings.Contains(line, `resource="leases"`) || !strings.Contains(line, `group="coordination.k8s.io"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			b.Fatalf("the API server's metrics: %q: %v", line, err)
+		}
+		switch {
+		case strings.Contains(line, `le="+Inf"`):
+			*total += v
+		case strings.Contains(line, `le="0.005"`):
+			*fast += v
+		}
+	}
+	if c.total == 0 || c.etcdTotal == 0 {
+		b.Fatal("the API server's metrics count no Lease update")
+	}
+	return c
 }
 
 // gapLine describes handover times, measured as how says.
