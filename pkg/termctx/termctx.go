@@ -26,6 +26,10 @@ type Term struct {
 	// Token names the term on the Lease itself, for a fence the API server applies;
 	// zero when whoever stamped the term did not know it.
 	Token Token
+	// LeaseUID is the Lease object's UID (metadata.uid) as the term's acquisition
+	// found it, for what refers to the Lease itself (an Event regarding it); "" when
+	// whoever stamped the term did not know it.
+	LeaseUID string
 }
 
 // Lease names a coordination.k8s.io/v1 Lease.

@@ -99,9 +99,8 @@ type leaseEvents struct {
 	wg sync.WaitGroup
 
 	// mu guards the counters as of the last Event, to tell why a term began or ended,
-	// and the Lease's UID once read: a Lease deleted and created again while this
-	// replica runs keeps the first UID in this replica's Events (kubectl describe
-	// lists the new Lease's Events by its UID, so not those).
+	// and the Lease's UID: the one each term's acquisition found (termctx.Term.LeaseUID),
+	// else read once at the first Event that needs it.
 	mu                           sync.Mutex
 	deaths, handOvers, handedOff uint64
 	uid                          types.UID
@@ -114,6 +113,9 @@ func (e *leaseEvents) started(ctx context.Context) {
 	death := st.DeathTakeovers > e.deaths
 	handedOff := st.HandedOffTerms > e.handedOff
 	e.deaths, e.handedOff = st.DeathTakeovers, st.HandedOffTerms
+	if t, ok := termctx.Get(ctx); ok && t.LeaseUID != "" {
+		e.uid = types.UID(t.LeaseUID) // the Lease as this term found it: no read
+	}
 	e.mu.Unlock()
 	term, _ := termctx.FromContext(ctx)
 	switch {
@@ -175,8 +177,8 @@ func (e *leaseEvents) recordNow(eventType, reason, action, note string, args ...
 }
 
 // lease returns the Lease as an Event's regarding object, with its UID when known:
-// read at the first Event that can, and kept (an Event per move must not cost a
-// read too).
+// from the last term's start, else read at the first Event that can, and kept (an
+// Event per move must not cost a read too).
 func (e *leaseEvents) lease(ctx context.Context) *coordinationv1.Lease {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: e.name}}
 	lease.SetGroupVersionKind(coordinationv1.SchemeGroupVersion.WithKind("Lease"))

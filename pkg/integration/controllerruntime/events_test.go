@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -185,11 +186,20 @@ func TestShardLeaseEvents(t *testing.T) {
 	acquired("shard-events-0", "became owner", 2, moved)
 	for _, st := range moved {
 		// One Event per change of hands: the replica that handed a shard over records
-		// none of its own; every Event on a moved shard's Lease is an acquisition.
-		for _, e := range leaseEventsOn(t, direct, sharding.ShardLeaseName("evented", st.Shard)) {
+		// none of its own; every Event on a moved shard's Lease is an acquisition, and
+		// regards the Lease by its UID (kubectl describe matches Events by it).
+		name := sharding.ShardLeaseName("evented", st.Shard)
+		lease, err := shared.Clientset().CoordinationV1().Leases("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range leaseEventsOn(t, direct, name) {
 			if e.Reason != EventShardAcquired {
 				t.Errorf("shard %d: a %s Event (%q), want only %s: a hand-over is recorded by its taker",
 					st.Shard, e.Reason, e.Note, EventShardAcquired)
+			}
+			if e.Regarding.UID != lease.UID {
+				t.Errorf("shard %d: an Event regarding UID %q, want the Lease's, %q", st.Shard, e.Regarding.UID, lease.UID)
 			}
 		}
 	}

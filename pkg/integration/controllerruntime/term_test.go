@@ -17,7 +17,7 @@ func formatMicro(t metav1.MicroTime) string { return fence.FormatAcquired(t.Time
 // TestLeaderOnlyTermNamesItsLease: the term a leader-only function runs in, as
 // termctx.Get gives it, names the Runtime's Lease, and its token is the holder and
 // acquireTime the real API server holds on that Lease (as the API server's fence
-// compares them); the fenced client finds that Lease by the term's name.
+// compares them), and its Lease UID that Lease's; the fenced client finds that Lease by the term's name.
 func TestLeaderOnlyTermNamesItsLease(t *testing.T) {
 	n := newNode(t, "a", "termlease")
 	got := make(chan termctx.Term, 1)
@@ -50,6 +50,9 @@ func TestLeaderOnlyTermNamesItsLease(t *testing.T) {
 	if term.Token.Holder != "a" || lease.Spec.AcquireTime == nil ||
 		formatMicro(metav1.MicroTime{Time: term.Token.Acquired}) != formatMicro(*lease.Spec.AcquireTime) {
 		t.Errorf("term token %+v, want the Lease's holder a and acquireTime %v", term.Token, lease.Spec.AcquireTime)
+	}
+	if term.LeaseUID == "" || term.LeaseUID != string(lease.UID) {
+		t.Errorf("term's Lease UID %q, want the Lease's, %q", term.LeaseUID, lease.UID)
 	}
 	if l := n.rt.leaseOf(term); l != n.rt.lease || l == nil {
 		t.Errorf("the fenced client's Lease of the term is %v, want the Runtime's", l)

@@ -241,7 +241,7 @@ func (s *kubernetesStore) list(ctx context.Context) (LeaseEvent, string, error) 
 
 // recordOf reads the client-go leader election fields of l.
 func recordOf(l *coordinationv1.Lease) LeaseRecord {
-	r := LeaseRecord{ResourceVersion: l.ResourceVersion}
+	r := LeaseRecord{ResourceVersion: l.ResourceVersion, UID: string(l.UID)}
 	if p := l.Spec.HolderIdentity; p != nil {
 		r.HolderIdentity = *p
 	}

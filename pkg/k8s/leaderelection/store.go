@@ -54,6 +54,11 @@ type LeaseRecord struct {
 	// with every write of the lease, including deletes and re-creates. Update is a
 	// compare-and-swap on it.
 	ResourceVersion string
+	// UID is the lease object's own identity (metadata.uid on Kubernetes), set by
+	// the store on reads and writes; "" for a store without one (MemoryStore). A
+	// lease deleted and created again has a new UID. The elector never writes it
+	// and compares records without it; it hands it to the term (termctx.Term.LeaseUID).
+	UID string
 }
 
 // sameCore reports whether a and b agree in the fields of client-go's protocol: the

@@ -50,12 +50,14 @@ func newTermContext(parent context.Context, term termctx.Term, start time.Time, 
 }
 
 // termOf is term as the term context carries it: the Lease, the number, and the
-// token of the acquisition, read from the last write the store confirmed (the
-// acquiring write, or a renew since, which keeps its holder and acquireTime).
+// token of the acquisition and the Lease's UID, read from the last write the store
+// confirmed (the acquiring write, or a renew since, which keeps its holder and
+// acquireTime).
 func (c *campaign) termOf(term uint64) termctx.Term {
 	t := termctx.Term{Lease: termctx.Lease{Namespace: c.e.config.LeaseNamespace, Name: c.e.config.LeaseName}, Number: term}
 	if w := c.writes.confirmed; c.writes.hasConfirmed && w.HolderIdentity == c.self {
 		t.Token = termctx.Token{Holder: c.self, Acquired: w.AcquireTime}
+		t.LeaseUID = w.UID
 	}
 	return t
 }
