@@ -8,8 +8,8 @@ import (
 // Pacing of a sharded controller's shard Lease Events on one replica: see eventPacer.
 const (
 	// eventQuiet is how long no shard Event is queued before the queued ones are
-	// recorded: a replica's moves come in bursts (a stop hands all its shards over at
-	// once, a join takes its share within tens of milliseconds).
+	// recorded: a replica's moves come in bursts (a stop hands its shards over in
+	// quick succession, a join takes its share within tens of milliseconds).
 	eventQuiet = 100 * time.Millisecond
 	// eventLateness bounds how late an Event is recorded after it was queued, through
 	// moves that never pause that long.
@@ -19,16 +19,16 @@ const (
 // eventPacer holds the Events of a ring's shard Leases on this replica while its
 // shards move, and records them once the moves here paused: eventQuiet after the last
 // Event queued, and at most eventLateness after the first. A burst of moves is Lease
-// writes the successors wait for; an Event per move (a create, after a read of the
-// Lease's UID the first time) written among them doubled the API server's writes in
-// that window and lengthened the hand-overs' tail (BenchmarkShardMoves, the
-// controller kind's rolling restart). Each Event's note still names its term, and its
+// writes the successors wait for; an Event create per move written among them
+// doubled the API server's writes in that window and lengthened the hand-overs' tail
+// (BenchmarkShardMoves, the controller kind's rolling restart). Each Event's note still names its term, and its
 // time is when it is recorded, at most eventLateness late.
 //
 // Queued Events are recorded in order, one at a time, on the timer's goroutine;
 // flush records what is queued at once and waits for any being recorded.
 type eventPacer struct {
 	quiet, lateness time.Duration
+	done            sync.WaitGroup // one while the timer is armed or its Events are recorded
 
 	// mu guards the fields below.
 	mu          sync.Mutex
@@ -36,7 +36,6 @@ type eventPacer struct {
 	first, last time.Time   // when the oldest and the newest queued Event came
 	timer       *time.Timer // armed while Events are queued or being recorded
 	flushing    bool        // flush asked: record what is queued without waiting
-	done        sync.WaitGroup
 }
 
 func newEventPacer(quiet, lateness time.Duration) *eventPacer {
