@@ -186,7 +186,8 @@ type forSelector struct{ sel labels.Selector }
 
 // ForSelector restricts For's objects that CacheByLabel caches and labels to those
 // sel selects (ShardedController.ForSelector), as a manager cache's ByObject Label
-// does for the manager's cache, which the shard informers do not use.
+// does for the manager's cache, which the shard informers do not use. The Owns types'
+// objects are not narrowed by it.
 func ForSelector(sel labels.Selector) ShardedOption { return forSelector{sel} }
 
 func (o forSelector) applyToSharded(b *Builder) { b.forSel = o.sel }

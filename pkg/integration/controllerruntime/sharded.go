@@ -102,7 +102,10 @@ type ShardedController struct {
 	// ForSelector, with CacheOwnShards or CacheOwnShardsByLabel, restricts For's
 	// objects cached per shard, and labelled, to those it selects, as a manager cache's
 	// ByObject Label does (the manager's cache options do not reach the shard
-	// informers). Nil: every object of For's type.
+	// informers). Nil: every object of For's type. It narrows For's objects only: the
+	// Owns types' objects are labelled and cached by their controller owner's shard
+	// whatever the owner's labels, so a child of an owner it leaves out is still
+	// labelled once and cached by one replica.
 	ForSelector labels.Selector
 	// ShardWork is leader-only work per shard (sharding.Workers): each Work runs for
 	// every shard this replica leads, from the shard's acquisition, under its term
