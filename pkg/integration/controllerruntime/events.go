@@ -109,15 +109,16 @@ type leaseEvents struct {
 // started records the Event of a term that began.
 func (e *leaseEvents) started(ctx context.Context) {
 	st := e.stats()
+	t, _ := termctx.Get(ctx)
+	term := t.Number
 	e.mu.Lock()
 	death := st.DeathTakeovers > e.deaths
 	handedOff := st.HandedOffTerms > e.handedOff
 	e.deaths, e.handedOff = st.DeathTakeovers, st.HandedOffTerms
-	if t, ok := termctx.Get(ctx); ok && t.LeaseUID != "" {
+	if t.LeaseUID != "" {
 		e.uid = types.UID(t.LeaseUID) // the Lease as this term found it: no read
 	}
 	e.mu.Unlock()
-	term, _ := termctx.FromContext(ctx)
 	switch {
 	case death:
 		e.record(corev1.EventTypeWarning, e.reasons.death, "Acquire",

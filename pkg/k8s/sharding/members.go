@@ -349,8 +349,7 @@ func (l *liveness) nextExpiry(now time.Time) (time.Time, bool) {
 	var at time.Time
 	ok := false
 	for _, m := range l.seen {
-		end := m.expires()
-		if !m.dead && end.After(now) && (!ok || end.Before(at)) {
+		if end := m.expires(); m.liveAt(now) && (!ok || end.Before(at)) {
 			at, ok = end, true
 		}
 	}
