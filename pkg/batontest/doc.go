@@ -93,4 +93,9 @@
 // discarding one (controller-runtime otherwise prints a warning after 30s), unless
 // BATON_TESTENV_VERBOSE=1, which also attaches the output of etcd and kube-apiserver
 // to the test process's stdout and stderr.
+//
+// BATON_TESTENV_AUDIT=<file> makes every kube-apiserver started write its audit log
+// there: one JSON line per request, with when it was received and answered. It tells
+// the API server's own time for each request, and what else it served meanwhile, from
+// the time of the round trip a client saw (test/sharding's BenchmarkShardMoves).
 package batontest

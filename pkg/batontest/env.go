@@ -102,6 +102,12 @@ func NewEnv(opts ...EnvOption) (*Env, error) {
 	// kube-apiserver's graceful stop waits for open watches up to its request timeout
 	// (default 1m); every client of a test watches, so keep the stop to seconds.
 	api.Configure().Set("request-timeout", stopGrace.String())
+	if path := os.Getenv("BATON_TESTENV_AUDIT"); path != "" {
+		if err := auditTo(func(flag, value string) { api.Configure().Set(flag, value) }, certDir, path); err != nil {
+			_ = os.RemoveAll(certDir)
+			return nil, err
+		}
+	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(dir, "etcd")}
 	cfg, err := env.Start()
 	if err != nil {
@@ -258,4 +264,27 @@ func (e *Env) Close() error {
 		e.closeErr = fmt.Errorf("batontest: stop control plane: %w", err)
 	}
 	return e.closeErr
+}
+
+// auditPolicy logs every request at the Metadata level once its response is complete:
+// what it was, and when the API server received it and answered.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+`
+
+// auditTo makes kube-apiserver write its audit log, JSON lines, to path (appended to
+// when it exists): BATON_TESTENV_AUDIT. set sets one of its flags.
+func auditTo(set func(flag, value string), certDir, path string) error {
+	policy := filepath.Join(certDir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return fmt.Errorf("batontest: BATON_TESTENV_AUDIT: %w", err)
+	}
+	set("audit-policy-file", policy)
+	set("audit-log-path", path)
+	set("audit-log-format", "json")
+	set("audit-log-mode", "blocking")
+	return nil
 }

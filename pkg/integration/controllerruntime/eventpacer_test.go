@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -39,7 +40,7 @@ func (l *pacedLog) record(i int) func() {
 func TestEventPacerHoldsEventsWhileMovesGoOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const quiet, lateness = 100 * time.Millisecond, time.Second
-		p := newEventPacer(quiet, lateness)
+		p := newEventPacer(quiet, lateness, nil)
 		log := &pacedLog{at: map[int]time.Time{}}
 		start := time.Now()
 		for i, at := range []time.Duration{0, 20, 50, 90} {
@@ -97,7 +98,7 @@ func TestEventPacerFlush(t *testing.T) {
 	for seed := range uint64(20) {
 		synctest.Test(t, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 27))
-			p := newEventPacer(100*time.Millisecond, time.Second)
+			p := newEventPacer(100*time.Millisecond, time.Second, nil)
 			p.flush() // nothing queued
 			log := &pacedLog{at: map[int]time.Time{}}
 			n := 0
@@ -125,4 +126,113 @@ func TestEventPacerFlush(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ringMoves is a ring's last move as a replica saw it (Sharder.LastMove), set by a
+// test.
+type ringMoves struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (r *ringMoves) move() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last = time.Now()
+}
+
+func (r *ringMoves) lastMove() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// TestEventPacerWaitsForTheRingToPause: Events are held while the ring moves (other
+// replicas' moves, seen by this one, with no Event queued here), recorded quiet after
+// its last move; a move during a recording holds the Events not yet written until the
+// ring pauses again; the writes never overlap.
+func TestEventPacerWaitsForTheRingToPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const quiet, lateness, write = 100 * time.Millisecond, time.Second, 10 * time.Millisecond
+		ring := &ringMoves{}
+		p := newEventPacer(quiet, lateness, ring.lastMove)
+		log := &pacedLog{at: map[int]time.Time{}}
+		var writing atomic.Int32
+		written := func(i int) func() { // a write that takes 10ms, logged when done
+			rec := log.record(i)
+			return func() {
+				if writing.Add(1) > 1 {
+					t.Errorf("Event %d written while another was", i)
+				}
+				time.Sleep(write)
+				writing.Add(-1)
+				rec()
+			}
+		}
+		start := time.Now()
+		for i := range 3 {
+			p.add(written(i))
+		}
+		for range 8 { // the ring moves every 50ms until 400ms
+			time.Sleep(50 * time.Millisecond)
+			ring.move()
+		}
+		time.Sleep(quiet - time.Millisecond)
+		synctest.Wait()
+		if at, _ := log.snapshot(); len(at) != 0 {
+			t.Fatalf("%d Events written %v after the ring's last move, want none before %v", len(at), quiet-time.Millisecond, quiet)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		at, _ := log.snapshot()
+		for i := range 3 {
+			if got, want := at[i].Sub(start), 400*time.Millisecond+quiet+time.Duration(i+1)*write; got != want {
+				t.Errorf("Event %d written at %v, want %v (quiet after the ring's last move, one write after another)", i, got, want)
+			}
+		}
+
+		// Five Events; the ring moves while the first is written: the other four wait
+		// for quiet after that move.
+		log = &pacedLog{at: map[int]time.Time{}}
+		start = time.Now()
+		for i := range 5 {
+			p.add(written(i))
+		}
+		time.Sleep(quiet + write/2)
+		ring.move() // at 105ms, during the first write
+		time.Sleep(time.Second)
+		synctest.Wait()
+		at, ord := log.snapshot()
+		if got, want := at[0].Sub(start), quiet+write; got != want {
+			t.Errorf("the first Event written at %v, want %v", got, want)
+		}
+		for i := 1; i < 5; i++ {
+			if got, want := at[i].Sub(start), quiet+write/2+quiet+time.Duration(i)*write; got != want {
+				t.Errorf("Event %d written at %v, want %v (quiet after the move during the first write)", i, got, want)
+			}
+		}
+		if !slices.Equal(ord, []int{0, 1, 2, 3, 4}) {
+			t.Errorf("written in the order %v, want the order queued", ord)
+		}
+
+		// A ring that never pauses: each Event is written lateness after it was queued.
+		log = &pacedLog{at: map[int]time.Time{}}
+		queued := map[int]time.Time{}
+		for step := range 200 { // the ring moves every 10ms for 2s; an Event every 200ms at first
+			if i := step / 20; step%20 == 0 && i < 3 {
+				queued[i] = time.Now()
+				p.add(written(i))
+			}
+			ring.move()
+			time.Sleep(10 * time.Millisecond)
+		}
+		synctest.Wait()
+		at, _ = log.snapshot()
+		for i := range 3 {
+			if got, want := at[i].Sub(queued[i]), lateness+write; got != want {
+				t.Errorf("Event %d, queued while the ring never paused, written %v after, want %v", i, got, want)
+			}
+		}
+		p.flush()
+	})
 }

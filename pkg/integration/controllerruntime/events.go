@@ -79,7 +79,8 @@ const eventLeaseReadTimeout = 5 * time.Second
 // from the elector's callbacks.
 type leaseEvents struct {
 	// recorder returns the manager's recorder; it is asked at the first Event (the
-	// manager starts its broadcaster then, and stops it when it stops).
+	// manager starts its broadcaster then, and stops it when it stops). Unused with
+	// pace.
 	recorder        func() events.EventRecorder
 	cs              kubernetes.Interface
 	namespace, name string
@@ -92,7 +93,8 @@ type leaseEvents struct {
 	reasons eventReasons
 	what    string
 	// pace, when set, queues an Event's recording to be done later (a shard Lease's:
-	// eventPacer); without it, each is recorded at once on a goroutine of its own.
+	// eventPacer), written directly; without it, each is recorded at once with the
+	// recorder, on a goroutine of its own.
 	pace func(record func())
 
 	// wg counts the Events being recorded; the Runtime's Start waits for them.
@@ -160,12 +162,13 @@ func (e *leaseEvents) stopped() {
 	}
 }
 
-// record records an Event on the Lease, read for its UID (kubectl describe matches
-// Events by it; without it, by name), through pace or on a goroutine of its own: the
-// elector waits for its callbacks, and a release must not wait for a read.
+// record records an Event on the Lease: through pace, written directly when its turn
+// comes, or with the recorder on a goroutine of its own (the elector waits for its
+// callbacks, and a release must not wait for a read of the Lease's UID).
 func (e *leaseEvents) record(eventType, reason, action, note string, args ...any) {
 	if e.pace != nil {
-		e.pace(func() { e.recordNow(eventType, reason, action, note, args...) })
+		note := fmt.Sprintf(note, args...)
+		e.pace(func() { e.write(eventType, reason, action, note) })
 		return
 	}
 	e.wg.Go(func() { e.recordNow(eventType, reason, action, note, args...) })
@@ -198,21 +201,26 @@ func (e *leaseEvents) lease(ctx context.Context) *coordinationv1.Lease {
 	return lease
 }
 
-// recordDirect writes an Event as the recorder would (events.k8s.io/v1, reporting
-// controller eventRecorderName), on a goroutine of its own, with the clientset.
+// recordDirect writes an Event as write does, on a goroutine of its own.
 func (e *leaseEvents) recordDirect(eventType, reason, action, note string) {
-	e.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), eventLeaseReadTimeout)
-		defer cancel()
-		lease := e.lease(ctx)
-		host, _ := os.Hostname()
-		ev := &eventsv1.Event{
-			ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: fmt.Sprintf("%s.%x", e.name, time.Now().UnixNano())},
-			EventTime:  metav1.NewMicroTime(time.Now()), Type: eventType, Reason: reason, Action: action, Note: note,
-			ReportingController: eventRecorderName, ReportingInstance: eventRecorderName + "-" + host,
-			Regarding: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
-				Namespace: e.namespace, Name: e.name, UID: lease.UID},
-		}
-		_, _ = e.cs.EventsV1().Events(e.namespace).Create(ctx, ev, metav1.CreateOptions{}) // best effort, as the recorder's
-	})
+	e.wg.Go(func() { e.write(eventType, reason, action, note) })
+}
+
+// write writes an Event as the recorder would (events.k8s.io/v1, reporting
+// controller eventRecorderName), with the clientset, and returns once it was written
+// or failed: the recorder sends each Event on a goroutine of its own, which a caller
+// that paces them (eventPacer) cannot wait for.
+func (e *leaseEvents) write(eventType, reason, action, note string) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventLeaseReadTimeout)
+	defer cancel()
+	lease := e.lease(ctx)
+	host, _ := os.Hostname()
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.namespace, Name: fmt.Sprintf("%s.%x", e.name, time.Now().UnixNano())},
+		EventTime:  metav1.NewMicroTime(time.Now()), Type: eventType, Reason: reason, Action: action, Note: note,
+		ReportingController: eventRecorderName, ReportingInstance: eventRecorderName + "-" + host,
+		Regarding: corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+			Namespace: e.namespace, Name: e.name, UID: lease.UID},
+	}
+	_, _ = e.cs.EventsV1().Events(e.namespace).Create(ctx, ev, metav1.CreateOptions{}) // best effort, as the recorder's
 }

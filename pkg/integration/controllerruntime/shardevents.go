@@ -3,8 +3,7 @@ package controllerruntime
 import (
 	"fmt"
 	"sync"
-
-	"k8s.io/client-go/tools/events"
+	"time"
 
 	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
 	"github.com/baton-dev/baton/pkg/k8s/sharding"
@@ -14,9 +13,8 @@ import (
 // replica, with the reasons shardReasons: one leaseEvents per shard, made when the
 // shard is first led here, all recorded through one eventPacer.
 type shardEvents struct {
-	s        *Sharded
-	recorder func() events.EventRecorder
-	pacer    *eventPacer
+	s     *Sharded
+	pacer *eventPacer
 
 	// mu guards byShard.
 	mu      sync.Mutex
@@ -25,10 +23,10 @@ type shardEvents struct {
 
 func newShardEvents(s *Sharded) *shardEvents {
 	return &shardEvents{
-		s:        s,
-		recorder: sync.OnceValue(func() events.EventRecorder { return s.r.mgr.GetEventRecorder(eventRecorderName) }),
-		pacer:    newEventPacer(eventQuiet, eventLateness),
-		byShard:  map[int]*leaseEvents{},
+		s: s,
+		// s.sharder is made after this, before any Event.
+		pacer:   newEventPacer(eventQuiet, eventLateness, func() time.Time { return s.sharder.LastMove() }),
+		byShard: map[int]*leaseEvents{},
 	}
 }
 
@@ -40,7 +38,7 @@ func (e *shardEvents) of(shard int) *leaseEvents {
 		return le
 	}
 	le := &leaseEvents{
-		recorder: e.recorder, cs: e.s.clientset, identity: e.s.config.Identity,
+		cs: e.s.clientset, identity: e.s.config.Identity,
 		namespace: e.s.config.Namespace, name: sharding.ShardLeaseName(e.s.config.Name, shard),
 		// Run releases the shard Leases it leads when its context ends.
 		release:  true,

@@ -283,7 +283,7 @@ func (l *loop) replace(now time.Time) {
 	s.mu.Unlock()
 	l.notePlaced(now, prevPlacement, placement)
 	s.place(placement, leaving)
-	s.moved.notify()
+	s.moved.notify(now)
 	if slices.ContainsFunc(prev, func(id string) bool { _, ok := slices.BinarySearch(live, id); return !ok }) {
 		s.recheck() // a shard handed to a member that went is taken at once (candidateGone)
 	}

@@ -227,8 +227,9 @@ func NewWithStores(config Config, stores Stores, callbacks Callbacks, logger *sl
 			OnStoppedLeading: func() { s.notLeading(i) },
 			OnHolderDead:     s.holderDead,
 			OnNewLeader: func(string) {
-				s.ownerless.newHolder(i, s.clock.Now(), config.LeaseDuration)
-				s.moved.notify()
+				now := s.clock.Now()
+				s.ownerless.newHolder(i, now, config.LeaseDuration)
+				s.moved.notify(now)
 			},
 		}, logger.With("ring", config.Name, "shard", i))
 		if err != nil {
@@ -326,6 +327,13 @@ func (s *Sharder) ShardStats(shard int) (leaderelection.Stats, bool) {
 	}
 	return s.electors[shard].Stats(), true
 }
+
+// LastMove returns when this replica last saw the ring move, by its Config.Clock: a
+// shard Lease changing holder (any replica's shard, seen on the Lease watch) or its
+// placement changing; zero before either. A ring moves in bursts (a join, a leave, a
+// rolling restart), one hand-over after another, each waiting for the write of the
+// last (see turns.go): work that may wait, like Events, can keep out of them.
+func (s *Sharder) LastMove() time.Time { return s.moved.lastChange() }
 
 // Ring returns the sharder's ring.
 func (s *Sharder) Ring() Ring { return s.ring }

@@ -188,3 +188,40 @@ func TestSharderRollingRestart(t *testing.T) {
 		h.CheckAllEnded(t)
 	})
 }
+
+// TestSharderLastMove: LastMove is the last change of a shard's holder or of the
+// placement a replica saw, any replica's: it stays put on a quiet ring, and a join
+// moves it on every replica, the joiner included.
+func TestSharderLastMove(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := shardingtest.NewHistory(testShards)
+		stores := sharding.NewMemoryStores(testShards)
+		replicas := map[string]*replica{}
+		defer func() {
+			for _, r := range replicas {
+				r.stop()
+			}
+		}()
+		for _, id := range []string{"a", "b"} {
+			replicas[id] = startReplica(t, stores, id, h)
+		}
+		time.Sleep(10 * time.Second)
+		settled := replicas["a"].sharder.LastMove()
+		if settled.IsZero() || settled.After(time.Now()) {
+			t.Fatalf("a's LastMove after the start = %v, want a time before now (%v)", settled, time.Now())
+		}
+		time.Sleep(10 * time.Second) // quiet: nothing changes hands
+		if got := replicas["a"].sharder.LastMove(); !got.Equal(settled) {
+			t.Errorf("a's LastMove on a quiet ring moved from %v to %v", settled, got)
+		}
+		join := time.Now()
+		replicas["c"] = startReplica(t, stores, "c", h)
+		time.Sleep(5 * time.Second)
+		h.CheckBalanced(t, "join of c", "a", "b", "c")
+		for _, id := range []string{"a", "b", "c"} {
+			if got := replicas[id].sharder.LastMove(); got.Before(join) {
+				t.Errorf("%s's LastMove after c joined = %v, want after the join at %v", id, got, join)
+			}
+		}
+	})
+}

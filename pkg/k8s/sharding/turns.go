@@ -51,9 +51,10 @@ func (s *Sharder) turnPatience() time.Duration { return s.config.RetryPeriod / 4
 // moveSignal tells the hand-overs waiting for their turn that a shard's holder or
 // the placement changed. Safe for concurrent use.
 type moveSignal struct {
-	// mu guards changed.
+	// mu guards changed and last.
 	mu      sync.Mutex
 	changed chan struct{} // closed at the next change
+	last    time.Time     // when notify was last called
 }
 
 func newMoveSignal() *moveSignal { return &moveSignal{changed: make(chan struct{})} }
@@ -65,12 +66,20 @@ func (m *moveSignal) next() <-chan struct{} {
 	return m.changed
 }
 
-// notify wakes every waiter of next.
-func (m *moveSignal) notify() {
+// notify wakes every waiter of next; now is the change's time.
+func (m *moveSignal) notify(now time.Time) {
 	m.mu.Lock()
+	m.last = now
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
+}
+
+// lastChange returns when notify was last called; zero before.
+func (m *moveSignal) lastChange() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
 }
 
 // myTurn reports whether shard, which this replica leads and placement gives to
