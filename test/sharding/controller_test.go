@@ -589,6 +589,46 @@ func (l *termLog) slowest(from time.Time, n int, writes []leaseWrite) []string {
 	return lines
 }
 
+// handOffParts splits the one-write hand-overs of the terms that ended in [from, to)
+// into their parts, each sorted: from the old term's end to the hand-off's send (its
+// renewTime), from the send to its arrival on the benchmark's Lease watch, and from
+// there to the new term's start. The first and the last are the replicas' own; the
+// middle one is the API server's (and the watch's).
+func (l *termLog) handOffParts(from, to time.Time, writes []leaseWrite) (sent, seen, term []time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ended := range l.spans {
+		if ended.end.IsZero() || ended.end.Before(from) || !ended.end.Before(to) {
+			continue
+		}
+		var next *termSpan
+		for i := range l.spans {
+			s := &l.spans[i]
+			if s.shard == ended.shard && !s.start.Before(ended.end) && (next == nil || s.start.Before(next.start)) {
+				next = s
+			}
+		}
+		if next == nil {
+			continue
+		}
+		for _, w := range writes {
+			if w.shard != ended.shard || w.stamp.Before(ended.end.Add(-time.Millisecond)) || w.stamp.After(next.start) {
+				continue
+			}
+			if w.kind == shardHandOff {
+				sent = append(sent, w.stamp.Sub(ended.end))
+				seen = append(seen, w.at.Sub(w.stamp))
+				term = append(term, next.start.Sub(w.at))
+			}
+			break
+		}
+	}
+	for _, d := range [][]time.Duration{sent, seen, term} {
+		slices.Sort(d)
+	}
+	return sent, seen, term
+}
+
 // overlaps returns how many terms began before the previous term of their shard
 // ended.
 func (l *termLog) overlaps() int {

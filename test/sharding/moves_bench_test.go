@@ -44,7 +44,12 @@ package sharding
 //   - a reference: one Lease update's round trip on the machine at that moment;
 //   - rolling restart: the Lease updates the API server served, and how many took
 //     over 5ms inside it and in etcd, by its own /metrics (when the tail is the
-//     machine's, it shows there).
+//     machine's, it shows there), and the parts of its one-write hand-overs: the old
+//     owner's (term end to the write's send), the API server's (send to arrival on
+//     the watch) and the new owner's (arrival to its term), p50 and p99 each.
+//
+// BATON_TESTENV_AUDIT=<file> (pkg/batontest) adds the API server's audit log: its
+// own time for each request, and what else it served meanwhile.
 //
 // BATON_BENCH_ROLLS=n runs the rolling restart n times and reports the hand-overs of
 // all n pooled too (one roll's p99 is its second slowest hand-over).
@@ -234,7 +239,7 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 	// one roll's ~145 hand-overs is its second slowest, so several rolls pooled give
 	// a steadier tail.
 	rolls := benchRolls(b)
-	var pooled []time.Duration
+	var pooled, pooledSent, pooledSeen, pooledTerm []time.Duration
 	for round := range rolls {
 		putsBefore := leasePuts(b, env.Clientset())
 		rollStart := time.Now()
@@ -271,11 +276,18 @@ func shardMoves(b *testing.B, kind string, lease, renew, retry time.Duration) {
 			b.Errorf("rolling restart: %d object writes, want 0", roll.objects)
 		}
 		pooled = append(pooled, rollGaps...)
+		sent, seen, term := terms.handOffParts(rollStart, rollEnd, writes)
+		b.Logf("shardmoves: %s: rolling restart: %s", kind, partsLine(sent, seen, term))
+		pooledSent, pooledSeen, pooledTerm = append(pooledSent, sent...), append(pooledSeen, seen...), append(pooledTerm, term...)
 	}
 	if rolls > 1 {
 		slices.Sort(pooled)
 		report(ms(pct(pooled, 99)), "rolling-pooled-handover-p99-ms", "rolling restart, %d rolls pooled: %s",
 			rolls, gapLine(pooled, "term end to next term start (callbacks)"))
+		for _, d := range [][]time.Duration{pooledSent, pooledSeen, pooledTerm} {
+			slices.Sort(d)
+		}
+		b.Logf("shardmoves: %s: rolling restart, %d rolls pooled: %s", kind, rolls, partsLine(pooledSent, pooledSeen, pooledTerm))
 	}
 
 	// A crash: cut off from the API server, releasing nothing.
@@ -463,6 +475,14 @@ func gapLine(gaps []time.Duration, how string) string {
 	}
 	return fmt.Sprintf("%d handovers, %s p50 %v, p99 %v, max %v (the longest a shard had no owner)",
 		len(gaps), how, pct(gaps, 50).Round(100*time.Microsecond), pct(gaps, 99).Round(100*time.Microsecond), pct(gaps, 100).Round(100*time.Microsecond))
+}
+
+// partsLine describes the parts of one-write hand-overs (termLog.handOffParts).
+func partsLine(sent, seen, term []time.Duration) string {
+	r := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return fmt.Sprintf("the parts of its %d one-write hand-overs, p50/p99: term end to the write's send %v/%v (the old owner), "+
+		"send to its arrival on this process's Lease watch %v/%v (the API server), arrival to the new term %v/%v (the new owner)",
+		len(seen), r(pct(sent, 50)), r(pct(sent, 99)), r(pct(seen, 50)), r(pct(seen, 99)), r(pct(term, 50)), r(pct(term, 99)))
 }
 
 // pct returns the p-th percentile of sorted (nearest rank), 0 for none.
