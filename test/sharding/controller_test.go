@@ -567,13 +567,7 @@ func (l *termLog) slowest(from time.Time, n int, writes []leaseWrite) []string {
 		if ended.end.IsZero() || ended.end.Before(from) {
 			continue
 		}
-		var next *termSpan
-		for i := range l.spans {
-			s := &l.spans[i]
-			if s.shard == ended.shard && !s.start.Before(ended.end) && (next == nil || s.start.Before(next.start)) {
-				next = s
-			}
-		}
+		next := l.nextLocked(ended)
 		if next == nil {
 			continue
 		}
@@ -589,6 +583,19 @@ func (l *termLog) slowest(from time.Time, n int, writes []leaseWrite) []string {
 	return lines
 }
 
+// nextLocked returns the first term of ended's shard that started at or after its
+// end, nil for none. l.mu is held.
+func (l *termLog) nextLocked(ended termSpan) *termSpan {
+	var next *termSpan
+	for i := range l.spans {
+		s := &l.spans[i]
+		if s.shard == ended.shard && !s.start.Before(ended.end) && (next == nil || s.start.Before(next.start)) {
+			next = s
+		}
+	}
+	return next
+}
+
 // handOffParts splits the one-write hand-overs of the terms that ended in [from, to)
 // into their parts, each sorted: from the old term's end to the hand-off's send (its
 // renewTime), from the send to its arrival on the benchmark's Lease watch, and from
@@ -601,13 +608,7 @@ func (l *termLog) handOffParts(from, to time.Time, writes []leaseWrite) (sent, s
 		if ended.end.IsZero() || ended.end.Before(from) || !ended.end.Before(to) {
 			continue
 		}
-		var next *termSpan
-		for i := range l.spans {
-			s := &l.spans[i]
-			if s.shard == ended.shard && !s.start.Before(ended.end) && (next == nil || s.start.Before(next.start)) {
-				next = s
-			}
-		}
+		next := l.nextLocked(ended)
 		if next == nil {
 			continue
 		}
