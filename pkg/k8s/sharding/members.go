@@ -236,6 +236,9 @@ type seenMember struct {
 	// unvouched: the lease was seen on the first view and not written since, so
 	// nothing shows that its member ran after this replica started looking.
 	unvouched bool
+	// joined is the Version of the first write seen of the lease's incarnation: its
+	// join, or, for a member already there on this replica's first view, that view's.
+	joined string
 }
 
 // expires returns when m stops counting live: its LeaseDuration after its lease was
@@ -266,10 +269,47 @@ func (l *liveness) observe(now time.Time, members []MemberLease, configured time
 		if bad {
 			outOfRange = append(outOfRange, written)
 		}
-		next[m.Identity] = seenMember{lease: m, observedAt: now, unvouched: !l.looked}
+		joined := m.Version
+		if ok && prev.lease.Incarnation == m.Incarnation {
+			joined = prev.joined
+		}
+		next[m.Identity] = seenMember{lease: m, observedAt: now, unvouched: !l.looked, joined: joined}
 	}
 	l.seen, l.looked = next, true
 	return outOfRange
+}
+
+// memberWrites are where a member's lease stands in the order of the ring's member
+// Lease writes (MemberLease.Version, a decimal number that grows with each): the
+// first write seen of its incarnation, and its last.
+type memberWrites struct{ joined, last uint64 }
+
+// writes returns the members' memberWrites, leaving out those whose Version is not a
+// decimal number (a MemberStore that breaks its contract: no move is judged withheld
+// by them, see withholds).
+func (l *liveness) writes() map[string]memberWrites {
+	out := make(map[string]memberWrites, len(l.seen))
+	for id, m := range l.seen {
+		joined, err1 := strconv.ParseUint(m.joined, 10, 64)
+		last, err2 := strconv.ParseUint(m.lease.Version, 10, 64)
+		if err1 == nil && err2 == nil {
+			out[id] = memberWrites{joined: joined, last: last}
+		}
+	}
+	return out
+}
+
+// withholds reports whether, as far as writes tell, holder withholds its hand-overs
+// to target (docs/design/sharding.md, # Hand-over targets): target has not written its
+// lease since holder's incarnation joined, so holder may have seen it only on its
+// first view. A holder's first view comes before its join write (it joins once its
+// electors watch), so a target write after that join was watched by holder. The
+// guess is wrong only for a target that wrote between the two, and then costs order
+// (turns.go), never safety.
+func withholds(writes map[string]memberWrites, holder, target string) bool {
+	h, ok1 := writes[holder]
+	t, ok2 := writes[target]
+	return ok1 && ok2 && t.last < h.joined
 }
 
 // unvouched returns the members whose lease was seen only as it was on the first

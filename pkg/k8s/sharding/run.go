@@ -245,6 +245,7 @@ func (l *loop) receive(ev MemberEvent, ok bool) bool {
 	now := l.s.clock.Now()
 	l.s.signs.observe(now, ev.Members)
 	outOfRange := l.liveness.observe(now, ev.Members, l.s.config.LeaseDuration)
+	l.s.setWrites(l.liveness.writes())
 	if l.s.setUnvouched(l.liveness.unvouched()) && l.rebalanceAt.IsZero() {
 		l.rebalanceAt = now.Add(l.s.config.SettleDelay) // a member it withheld hand-overs from renewed
 	}

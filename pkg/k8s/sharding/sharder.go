@@ -147,17 +147,18 @@ type Sharder struct {
 
 	// mu guards the fields below.
 	mu          sync.Mutex
-	live        []string       // the members this replica sees live, itself included while running; sorted
-	unvouched   []string       // members seen only on this replica's first look at the members (liveness.unvouched)
-	placement   Placement      // Place over live
-	leaving     bool           // Run's context ended: campaign for nothing, hand everything over
-	owned       map[int]uint64 // the shards this replica leads, with their terms
-	accepted    map[int]bool   // the shards whose hand-off term was accepted (acceptHandOff) and has not ended
-	handingOver map[int]bool   // shards with a hand-over under way
-	dead        []deadMember   // members proven dead, not yet taken by Run's loop
-	admitted    bool           // may campaign: no member of another shape was active when it joined (shape.go)
-	refusing    bool           // refused to campaign for a member of another shape, not admitted since
-	mismatched  []string       // live members of another shape, as Run's loop last saw them
+	live        []string                // the members this replica sees live, itself included while running; sorted
+	unvouched   []string                // members seen only on this replica's first look at the members (liveness.unvouched)
+	writes      map[string]memberWrites // the members' lease writes as Run's loop last saw them (liveness.writes); replaced whole, never changed
+	placement   Placement               // Place over live
+	leaving     bool                    // Run's context ended: campaign for nothing, hand everything over
+	owned       map[int]uint64          // the shards this replica leads, with their terms
+	accepted    map[int]bool            // the shards whose hand-off term was accepted (acceptHandOff) and has not ended
+	handingOver map[int]bool            // shards with a hand-over under way
+	dead        []deadMember            // members proven dead, not yet taken by Run's loop
+	admitted    bool                    // may campaign: no member of another shape was active when it joined (shape.go)
+	refusing    bool                    // refused to campaign for a member of another shape, not admitted since
+	mismatched  []string                // live members of another shape, as Run's loop last saw them
 }
 
 // NewWithStores returns a Sharder for config's ring on stores (NewMemoryStores, or any). It returns an error wrapping
@@ -498,6 +499,13 @@ func (s *Sharder) recheck() {
 	for _, e := range s.electors {
 		e.LivenessChanged()
 	}
+}
+
+// setWrites records the members' lease writes as Run's loop saw them last.
+func (s *Sharder) setWrites(w map[string]memberWrites) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes = w
 }
 
 // setUnvouched records the members seen only on this replica's first look at the

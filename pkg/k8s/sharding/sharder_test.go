@@ -102,12 +102,20 @@ func startReplica(t *testing.T, shared sharding.Stores, id string, h *shardingte
 // for each of its terms.
 func startReplicaOf(t *testing.T, shared sharding.Stores, id string, shards int, onAcquired func(context.Context)) *replica {
 	t.Helper()
+	return startReplicaTimed(t, shared, id, shards, onAcquired, testLease, testRenew, testRetry)
+}
+
+// startReplicaTimed is startReplicaOf with the given LeaseDuration, RenewDeadline and
+// RetryPeriod.
+func startReplicaTimed(t *testing.T, shared sharding.Stores, id string, shards int, onAcquired func(context.Context),
+	lease, renew, retry time.Duration) *replica {
+	t.Helper()
 	r := &replica{id: id, done: make(chan struct{}), down: make(chan struct{})}
 	stores := shardingtest.Cut(shared, r.down, memberLag)
 	logger := testLogger(id)
 	s, err := sharding.NewWithStores(sharding.Config{
 		Identity: id, Name: "ring", Namespace: "default", Shards: shards,
-		LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+		LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
 		JitterSource: func(shard int) rand.Source { return rand.NewPCG(idSeed(id), uint64(shard)) },
 	}, stores, sharding.Callbacks{
 		OnAcquired: onAcquired,

@@ -124,6 +124,23 @@ func (h *History) Balanced(members ...string) (map[string]int, error) {
 	return count, nil
 }
 
+// Shares returns how many shards each owner holds now, counting the shards that have
+// exactly one owner.
+func (h *History) Shares() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	count := map[string]int{}
+	for shard := range h.shards {
+		if len(h.open[shard]) != 1 {
+			continue
+		}
+		for o := range h.open[shard] {
+			count[o]++
+		}
+	}
+	return count
+}
+
 // CheckBalanced fails tb unless Balanced(members...).
 func (h *History) CheckBalanced(tb testing.TB, after string, members ...string) {
 	tb.Helper()
