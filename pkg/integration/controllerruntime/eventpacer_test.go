@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	k8sle "github.com/baton-dev/baton/pkg/k8s/leaderelection"
+	"github.com/baton-dev/baton/pkg/k8s/sharding"
 )
 
 // pacedLog records when each paced Event was recorded.
@@ -235,4 +238,24 @@ func TestEventPacerWaitsForTheRingToPause(t *testing.T) {
 		}
 		p.flush()
 	})
+}
+
+// offsetClock is a ring clock an hour ahead of time.Now.
+type offsetClock struct{}
+
+func (offsetClock) Now() time.Time { return time.Now().Add(time.Hour) }
+func (offsetClock) AfterFunc(d time.Duration, f func()) k8sle.Timer {
+	return time.AfterFunc(d, f)
+}
+
+// TestShardEventsPaceOnTheRingsClockOnly: the pacer follows the ring's moves when the
+// ring runs on time.Now's clock; on a clock of its own (an hour ahead here), whose
+// LastMove would hold every Event until its lateness, it paces by the Events alone.
+func TestShardEventsPaceOnTheRingsClockOnly(t *testing.T) {
+	if lastMoveOf(&Sharded{}) == nil {
+		t.Error("a ring on time.Now's clock: the pacer does not follow its moves")
+	}
+	if lastMoveOf(&Sharded{config: sharding.Config{Clock: offsetClock{}}}) != nil {
+		t.Error("a ring on a clock of its own: the pacer follows its moves, on another clock")
+	}
 }

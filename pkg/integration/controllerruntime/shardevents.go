@@ -23,11 +23,20 @@ type shardEvents struct {
 
 func newShardEvents(s *Sharded) *shardEvents {
 	return &shardEvents{
-		s: s,
-		// s.sharder is made after this, before any Event.
-		pacer:   newEventPacer(eventQuiet, eventLateness, func() time.Time { return s.sharder.LastMove() }),
+		s:       s,
+		pacer:   newEventPacer(eventQuiet, eventLateness, lastMoveOf(s)),
 		byShard: map[int]*leaseEvents{},
 	}
+}
+
+// lastMoveOf returns the pacer's view of the ring's moves (Sharder.LastMove; s.sharder
+// is made after the pacer, before any Event), or nil when the ring runs on a clock of
+// its own (sharding.Config.Clock), whose times do not compare with time.Now's.
+func lastMoveOf(s *Sharded) func() time.Time {
+	if s.config.Clock != nil {
+		return nil
+	}
+	return func() time.Time { return s.sharder.LastMove() }
 }
 
 // of returns the recorder of shard's Lease.
