@@ -41,6 +41,10 @@ func TestMetricNamesAndLabels(t *testing.T) {
 	}
 	n.start(t)
 	batontest.WaitFor(t, 20*time.Second, "leading", n.rt.IsLeader)
+	// The gauge is set by the elector's OnStartedLeading, just after IsLeader turns true.
+	batontest.WaitFor(t, 5*time.Second, "leader_election_master_status 1", func() bool {
+		return metricValue(t, n.registry, "leader_election_master_status") == 1
+	})
 	mfs, err := n.registry.Gather()
 	if err != nil {
 		t.Fatal(err)
