@@ -561,15 +561,21 @@ func (l *loop) handOverNow(ctx context.Context, shard int) {
 	s.mu.Lock()
 	target := s.placement.Owner(shard)
 	_, owned := s.owned[shard]
-	_, unvouched := slices.BinarySearch(s.unvouched, target)
-	withheld := unvouched && !s.leaving
-	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || withheld {
+	if ctx.Err() != nil || !owned || target == "" || target == s.config.Identity || withholdsOwn(s.unvouched, s.leaving, target) {
 		delete(s.handingOver, shard)
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Unlock()
 	l.handOver(ctx, shard, target)
+}
+
+// withholdsOwn reports whether this replica withholds its hand-overs to target: target
+// is unvouched here (seen only on this replica's first view of the members, unwritten
+// since) and this replica is not leaving (docs/design/sharding.md, # Hand-over targets).
+func withholdsOwn(unvouched []string, leaving bool, target string) bool {
+	_, no := slices.BinarySearch(unvouched, target)
+	return no && !leaving
 }
 
 // handOver hands shard to target. A failed hand-over may be tried again after a

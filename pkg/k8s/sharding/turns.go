@@ -104,8 +104,7 @@ func (s *Sharder) myTurn(shard int) bool {
 	// withholds' guess.
 	withheld := func(holder, owner string) bool {
 		if holder == self {
-			_, no := slices.BinarySearch(unvouched, owner)
-			return no && !leaving
+			return withholdsOwn(unvouched, leaving, owner)
 		}
 		return withholds(writes, holder, owner)
 	}
