@@ -255,4 +255,14 @@
 // leaves and 5,141 joins among the faults; 4 overlaps in the cold-start window, the
 // longest 1.22s; the slowest settled 6.6s after the faults stopped, seed 844; 10
 // minutes under -race on 2 shared cores).
+//
+// At the code of issue 27's last stops (the others' crashed member Leases deleted,
+// every counted member's death followed, turns that skip the moves a holder
+// withholds), seeds 1 to 2000 show no violation (122,492 shard terms, 50,792 of them
+// on a hand-off, 1,964,580 fenced writes, 2,205 refused, 3,080 accepted late; 5,141
+// joins, 2,244 leaves, 1,133 crashes, 1,139 deaths reported, 2,092 lagging watches;
+// 45,048 owners, 50,817 children, 168,969 reconciles; 4 overlaps in the cold-start
+// window, the longest 1.22s; the slowest settled 6.86s after the faults stopped,
+// seed 1333, within the 7s bound; 3,419 of 3,807 shards of replicas reported dead
+// owned again within 10ms of the report; 523s under -race on 2 shared cores).
 package sharded
