@@ -105,11 +105,11 @@ type loop struct {
 	handovers   sync.WaitGroup
 	// The member Lease and admission (shape.go): want is the state the next renew
 	// writes; activeVersion the Version of the write that made it active, until this
-	// replica is admitted ("" before that write); lastRenewOK when the last renew
-	// that succeeded was sent; retryActiveAt when a waiting replica may try again.
+	// replica is admitted ("" before that write); retryActiveAt when a waiting
+	// replica may try again. When the last write that succeeded was sent is the
+	// Sharder's renewedAt.
 	want          MemberState
 	activeVersion string
-	lastRenewOK   time.Time
 	retryActiveAt time.Time
 	rand          *rand.Rand
 	// follows are the members' deaths followed (followDeaths): the cancel of each
@@ -300,9 +300,9 @@ func (l *loop) renew(ctx context.Context) {
 	now := s.clock.Now()
 	timeout := s.config.RenewDeadline
 	s.mu.Lock()
-	admitted := s.admitted
+	admitted, renewed := s.admitted, s.renewedAt
 	s.mu.Unlock()
-	if left := l.lastRenewOK.Add(s.config.RenewDeadline).Sub(now); admitted && left > 0 && left < timeout {
+	if left := renewed.Add(s.config.RenewDeadline).Sub(now); admitted && left > 0 && left < timeout {
 		timeout = left
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -314,7 +314,7 @@ func (l *loop) renew(ctx context.Context) {
 	case err != nil && ctx.Err() == nil:
 		s.logger.Warn("renewing member lease failed", "error", err)
 	case err == nil:
-		l.lastRenewOK = now
+		s.setRenewed(now)
 		s.signs.wrote(version, now)
 		s.livenessRenewed(now, claimed)
 		if want == MemberActive && l.activeVersion == "" {
@@ -620,6 +620,7 @@ func (l *loop) leave(ctx context.Context) {
 	if _, err := s.members.Renew(lctx, s.memberLease(MemberLeaving, claimed)); err != nil {
 		s.logger.Warn("marking member lease leaving failed", "error", err)
 	} else {
+		s.setRenewed(sent)
 		s.livenessRenewed(sent, claimed) // the hand-overs below have RenewDeadline from here
 	}
 	l.handovers.Wait() // the moves of run's last rebalance not yet begun are dropped: hand them over here
@@ -693,11 +694,11 @@ func (l *loop) depart(ctx context.Context) {
 func (l *loop) admissionAt(now time.Time) time.Time {
 	s := l.s
 	s.mu.Lock()
-	admitted := s.admitted
+	admitted, renewed := s.admitted, s.renewedAt
 	s.mu.Unlock()
 	switch {
 	case admitted:
-		return l.lastRenewOK.Add(s.config.RenewDeadline)
+		return renewed.Add(s.config.RenewDeadline)
 	case l.want == MemberWaiting && l.retryActiveAt.After(now):
 		return l.retryActiveAt
 	}

@@ -98,16 +98,34 @@ func (l *loop) admit(now time.Time, v shapeView) {
 func (l *loop) checkMembership(now time.Time) {
 	s := l.s
 	s.mu.Lock()
-	admitted, leaving := s.admitted, s.leaving
+	admitted, leaving, renewed := s.admitted, s.leaving, s.renewedAt
 	s.mu.Unlock()
-	if !admitted || leaving || now.Before(l.lastRenewOK.Add(s.config.RenewDeadline)) {
+	if !admitted || leaving || now.Before(renewed.Add(s.config.RenewDeadline)) {
 		return
 	}
 	s.logger.Warn("member lease not renewed within the renew deadline: resigning every shard until it is again",
-		"last_renewed", l.lastRenewOK)
+		"last_renewed", renewed)
 	s.setAdmitted(false)
 	l.want, l.activeVersion = MemberActive, ""
 	s.resignAll()
+}
+
+// setRenewed records that a write of this replica's member Lease sent at sent
+// succeeded.
+func (s *Sharder) setRenewed(sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renewedAt = sent
+}
+
+// mayLeadLocked reports whether this replica may begin a shard term at now: it is
+// admitted, and its member Lease was last renewed within RenewDeadline. Run's loop
+// ends the admission at that deadline (checkMembership), but not once this replica
+// leaves, while a release naming it may still come: its admission lapses by time
+// all the same, before a replica of another shape that stopped seeing the Lease
+// renewed may be admitted (docs/design/sharding.md, # Ring shape). s.mu is held.
+func (s *Sharder) mayLeadLocked(now time.Time) bool {
+	return s.admitted && now.Before(s.renewedAt.Add(s.config.RenewDeadline))
 }
 
 // setAdmitted sets whether this replica may campaign.

@@ -157,6 +157,7 @@ type Sharder struct {
 	handingOver map[int]bool            // shards with a hand-over under way
 	dead        []deadMember            // members proven dead, not yet taken by Run's loop
 	admitted    bool                    // may campaign: no member of another shape was active when it joined (shape.go)
+	renewedAt   time.Time               // when the last write of its member Lease that succeeded was sent
 	refusing    bool                    // refused to campaign for a member of another shape, not admitted since
 	mismatched  []string                // live members of another shape, as Run's loop last saw them
 }
@@ -529,13 +530,15 @@ func (s *Sharder) takeDead() []deadMember {
 	return dead
 }
 
-// leading is shard's OnStartedLeading. A replica not admitted (shape.go) resigns at
-// once: it may not lead, even a shard handed over to it.
+// leading is shard's OnStartedLeading. A replica not admitted, or whose admission
+// lapsed (mayLeadLocked), resigns at once: it may not lead, even a shard handed over
+// to it.
 func (s *Sharder) leading(ctx context.Context, shard int) {
 	ctx = withShard(ctx, shard, s.ring.Shards())
 	term, _ := termctx.FromContext(ctx)
+	now := s.clock.Now()
 	s.mu.Lock()
-	admitted := s.admitted
+	admitted := s.mayLeadLocked(now)
 	if admitted {
 		s.owned[shard] = term
 	}
@@ -627,13 +630,14 @@ func (s *Sharder) ownedShards() []int {
 
 // acceptHandOff reports whether shard's elector may start the term of a one-write
 // hand-over to this replica (leaderelection.HandOffs.Accept): not once it leaves, and
-// only while admitted. An accepted shard counts as led (ownedShards: the member
-// Lease's next writes claim it) until its term ends, so that the leaving mark claims
-// every hand-off term begun before it, and none begins after it.
+// only while admitted (mayLeadLocked). An accepted shard counts as led (ownedShards:
+// the member Lease's next writes claim it) until its term ends, so that the leaving
+// mark claims every hand-off term begun before it, and none begins after it.
 func (s *Sharder) acceptHandOff(shard int) bool {
+	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.leaving || !s.admitted {
+	if s.leaving || !s.mayLeadLocked(now) {
 		return false
 	}
 	s.accepted[shard] = true
