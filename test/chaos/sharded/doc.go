@@ -17,12 +17,23 @@
 //	BATON_SEED=6 go test -race -run 'TestShardedChaos$' -v ./test/chaos/sharded       # one seed
 //
 // TestShardedChaosShapes runs the shape of issue 25's defect 3, replicas of one ring
-// with different numbers of shards (S=12 and S=8 sharing the ring's Leases): 6 fixed
+// with different numbers of shards (S=12 and S=8 sharing the ring's Leases): 9 fixed
 // seeds, each 2 replicas at S=12 and then 30s of joins of either shape, leaves,
 // crashes, pauses, cuts and lagging watches; it fails a history in which one of
 // 2,000 objects was owned by two replicas at once, or in which, after the faults,
 // the replicas leading shards are not of one shape leading all its shards. As a
 // soak: BATON_SHARDED_SHAPES_SEEDS=N (BATON_SHARDED_CHAOS_FIRST moves the first).
+//
+// A 2000-seed soak of it at the code of issue 27's last stops failed one history,
+// seed 867 (88 objects owned twice): a leaving S=12 replica, cut off while it marked
+// its member Lease leaving, took two shards released naming it after its renew
+// deadline had passed, beside an admitted S=8 replica, because only Run's loop ended
+// the admission, and it no longer ran (docs/design/sharding.md, # Ring shape). A
+// bisection of the seed puts its first failing commit at the one-write hand-overs
+// (earlier code ran another history for it). With the admission lapsing by time
+// (Sharder.mayLeadLocked), seeds 1 to 2000 pass (102,244 shard terms, 5,249
+// refusals to campaign; about 5 minutes under -race on 2 shared cores), and 867 is
+// in the fixed list.
 //
 // BATON_SHARDED_CHAOS_LOG=1 writes every replica's log (Debug) to stderr. With -v the
 // test logs a summary: histories, shard terms, fenced writes (refused, and accepted
@@ -264,5 +275,8 @@
 // 45,048 owners, 50,817 children, 168,969 reconciles; 4 overlaps in the cold-start
 // window, the longest 1.22s; the slowest settled 6.86s after the faults stopped,
 // seed 1333, within the 7s bound; 3,419 of 3,807 shards of replicas reported dead
-// owned again within 10ms of the report; 523s under -race on 2 shared cores).
+// owned again within 10ms of the report; 523s under -race on 2 shared cores). With
+// the admission lapsing by time (the shapes seed 867 above), again no violation:
+// 122,494 shard terms, 50,797 on a hand-off, 1,964,573 fenced writes, the same 4
+// cold-start overlaps and slowest settle (529s).
 package sharded
