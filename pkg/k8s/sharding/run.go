@@ -106,7 +106,7 @@ type loop struct {
 	// The member Lease and admission (shape.go): want is the state the next renew
 	// writes; activeVersion the Version of the write that made it active, until this
 	// replica is admitted ("" before that write); retryActiveAt when a waiting
-	// replica may try again. When the last write that succeeded was sent is the
+	// replica may try again. The send of the last write that succeeded is the
 	// Sharder's renewedAt.
 	want          MemberState
 	activeVersion string

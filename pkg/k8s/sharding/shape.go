@@ -123,7 +123,8 @@ func (s *Sharder) setRenewed(sent time.Time) {
 // ends the admission at that deadline (checkMembership), but not once this replica
 // leaves, while a release naming it may still come: its admission lapses by time
 // all the same, before a replica of another shape that stopped seeing the Lease
-// renewed may be admitted (docs/design/sharding.md, # Ring shape). s.mu is held.
+// renewed may be admitted (docs/design/sharding.md, # Ring shape). The caller holds
+// s.mu.
 func (s *Sharder) mayLeadLocked(now time.Time) bool {
 	return s.admitted && now.Before(s.renewedAt.Add(s.config.RenewDeadline))
 }
