@@ -98,9 +98,10 @@ func (l *loop) admit(now time.Time, v shapeView) {
 func (l *loop) checkMembership(now time.Time) {
 	s := l.s
 	s.mu.Lock()
-	admitted, leaving, renewed := s.admitted, s.leaving, s.renewedAt
+	lapsed := s.admitted && !s.leaving && !s.mayLeadLocked(now)
+	renewed := s.renewedAt
 	s.mu.Unlock()
-	if !admitted || leaving || now.Before(renewed.Add(s.config.RenewDeadline)) {
+	if !lapsed {
 		return
 	}
 	s.logger.Warn("member lease not renewed within the renew deadline: resigning every shard until it is again",
