@@ -18,11 +18,14 @@ import (
 // then e leaves. The members hand each shard over in its turn (turns.go): at no time
 // are two shards released to a new owner and not yet taken, no shard goes without
 // owner for more than handoverGap, and the ring ends balanced. A one-write hand-over
-// (leaderelection.HandOffs) is under way while its write is, a release from its send
-// to the take. (Before turns, the
-// old members sent their first releases at the same instant: 3 hand-overs under way
-// at once on the join, 2 on the leave, whose writes an API server answers about as
-// many times as slowly.)
+// (leaderelection.HandOffs) is under way from its send until it lands, a release
+// from its landing until its take lands. A write lands just before the store shows
+// it: the other members act on it at once, and counted when its call returned, a
+// hand-off seemed to overlap the next one, begun by another member at the same
+// instant on seeing it (4 runs of 300 failed so). (Before turns, the old members
+// sent their first releases at the same instant: 3 hand-overs under way at once on
+// the join, 2 on the leave, whose writes an API server answers about as many times
+// as slowly.)
 func TestMovesTakeTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards = 16
@@ -70,24 +73,24 @@ type slowWrites struct {
 }
 
 func (s *slowWrites) Update(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
-	handOff := r.HolderIdentity != "" && strings.HasPrefix(r.Marker, "handoff:")
-	if handOff {
+	if r.HolderIdentity != "" && strings.HasPrefix(r.Marker, "handoff:") {
 		s.open.begin(s.shard)
-		defer s.open.end(s.shard)
 	}
 	time.Sleep(time.Millisecond)
+	s.open.landing(s.shard, r)
 	out, err := s.LeaseStore.Update(ctx, r)
-	if err == nil && !handOff {
-		s.open.wrote(s.shard, out)
+	if err == nil {
+		s.open.landed(s.shard, r)
 	}
 	return out, err
 }
 
 func (s *slowWrites) Create(ctx context.Context, r leaderelection.LeaseRecord) (leaderelection.LeaseRecord, error) {
 	time.Sleep(time.Millisecond)
+	s.open.landing(s.shard, r)
 	out, err := s.LeaseStore.Create(ctx, r)
 	if err == nil {
-		s.open.wrote(s.shard, out)
+		s.open.landed(s.shard, r)
 	}
 	return out, err
 }
@@ -102,12 +105,21 @@ type openHandOvers struct {
 	moves    int
 }
 
-func (o *openHandOvers) wrote(shard int, r leaderelection.LeaseRecord) {
-	switch {
-	case r.HolderIdentity == "" && r.PreferredHolder != "":
-		o.begin(shard)
-	case r.HolderIdentity != "":
+// landing records that a write of shard, r, lands now: a write that names a holder
+// (a hand-off, or the take after a release) ends the shard's hand-over. It is
+// called before the store has the write, since the other members may act on it (and
+// begin the next hand-over) before the write's call returns.
+func (o *openHandOvers) landing(shard int, r leaderelection.LeaseRecord) {
+	if r.HolderIdentity != "" {
 		o.end(shard)
+	}
+}
+
+// landed records a write of shard, r, that the store took: a release to a new owner
+// begins a hand-over, under way until the take.
+func (o *openHandOvers) landed(shard int, r leaderelection.LeaseRecord) {
+	if r.HolderIdentity == "" && r.PreferredHolder != "" {
+		o.begin(shard)
 	}
 }
 
