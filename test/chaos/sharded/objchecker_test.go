@@ -89,8 +89,8 @@ func objectCases() ([]span, objOutcome, []objectCase) {
 		caches:     map[string][]types.UID{"a": {owner, child}, "b": {other}, "b/2": nil},
 		recons:     []recon{{who: "a", owner: owner, shard: 0, term: 10, at: at(41)}, {who: "b/2", owner: other, shard: 1, term: 11, at: at(50)}},
 		deliveries: []delivery{{who: "a", child: child, ownerOf: 0, term: 10, at: at(41)}},
-		writes: []labelWrite{{obj: owner, who: "a", at: at(41), changed: true}, {obj: owner, who: "b", at: at(42), changed: true},
-			{obj: child, who: "a", at: at(46), changed: true}, {obj: child, who: "b", at: at(47), changed: false}},
+		writes: []labelWrite{{obj: owner, who: "a", sent: at(41), at: at(41), changed: true}, {obj: owner, who: "b", sent: at(42), at: at(42), changed: true},
+			{obj: child, who: "a", sent: at(46), at: at(46), changed: true}, {obj: child, who: "b", sent: at(47), at: at(47), changed: false}},
 	}
 	return spans, clean, []objectCase{
 		{"clean", func(*objOutcome) {}, nil},
@@ -122,10 +122,18 @@ func objectCases() ([]span, objOutcome, []objectCase) {
 			o.final = final(l)
 		}, []string{vLabel}},
 		{"two label writes after the heal", func(o *objOutcome) {
-			o.writes = append(o.writes, labelWrite{obj: child, who: "b", at: at(48), changed: true})
+			o.writes = append(o.writes, labelWrite{obj: child, who: "b", sent: at(48), at: at(48), changed: true})
+		}, []string{vLabelWrites}},
+		{"two label writes sent before the heal, landing after it", func(o *objOutcome) {
+			o.writes = append(o.writes, labelWrite{obj: other, who: "b", sent: at(44), at: at(46), changed: true},
+				labelWrite{obj: other, who: "b", sent: at(45), at: at(47), changed: true})
+		}, nil},
+		{"a write sent before the heal, then two sent after it", func(o *objOutcome) {
+			o.writes = append(o.writes, labelWrite{obj: other, who: "b", sent: at(44), at: at(46), changed: true},
+				labelWrite{obj: other, who: "a", sent: at(47), at: at(47), changed: true}, labelWrite{obj: other, who: "b", sent: at(48), at: at(48), changed: true})
 		}, []string{vLabelWrites}},
 		{"a label write after the bound", func(o *objOutcome) {
-			o.writes = append(o.writes, labelWrite{obj: other, who: "b", at: at(53), changed: true})
+			o.writes = append(o.writes, labelWrite{obj: other, who: "b", sent: at(53), at: at(53), changed: true})
 		}, []string{vLabelWrites}},
 		{"cached twice", func(o *objOutcome) { o.caches["b/2"] = []types.UID{owner} }, []string{vCache}},
 		{"not cached", func(o *objOutcome) { o.caches["a"] = []types.UID{owner} }, []string{vCache}},
