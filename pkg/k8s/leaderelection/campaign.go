@@ -173,8 +173,12 @@ type campaign struct {
 	// skipped states (LeaseEvent.Gap) above the send's version, and sendGapFrom is the
 	// lowest version such a skip may have started above: if it is below the write's own
 	// version, the watch may have skipped states before the write.
-	acquireAt           time.Time
-	acquireRetry        backoff
+	acquireAt    time.Time
+	acquireRetry backoff
+	// resignedUntil holds the next campaign back after a hand-over to nobody (a
+	// Resign, or a term that ended unrenewed), so that another candidate leads; a
+	// hand-over to this candidate is taken at once all the same (acquireTime).
+	resignedUntil       time.Time
 	sentVersion         uint64
 	firstStateSinceSend uint64
 	sendWatch           uint64
@@ -372,7 +376,7 @@ func (c *campaign) step() {
 		if c.watch.stale() && !now.Before(c.watch.staleCheckAt) {
 			c.replaceSilentWatch(now)
 		}
-		if c.strandedHold() && !now.Before(c.acquireAt) {
+		if c.strandedHold() && !now.Before(later(c.acquireAt, c.resignedUntil)) {
 			c.releaseStranded()
 		}
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
@@ -436,7 +440,7 @@ func (c *campaign) nextWake() (time.Time, bool) {
 			consider(t)
 		}
 		if c.strandedHold() {
-			consider(c.acquireAt)
+			consider(later(c.acquireAt, c.resignedUntil))
 		}
 	}
 	return at, ok

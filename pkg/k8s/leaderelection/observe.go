@@ -409,7 +409,8 @@ func (c *campaign) handedToUs() bool {
 
 // acquireTime is when a follower may try to take the lease; ok is false while it may not
 // (state unknown or stale, no watch showing the lease for a RetryPeriod (blind), the
-// last term's leader work still running, a hand-over pending, following only).
+// last term's leader work still running, a hand-over pending, following only). The
+// hold-back after a resign (resignedUntil) does not delay a hand-over to us.
 func (c *campaign) acquireTime() (time.Time, bool) {
 	if c.phase != following || !c.lease.known() || c.watch.stale() || c.leaderDone != nil {
 		return time.Time{}, false
@@ -417,10 +418,15 @@ func (c *campaign) acquireTime() (time.Time, bool) {
 	if c.blind(c.e.clock.Now()) {
 		return time.Time{}, false // the wait counts only time watched: see blind
 	}
-	if !c.e.mayCampaign.Load() && !c.handedToUs() {
+	handed := c.handedToUs()
+	if !c.e.mayCampaign.Load() && !handed {
 		return time.Time{}, false // following only (SetCampaigning)
 	}
-	return later(later(c.takeAt(), c.lease.unknownUntil), c.acquireAt), true
+	at := later(later(c.takeAt(), c.lease.unknownUntil), c.acquireAt)
+	if !handed {
+		at = later(at, c.resignedUntil)
+	}
+	return at, true
 }
 
 func later(a, b time.Time) time.Time {

@@ -8,7 +8,8 @@ import "errors"
 // goroutine clears the lease's holder with a compare-and-swap once the term's
 // OnStartedLeading returned, as a release does, so that the other candidates
 // may take it at once, and this elector
-// does not campaign again for a LeaseDuration, so that one of them does. It
+// does not campaign again for a LeaseDuration, so that one of them does (it takes a
+// hand-over to it meanwhile all the same: its writer chose it). It
 // reports whether it ended the term: false for any other term, once the term
 // ended, and with election disabled (a replica leading alone has nobody to
 // hand over to). Safe from any goroutine; it never blocks.

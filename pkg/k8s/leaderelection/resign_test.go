@@ -81,3 +81,47 @@ func TestResignDisabled(t *testing.T) {
 		}
 	})
 }
+
+// TestHandOverToResignerTakenAtOnce: the LeaseDuration a resigned candidate holds its
+// next campaign back does not delay a hand-over to it: another candidate chose it.
+// Before, a hand-over to a candidate that had just resigned waited out its hold-back:
+// in test/chaos/sharded's seed 3620, a replica whose shard term ended during a cut
+// saw a one-write hand-off of that shard back 1.8s late, with 86ms of the term left,
+// and the shard went ownerless for 3s more. Both a release naming it and a one-write
+// hand-off (HandOffs) are taken at once.
+func TestHandOverToResignerTakenAtOnce(t *testing.T) {
+	for _, oneWrite := range []bool{false, true} {
+		t.Run(map[bool]string{false: "release", true: "hand-off"}[oneWrite], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cl := newCluster(t)
+				defer cl.stop()
+				start := func(id string) *candidate { return cl.start(id, nil) }
+				if oneWrite {
+					live := newFakeHandOffs()
+					start = func(id string) *candidate { return startHandOffs(cl, live, id, func() bool { return true }) }
+				}
+				b := start("b")
+				cl.waitLeader(nil, time.Second)
+				a := start("a")
+				time.Sleep(time.Second)
+				if !b.e.Resign(b.e.Term()) {
+					t.Fatal("b did not resign")
+				}
+				if l := cl.waitLeader(b, time.Second); l != a {
+					t.Fatalf("%s leads after b resigned, want a", l.id)
+				}
+				handedAt := time.Now()
+				if err := a.e.HandOver(context.Background(), "b"); err != nil {
+					t.Fatal(err)
+				}
+				if l := cl.waitLeader(a, DefaultLeaseDuration); l != b {
+					t.Fatalf("%v leads after a handed over to b, want b", l)
+				}
+				_, started, _, _ := b.snapshot()
+				if took := started[len(started)-1].Sub(handedAt); took > promptly {
+					t.Errorf("b led %v after a handed the lease to it, want at once (not after its resign's hold-back)", took)
+				}
+			})
+		})
+	}
+}

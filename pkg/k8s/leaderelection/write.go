@@ -314,13 +314,13 @@ func (c *campaign) beginHandOver(req handoverRequest) {
 
 // finishHandOver writes the release of the pending hand-over and answers its request.
 // A hand-over to nobody (Resign) then holds the next campaign back by a LeaseDuration,
-// so that another candidate leads.
+// so that another candidate leads (resignedUntil).
 func (c *campaign) finishHandOver() error {
 	req := c.handover
 	c.becomeFollowing()
 	released, err := c.handAway(req.target)
 	if req.target == "" {
-		c.acquireAt = c.e.clock.Now().Add(c.e.config.LeaseDuration)
+		c.resignedUntil = c.e.clock.Now().Add(c.e.config.LeaseDuration)
 		if err != nil && c.ctx.Err() == nil {
 			c.e.logger.Warn("releasing the lease after resigning failed; the others wait for it to expire", "error", err)
 		}
