@@ -50,6 +50,15 @@ func (l *loop) view(now time.Time) shapeView {
 // stays so until it leaves or its member Lease goes unrenewed for RenewDeadline
 // (checkMembership); members of another shape seen meanwhile joined after it and
 // wait for it.
+//
+// The active write it waits to see (activeVersion) vouches that the others saw this
+// replica live from then on only while its renewals kept coming: once its member
+// Lease goes unrenewed for RenewDeadline before the admission, a view showing that
+// write may be one the watch delayed, from before a replica of another shape stopped
+// counting this one and was admitted. Admitting on it let two shapes lead at once
+// (seed 3424 of TestShardedChaosShapes: a replica cut off, then paused, admitted
+// itself at its resume on a view 3.4s old). The admission then waits for a view of
+// the next active write.
 func (l *loop) admit(now time.Time, v shapeView) {
 	s := l.s
 	s.mu.Lock()
@@ -62,6 +71,11 @@ func (l *loop) admit(now time.Time, v shapeView) {
 			"mismatched", v.mismatched, "admitted", admitted)
 	}
 	if admitted || leaving || l.activeVersion == "" && l.want == MemberActive {
+		return
+	}
+	if l.want == MemberActive && !now.Before(s.renewedUntil()) {
+		s.logger.Info("member lease not renewed within the renew deadline before admission: waiting for a view of the next active write")
+		l.activeVersion = ""
 		return
 	}
 	if l.want == MemberWaiting {
@@ -117,6 +131,14 @@ func (s *Sharder) setRenewed(sent time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.renewedAt = sent
+}
+
+// renewedUntil returns RenewDeadline after the send of the last member Lease write
+// that succeeded.
+func (s *Sharder) renewedUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewedAt.Add(s.config.RenewDeadline)
 }
 
 // mayLeadLocked reports whether this replica may begin a shard term at now: it is
