@@ -237,8 +237,8 @@ func (e *Elector) leadAlone(ctx context.Context, n *notifier) {
 	}
 	e.logger.Info("leading alone, election disabled", "term", uint64(1))
 	defer func() {
-		e.current.Store(nil)
 		t.end(context.Cause(ctx))
+		e.current.Store(nil)
 		if f := e.callbacks.OnStoppedLeading; f != nil {
 			f()
 		}

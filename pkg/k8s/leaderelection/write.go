@@ -283,12 +283,14 @@ func (c *campaign) startTerm(term uint64, sentAt time.Time) {
 	}
 }
 
-// stepDown ends the current term with cause and calls OnStoppedLeading.
+// stepDown ends the current term with cause and calls OnStoppedLeading. The term's
+// context ends before the elector stops naming it current, so that Term and IsLeader
+// never report no term while that context is live.
 func (c *campaign) stepDown(cause error) {
 	t := c.term
 	c.becomeFollowing()
-	c.e.current.Store(nil)
 	t.end(cause)
+	c.e.current.Store(nil)
 	c.e.logger.Info("stopped leading", "term", t.Term(), "cause", context.Cause(t))
 	if f := c.e.callbacks.OnStoppedLeading; f != nil {
 		f()
