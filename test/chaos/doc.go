@@ -192,7 +192,12 @@
 //     while the old holder still led, under a term (8) below the old one (13), so
 //     fencing did not cover the 12.6ms overlap. Both parts are documented limits of
 //     the elector (the cold-start window; terms do not span a restore for a candidate
-//     that did not see the later versions);
+//     that did not see the later versions). Open too: seed 7004133 (a soak of seeds
+//     7000001 to 7005000, with skew; the only failure): c4 took the Lease c2 had
+//     released and was cut off; a restore put the release back over c4's take, and
+//     c1, whose watch had not shown the take, took the release at once under the
+//     same term, 9: two leaders for 1.03s (docs/design/leaderelection.md, # History
+//     going back);
 //   - term order: each term is above every term that started before it (terms are
 //     fencing tokens), but for the cold-start window above;
 //   - the fenced register's history, with porcupine, against a model in which a write
