@@ -134,12 +134,15 @@ func (s *Sharder) setRenewed(sent time.Time) {
 }
 
 // renewedUntil returns RenewDeadline after the send of the last member Lease write
-// that succeeded.
+// that succeeded: until then this replica may be or become admitted.
 func (s *Sharder) renewedUntil() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.renewedAt.Add(s.config.RenewDeadline)
+	return s.renewedUntilLocked()
 }
+
+// renewedUntilLocked is renewedUntil; the caller holds s.mu.
+func (s *Sharder) renewedUntilLocked() time.Time { return s.renewedAt.Add(s.config.RenewDeadline) }
 
 // mayLeadLocked reports whether this replica may begin a shard term at now: it is
 // admitted, and its member Lease was last renewed within RenewDeadline. Run's loop
@@ -149,7 +152,7 @@ func (s *Sharder) renewedUntil() time.Time {
 // renewed may be admitted (docs/design/sharding.md, # Ring shape). The caller holds
 // s.mu.
 func (s *Sharder) mayLeadLocked(now time.Time) bool {
-	return s.admitted && now.Before(s.renewedAt.Add(s.config.RenewDeadline))
+	return s.admitted && now.Before(s.renewedUntilLocked())
 }
 
 // setAdmitted sets whether this replica may campaign.
