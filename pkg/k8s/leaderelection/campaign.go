@@ -376,7 +376,7 @@ func (c *campaign) step() {
 		if c.watch.stale() && !now.Before(c.watch.staleCheckAt) {
 			c.replaceSilentWatch(now)
 		}
-		if c.strandedHold() && !now.Before(later(c.acquireAt, c.resignedUntil)) {
+		if c.strandedHold() && !now.Before(c.heldBackUntil()) {
 			c.releaseStranded()
 		}
 		if at, ok := c.acquireTime(); ok && !now.Before(at) {
@@ -440,11 +440,15 @@ func (c *campaign) nextWake() (time.Time, bool) {
 			consider(t)
 		}
 		if c.strandedHold() {
-			consider(later(c.acquireAt, c.resignedUntil))
+			consider(c.heldBackUntil())
 		}
 	}
 	return at, ok
 }
+
+// heldBackUntil is when the next acquiring or releasing write of a follower may go:
+// after a failed attempt's retry (acquireAt) and a resign's hold-back (resignedUntil).
+func (c *campaign) heldBackUntil() time.Time { return later(c.acquireAt, c.resignedUntil) }
 
 // shutdown ends the term, closes the watch, waits for leader work, and releases (to the
 // target of a pending hand-over, or with ReleaseOnCancel).

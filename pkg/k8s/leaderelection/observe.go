@@ -422,11 +422,11 @@ func (c *campaign) acquireTime() (time.Time, bool) {
 	if !c.e.mayCampaign.Load() && !handed {
 		return time.Time{}, false // following only (SetCampaigning)
 	}
-	at := later(later(c.takeAt(), c.lease.unknownUntil), c.acquireAt)
-	if !handed {
-		at = later(at, c.resignedUntil)
+	held := c.heldBackUntil()
+	if handed {
+		held = c.acquireAt
 	}
-	return at, true
+	return later(later(c.takeAt(), c.lease.unknownUntil), held), true
 }
 
 func later(a, b time.Time) time.Time {

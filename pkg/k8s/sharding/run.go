@@ -300,9 +300,9 @@ func (l *loop) renew(ctx context.Context) {
 	now := s.clock.Now()
 	timeout := s.config.RenewDeadline
 	s.mu.Lock()
-	admitted, renewed := s.admitted, s.renewedAt
+	admitted, until := s.admitted, s.renewedUntilLocked()
 	s.mu.Unlock()
-	if left := renewed.Add(s.config.RenewDeadline).Sub(now); admitted && left > 0 && left < timeout {
+	if left := until.Sub(now); admitted && left > 0 && left < timeout {
 		timeout = left
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -694,11 +694,11 @@ func (l *loop) depart(ctx context.Context) {
 func (l *loop) admissionAt(now time.Time) time.Time {
 	s := l.s
 	s.mu.Lock()
-	admitted, renewed := s.admitted, s.renewedAt
+	admitted, until := s.admitted, s.renewedUntilLocked()
 	s.mu.Unlock()
 	switch {
 	case admitted:
-		return renewed.Add(s.config.RenewDeadline)
+		return until
 	case l.want == MemberWaiting && l.retryActiveAt.After(now):
 		return l.retryActiveAt
 	}

@@ -538,18 +538,18 @@ func (s *Sharder) leading(ctx context.Context, shard int) {
 	term, _ := termctx.FromContext(ctx)
 	now := s.clock.Now()
 	s.mu.Lock()
-	admitted := s.mayLeadLocked(now)
-	if admitted {
+	may := s.mayLeadLocked(now)
+	if may {
 		s.owned[shard] = term
 	}
 	s.mu.Unlock()
-	if !admitted {
+	if !may {
 		s.logger.Warn("resigning a shard taken while not admitted", "shard", shard, "term", term)
 		s.electors[shard].Resign(term)
 		return
 	}
 	s.acquisitions.Add(1)
-	s.ownerless.acquired(shard, s.clock.Now())
+	s.ownerless.acquired(shard, now)
 	s.kick()
 	if f := s.callbacks.OnAcquired; f != nil {
 		f(ctx)
