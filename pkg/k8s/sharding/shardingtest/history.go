@@ -153,9 +153,18 @@ func (h *History) CheckBalanced(tb testing.TB, after string, members ...string) 
 
 // CheckGaps fails tb unless every shard whose term ended since from had its next term
 // begin within limit, and logs the median, 99th percentile and longest gap, and when
-// the last shard was owned again. It returns the longest gap.
+// the last shard was owned again. It returns the longest gap. A move still under way
+// (a term ended less than limit ago, its next not begun) is waited for, up to limit:
+// the shares may look balanced before the last moves of a rebalance.
 func (h *History) CheckGaps(t testing.TB, phase string, from time.Time, limit time.Duration) time.Duration {
 	t.Helper()
+	for {
+		end, ok := h.ownerlessSince(from)
+		if !ok || time.Since(end) > limit {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var settled time.Duration
@@ -188,6 +197,23 @@ func (h *History) CheckGaps(t testing.TB, phase string, from time.Time, limit ti
 	t.Logf("%s: %d shards moved; without owner: median %v, p99 %v, longest %v; last owned again %v after the fault",
 		phase, len(gaps), gaps[len(gaps)/2], gaps[(len(gaps)*99)/100], worst, settled)
 	return worst
+}
+
+// ownerlessSince returns the earliest end, since from, of a term whose shard has had
+// no term since; ok is false when there is none.
+func (h *History) ownerlessSince(from time.Time) (end time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ended := range h.terms {
+		if ended.end.IsZero() || ended.end.Before(from) {
+			continue
+		}
+		if !slices.ContainsFunc(h.terms, func(s shardTermSpan) bool { return s.shard == ended.shard && !s.start.Before(ended.end) }) &&
+			(!ok || ended.end.Before(end)) {
+			end, ok = ended.end, true
+		}
+	}
+	return end, ok
 }
 
 // CheckAllEnded fails tb if a term is open (call it once every replica stopped).
